@@ -1,0 +1,5 @@
+"""Allow ``python -m tokenwatt``."""
+
+from tokenwatt.cli import main
+
+main()

@@ -1,0 +1,86 @@
+"""Capacity math: how many cards a tuned configuration saves (DESIGN.md, "Capacity math")."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class NoCredit(StrEnum):
+    """Why a configuration earns no capacity credit."""
+
+    GATE_FAILED = "failed the accuracy gate"
+    SLO_MISSED = "missed the SLO in at least one repeat"
+    INSIDE_VARIANCE = "its gain lies inside the variance band"
+    NO_GAIN = "its goodput is not above the baseline"
+    NO_ACCURACY = "has no accuracy result to gate on"
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Cards needed at the tuned configuration's goodput and cards saved.
+
+    ``cards_needed`` = ceil(cards × baseline goodput / tuned goodput); ``saved`` =
+    cards − cards_needed when credit is earned, else 0, with ``reasons`` saying why not.
+    """
+
+    cards: int
+    cards_needed: int | None
+    saved: int
+    gain_pct: float
+    reasons: tuple[NoCredit, ...]
+
+    @property
+    def credited(self) -> bool:
+        """True when the configuration earns capacity credit."""
+        return not self.reasons
+
+
+def cards_needed(cards: int, baseline_goodput_tok_s: float, tuned_goodput_tok_s: float) -> int:
+    """ceil(cards × baseline / tuned): cards serving the same load at the tuned goodput.
+
+    Raises:
+        ValueError: non-positive goodput or card count.
+    """
+    if cards < 1:
+        raise ValueError(f"cards must be ≥ 1, got {cards}")
+    if baseline_goodput_tok_s <= 0 or tuned_goodput_tok_s <= 0:
+        raise ValueError("goodput must be positive for capacity math")
+    # Round first: 64 × 4572.3 / 5056.9 must not become 57.0000000001 and cost a card.
+    return math.ceil(round(cards * baseline_goodput_tok_s / tuned_goodput_tok_s, 9))
+
+
+def capacity(
+    *,
+    cards: int,
+    baseline_goodput_tok_s: float,
+    tuned_goodput_tok_s: float,
+    gate_passed: bool | None,
+    slo_met_every_repeat: bool,
+    variance_band_pct: float,
+) -> Capacity:
+    """Capacity credit with the gate exclusions (DESIGN.md; seed lab note, change 2).
+
+    No credit when the configuration failed the gate (or has no accuracy result), missed
+    the SLO in any repeat, or its goodput gain (%) is not above ``variance_band_pct``.
+    """
+    gain = 100.0 * (tuned_goodput_tok_s - baseline_goodput_tok_s) / baseline_goodput_tok_s
+    reasons: list[NoCredit] = []
+    if gate_passed is None:
+        reasons.append(NoCredit.NO_ACCURACY)
+    elif not gate_passed:
+        reasons.append(NoCredit.GATE_FAILED)
+    if not slo_met_every_repeat:
+        reasons.append(NoCredit.SLO_MISSED)
+    if gain <= 0:
+        reasons.append(NoCredit.NO_GAIN)
+    elif gain <= variance_band_pct:
+        reasons.append(NoCredit.INSIDE_VARIANCE)
+    needed = (
+        cards_needed(cards, baseline_goodput_tok_s, tuned_goodput_tok_s)
+        if tuned_goodput_tok_s > 0
+        else None
+    )
+    saved = cards - needed if (needed is not None and not reasons) else 0
+    return Capacity(cards, needed, saved, gain, tuple(reasons))

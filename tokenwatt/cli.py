@@ -1,0 +1,79 @@
+"""The command line: parses arguments, calls one typed function per command, prints.
+
+This is the only module that imports every stage; each command imports its stage lazily so
+that ``tokenwatt --help`` stays instant. Library errors become exit codes here and only here:
+:class:`~tokenwatt.errors.InputError` exits 2, any other TokenwattError exits 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from tokenwatt import __version__
+from tokenwatt.errors import InputError, TokenwattError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _errors_to_exit(func: F) -> F:
+    """Print a library error as ``error: file: field: message`` lines and exit with its code."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except InputError as exc:
+            for problem in exc.problems:
+                click.echo(f"error: {problem}", err=True)
+            sys.exit(exc.exit_code)
+        except TokenwattError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tokenwatt")
+def cli() -> None:
+    """TokenWatt Bench: SLO goodput, tokens per joule, MBU and an accuracy gate."""
+
+
+@cli.command()
+@click.option(
+    "--reports",
+    "reports_dir",
+    type=click.Path(path_type=Path),
+    default=Path("reports"),
+    show_default=True,
+    help="Folder of report records.",
+)
+@click.option(
+    "--out",
+    "docs_dir",
+    type=click.Path(path_type=Path),
+    default=Path("docs"),
+    show_default=True,
+    help="MkDocs docs folder to write (generated, git-ignored).",
+)
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when the pages are stale.")
+@_errors_to_exit
+def build(reports_dir: Path, docs_dir: Path, check: bool) -> None:
+    """Validate report records and write the lab-notes site's pages."""
+    from tokenwatt.site.build import build_site
+
+    result = build_site(reports_dir, docs_dir, check=check)
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(result.summary)
+
+
+def main() -> None:
+    """Entry point of the ``tokenwatt`` console script."""
+    cli()

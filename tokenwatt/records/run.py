@@ -1,0 +1,129 @@
+"""The run record written by ``tokenwatt collect`` (``runs/*.json``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import Field
+
+from tokenwatt.records.accuracy import AccuracyResult
+from tokenwatt.records.base import (
+    NonEmptyStr,
+    NonNegFloat,
+    NonNegInt,
+    Percent,
+    PosFloat,
+    PosInt,
+    StrictModel,
+)
+from tokenwatt.records.power import PowerWindow
+from tokenwatt.records.spec import Spec
+from tokenwatt.records.window import WindowSummary
+
+
+class ToolInfo(StrictModel):
+    """Which TokenWatt Bench made the record."""
+
+    name: str = "tokenwatt-bench"
+    version: str
+    git_commit: str | None = None
+
+
+class Environment(StrictModel):
+    """What was read at run time from the machine and the engine."""
+
+    gpu_name: str | None = None
+    gpu_count: NonNegInt | None = None
+    driver: str | None = None
+    rated_bw_tbs_per_gpu: PosFloat | None = None
+    engine_name: str | None = None
+    engine_version: str | None = None
+    engine_flags: list[str] = Field(default_factory=list)
+    served_models: list[str] = Field(default_factory=list)
+    kv_capacity_tokens: NonNegInt | None = None
+    hostname: str | None = None
+
+
+class EngineMetrics(StrictModel):
+    """Engine ``/metrics`` over a window: means and maxima of the gauges, counter deltas."""
+
+    running_mean: NonNegFloat | None = None
+    waiting_mean: NonNegFloat | None = None
+    waiting_max: NonNegFloat | None = None
+    kv_usage_max_pct: Percent | None = None
+    preemptions: NonNegInt | None = None
+    scrapes: NonNegInt = 0
+
+
+class Probe(StrictModel):
+    """One SLO-search probe (``phase``: grow, list, bisect)."""
+
+    phase: Literal["grow", "list", "bisect"]
+    window: WindowSummary
+    metrics: EngineMetrics | None = None
+    warmup_s: NonNegFloat = 0.0
+
+
+class Repeat(StrictModel):
+    """One measurement repeat at the found rate (``backoff`` counts rate reductions)."""
+
+    window: WindowSummary
+    power: PowerWindow | None = None
+    metrics: EngineMetrics | None = None
+    backoff: NonNegInt = 0
+
+
+class MbuResult(StrictModel):
+    """MBU inputs and result (bytes per decode step, steps/s, TB/s, %)."""
+
+    weights_bytes_per_step: NonNegFloat
+    kv_bytes_per_step: NonNegFloat
+    decode_steps_per_s: NonNegFloat
+    running_batch: NonNegFloat
+    rated_bw_tbs_per_gpu: PosFloat
+    gpus: PosInt
+    mbu_pct: NonNegFloat
+
+
+class SearchResult(StrictModel):
+    """The outcome of the SLO search and the repeats (rate in req/s, goodput in tok/s)."""
+
+    rate_rps: NonNegFloat
+    goodput_tok_s: NonNegFloat
+    slo_pass_count: NonNegInt
+    repeats: NonNegInt
+    backoffs: NonNegInt = 0
+    gpu_seconds: NonNegFloat = 0.0
+    gpu_seconds_saved: NonNegFloat = 0.0
+    warnings: list[str] = Field(default_factory=list)
+
+
+class RunRecord(StrictModel):
+    """A measured configuration: spec, environment, probes, repeats, power, MBU, accuracy.
+
+    ``complete`` is false when the run stopped early (Ctrl-C, engine died); everything
+    measured up to then is kept and ``incomplete_reason`` says why.
+    """
+
+    schema_version: Literal[1] = 1
+    tool: ToolInfo
+    label: NonEmptyStr
+    role: Literal["baseline", "tuned"]
+    mode: Literal["smoke", "quick", "full"]
+    simulated: bool = False
+    spec: Spec
+    fingerprint: NonEmptyStr
+    command: str
+    started: dt.datetime
+    finished: dt.datetime | None = None
+    complete: bool = True
+    incomplete_reason: str | None = None
+    environment: Environment = Field(default_factory=Environment)
+    probes: list[Probe] = Field(default_factory=list)
+    repeats: list[Repeat] = Field(default_factory=list)
+    result: SearchResult | None = None
+    mbu: MbuResult | None = None
+    accuracy: AccuracyResult | None = None
+    engine_warnings: list[str] = Field(default_factory=list)
+    not_covered: list[str] = Field(default_factory=list)

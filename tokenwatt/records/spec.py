@@ -1,0 +1,224 @@
+"""The benchmark spec: ``specs/*.spec.yaml``, and the ``spec`` object inside records.
+
+The shape is the seed report's ``spec`` object. Secrets never appear in a spec: only the
+*name* of an environment variable (``engine.api_key_env``, ``power.password_env``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from tokenwatt.records.base import (
+    NonEmptyStr,
+    NonNegFloat,
+    NonNegInt,
+    PosFloat,
+    PosInt,
+    StrictModel,
+)
+
+KvDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+
+
+class HardwareSpec(StrictModel):
+    """Which accelerators to watch. ``rated_bw_tbs_per_gpu`` null means: look it up."""
+
+    adapter: Literal["nvidia", "amd", "sim", "none"] = "nvidia"
+    rated_bw_tbs_per_gpu: PosFloat | None = None
+    gpus: list[NonNegInt] | None = None
+    host: str | None = None
+
+
+class EngineSpec(StrictModel):
+    """The OpenAI-compatible server under test."""
+
+    endpoint: NonEmptyStr
+    name: NonEmptyStr
+    version: str | None = None
+    kernels: str | None = None
+    api: Literal["completions", "chat"] = "completions"
+    model: NonEmptyStr
+    ignore_eos: bool = True
+    api_key_env: str | None = None
+    flags: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _endpoint_is_http(self) -> EngineSpec:
+        if not self.endpoint.startswith(("http://", "https://")):
+            raise ValueError(f"endpoint must start with http:// or https://, got {self.endpoint!r}")
+        return self
+
+
+class ModelSpec(StrictModel):
+    """The model served. ``kv_dtype`` is per configuration and outside the fingerprint."""
+
+    name: NonEmptyStr
+    config: str | None = None
+    weight_dtype: NonEmptyStr = "bf16"
+    kv_dtype: KvDtype = "bf16"
+    quantization: str = ""
+    replicas: PosInt = 1
+    tensor_parallel: PosInt = 1
+    vocab_size: PosInt
+    geometry: dict[str, int | float | str] = Field(default_factory=dict)
+
+
+class SloSpec(StrictModel):
+    """Latency limits, both on the 99th percentile over a window (ms)."""
+
+    ttft_p99_ms: PosFloat
+    tpot_p99_ms: PosFloat
+
+
+class LengthDist(StrictModel):
+    """A token-length distribution given by its median and 90th percentile (tokens)."""
+
+    median: PosInt
+    p90: PosInt
+
+    @model_validator(mode="after")
+    def _p90_not_below_median(self) -> LengthDist:
+        if self.p90 < self.median:
+            raise ValueError(f"p90 ({self.p90}) must not be below the median ({self.median})")
+        return self
+
+
+class WorkloadSpec(StrictModel):
+    """``trace`` is ``chat-mix-v1`` or the path of a JSON Lines trace to replay."""
+
+    trace: NonEmptyStr = "chat-mix-v1"
+    input_tokens: LengthDist | None = None
+    output_tokens: LengthDist | None = None
+    seed: int = 0
+
+
+class MeasurementSpec(StrictModel):
+    """Window lengths (s), repeats, and the client's limits."""
+
+    warmup_s: NonNegFloat
+    window_s: PosFloat
+    search_window_s: PosFloat
+    repeats: PosInt
+    request_timeout_s: PosFloat
+    max_concurrency: PosInt
+
+
+class SweepSpec(StrictModel):
+    """The SLO search: grow by ``growth`` from ``start_rps`` (or walk ``rates``), then bisect."""
+
+    rates: list[PosFloat] | None = None
+    start_rps: PosFloat
+    growth: float = Field(gt=1)
+    max_rps: PosFloat
+    bisect_steps: NonNegInt
+    backoff: float = Field(gt=0, lt=1)
+    max_backoffs: NonNegInt
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SweepSpec:
+        if self.start_rps > self.max_rps:
+            raise ValueError(f"start_rps ({self.start_rps}) exceeds max_rps ({self.max_rps})")
+        if self.rates is not None:
+            if not self.rates:
+                raise ValueError("rates, when given, must list at least one rate")
+            if any(b <= a for a, b in zip(self.rates, self.rates[1:], strict=False)):
+                raise ValueError("rates must be strictly increasing")
+        return self
+
+
+class AccuracySpec(StrictModel):
+    """The accuracy suite and the gate's threshold (points)."""
+
+    suite: str | None = None
+    name: NonEmptyStr = "gsm8k-5shot"
+    scorer: Literal["numeric"] = "numeric"
+    max_drop_pts: NonNegFloat = 1.0
+    seeds: PosInt = 1
+    max_tokens: PosInt = 384
+    stop: list[str] = Field(default_factory=list)
+    concurrency: PosInt = 32
+    limit: PosInt | None = None
+    temperature: NonNegFloat = 0.0
+
+
+PowerSource = Literal["board", "redfish", "ipmi", "command", "prometheus", "sim", "none"]
+
+
+class PowerSpec(StrictModel):
+    """Where power comes from. Passwords only through ``password_env`` (a variable's name)."""
+
+    source: PowerSource = "board"
+    sampling_hz: PosFloat = 1.0
+    url: str | None = None
+    username: str | None = None
+    password_env: str | None = None
+    verify_tls: bool = True
+    chassis: str | None = None
+    host: str | None = None
+    command: str | None = None
+    field: str | None = None
+
+    @model_validator(mode="after")
+    def _source_needs(self) -> PowerSpec:
+        if self.source in ("redfish", "prometheus") and not self.url:
+            raise ValueError(f"power.source {self.source!r} needs power.url")
+        if self.source == "command" and not self.command:
+            raise ValueError("power.source 'command' needs power.command")
+        return self
+
+
+class Spec(StrictModel):
+    """A benchmark spec: one hardware × engine × model × workload."""
+
+    name: NonEmptyStr
+    hardware: HardwareSpec
+    engine: EngineSpec
+    model: ModelSpec
+    slo: SloSpec
+    workload: WorkloadSpec
+    measurement: MeasurementSpec
+    sweep: SweepSpec
+    accuracy: AccuracySpec
+    power: PowerSpec
+    not_covered: list[str] = Field(default_factory=list)
+
+
+def fingerprint_fields(spec: Spec) -> dict[str, Any]:
+    """The parts of a spec that must be equal for two runs to be compared.
+
+    Hardware, model identity, workload, SLO and measurement windows (DESIGN.md, Records).
+    Per-configuration settings -- KV-cache dtype, engine flags, label, role -- are left out,
+    so that a BF16-vs-FP8 KV comparison is allowed (seed lab note, change 1).
+
+    Returns:
+        A flat mapping ``dotted.path -> value``.
+    """
+    model = spec.model.model_dump(exclude={"kv_dtype", "config", "geometry"})
+    parts: dict[str, Any] = {
+        "hardware": spec.hardware.model_dump(exclude={"host"}),
+        "model": model,
+        "workload": spec.workload.model_dump(),
+        "slo": spec.slo.model_dump(),
+        "measurement": spec.measurement.model_dump(),
+    }
+    flat: dict[str, Any] = {}
+    for section, values in parts.items():
+        for key, value in values.items():
+            flat[f"{section}.{key}"] = value
+    return flat
+
+
+def fingerprint(spec: Spec) -> str:
+    """SHA-256 (hex, first 16 chars) of :func:`fingerprint_fields` in canonical JSON."""
+    canonical = json.dumps(fingerprint_fields(spec), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def fingerprint_diff(a: Spec, b: Spec) -> list[str]:
+    """Dotted names of the fingerprint fields that differ between two specs (sorted)."""
+    fa, fb = fingerprint_fields(a), fingerprint_fields(b)
+    return sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))

@@ -1,0 +1,56 @@
+"""Per-window request statistics, as stored in run records.
+
+A latency percentile is a number of ms, the string ``"inf"`` when failed requests (which
+count as infinitely slow, DESIGN.md) reach that percentile, or null when there were no
+samples (e.g. TPOT when every request produced one token).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from tokenwatt.records.base import NonNegFloat, NonNegInt, Percent, PosFloat, StrictModel
+
+LatencyMs = NonNegFloat | Literal["inf"] | None
+
+
+class Percentiles(StrictModel):
+    """p50/p90/p99 of one latency (ms), see :data:`LatencyMs`."""
+
+    p50: LatencyMs = None
+    p90: LatencyMs = None
+    p99: LatencyMs = None
+
+
+class WindowSummary(StrictModel):
+    """What one measurement window saw.
+
+    ``output_tokens`` counts tokens of requests that *arrived* in the window (from the
+    server's ``usage``; ``usage_missing`` counts requests whose tokens were counted by the
+    client instead). ``goodput_tok_s`` = output tokens / ``duration_s`` (DESIGN.md).
+    """
+
+    rate_rps: PosFloat
+    duration_s: PosFloat
+    requests: NonNegInt
+    completed: NonNegInt
+    errors: NonNegInt
+    error_kinds: dict[str, NonNegInt] = Field(default_factory=dict)
+    input_tokens: NonNegInt = 0
+    output_tokens: NonNegInt = 0
+    usage_missing: NonNegInt = 0
+    achieved_rps: NonNegFloat = 0.0
+    goodput_tok_s: NonNegFloat = 0.0
+    ttft_ms: Percentiles = Field(default_factory=Percentiles)
+    ttft_from_send_ms: Percentiles = Field(default_factory=Percentiles)
+    tpot_ms: Percentiles = Field(default_factory=Percentiles)
+    itl_ms: Percentiles = Field(default_factory=Percentiles)
+    e2e_ms: Percentiles = Field(default_factory=Percentiles)
+    send_lag_p99_ms: NonNegFloat = 0.0
+    client_bound: bool = False
+    slo_attainment_pct: Percent = 0.0
+    slo_pass: bool = False
+    failure_reason: str | None = None
+    stopped_early: bool = False
