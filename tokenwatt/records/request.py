@@ -1,0 +1,46 @@
+"""One request's raw timings, as kept by the load generator.
+
+Times are seconds on the client's monotonic clock (``time.perf_counter``). Stored beside a
+run record as compressed JSON Lines when asked for; summarised into a
+:class:`~tokenwatt.records.window.WindowSummary` by ``analysis.latency``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class RequestResult:
+    """What one request did.
+
+    Attributes:
+        scheduled_s: when the Poisson schedule said to send it (s).
+        sent_s: when it was actually sent (s); ``sent_s - scheduled_s`` is the send lag.
+        first_token_s: arrival of the first chunk carrying generated text (s), or None.
+        chunk_s: arrival time of every chunk carrying generated text (s).
+        last_token_s: arrival of the last such chunk (s), or None.
+        prompt_tokens: prompt length (tokens), from ``usage`` or the request itself.
+        output_tokens: generated tokens, from ``usage`` when the server sent it.
+        usage_missing: True when ``output_tokens`` was counted by the client (no usage).
+        status: HTTP status, or None when no response arrived.
+        error: error kind (``timeout``, ``http_503``, ``connect``, ``empty``, …) or None.
+        in_window: True when the request arrived inside the measurement window.
+    """
+
+    scheduled_s: float
+    sent_s: float = 0.0
+    first_token_s: float | None = None
+    chunk_s: list[float] = field(default_factory=list)
+    last_token_s: float | None = None
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    usage_missing: bool = False
+    status: int | None = None
+    error: str | None = None
+    in_window: bool = True
+
+    @property
+    def ok(self) -> bool:
+        """True when the request finished without error and produced at least one token."""
+        return self.error is None and self.first_token_s is not None
