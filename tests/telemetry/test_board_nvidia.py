@@ -169,7 +169,9 @@ def test_throttle_reasons_counted_per_reason(clock: ManualClock) -> None:
 
 
 def test_old_driver_falls_back_to_throttle_reasons_call(clock: ManualClock) -> None:
-    meter, _ = _meter(clock, [_gpu(0, event_reasons_supported=False, reasons=lambda t: SW_POWER_CAP)])
+    meter, _ = _meter(
+        clock, [_gpu(0, event_reasons_supported=False, reasons=lambda t: SW_POWER_CAP)]
+    )
     w = run_window(meter, clock, 5.0)
     assert w.throttle_counts == {"sw_power_cap": 5}
     meter.close()

@@ -8,10 +8,10 @@ happen only when the chosen source is opened.
 """
 
 from tokenwatt.telemetry.base import (
-    DeviceLost,
+    DeviceLostError,
     HardwareIdentity,
     PowerSource,
-    ReadFailed,
+    ReadError,
     Reading,
 )
 from tokenwatt.telemetry.clock import Clock, ManualClock, SystemClock
@@ -21,13 +21,13 @@ from tokenwatt.telemetry.meter import PowerMeter
 
 __all__ = [
     "Clock",
-    "DeviceLost",
+    "DeviceLostError",
     "HardwareIdentity",
     "HardwareRow",
     "ManualClock",
     "PowerMeter",
     "PowerSource",
-    "ReadFailed",
+    "ReadError",
     "Reading",
     "SystemClock",
     "hardware_table",

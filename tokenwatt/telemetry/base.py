@@ -16,11 +16,11 @@ from tokenwatt.errors import TelemetryError
 from tokenwatt.records.power import PowerScope
 
 
-class DeviceLost(TelemetryError):
+class DeviceLostError(TelemetryError):
     """A device disappeared mid-window (e.g. ``NVMLError_GpuIsLost``): the window is invalid."""
 
 
-class ReadFailed(TelemetryError):
+class ReadError(TelemetryError):
     """One reading failed (timeout, HTTP error, unparsable output); the sample is skipped.
 
     Skipped samples only invalidate the window when they leave a gap longer than 3 s.
@@ -100,7 +100,7 @@ class PowerSource(Protocol):
         ...
 
     def read(self) -> Reading:
-        """Read once. Raises :class:`DeviceLost` or :class:`ReadFailed`."""
+        """Read once. Raises :class:`DeviceLostError` or :class:`ReadError`."""
         ...
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ and returns only after the sampler has taken each sample.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Protocol
@@ -126,19 +127,17 @@ class ManualClock:
                 # The waiter takes its sample outside the lock, then either asks for the
                 # next deadline (entries grows) or leaves for good (deadline stays None).
                 ok = self._cond.wait_for(
-                    lambda e=entries: self._entries > e
-                    or (self._deadline is None and not self._busy()),
-                    timeout=self._handoff_timeout_s,
+                    functools.partial(self._moved_on, entries), timeout=self._handoff_timeout_s
                 )
                 if not ok:
                     raise TimeoutError("sampler did not return to the manual clock")
             self._now = max(self._now, target)
             self._cond.notify_all()
 
-    def _busy(self) -> bool:
-        # A waiter that returned is busy until it either re-enters wait_until or exits; the
-        # sampler calls :meth:`leave` on exit, which clears this flag.
-        return self._active
+    def _moved_on(self, entries: int) -> bool:
+        # The waiter woke for a deadline: it has moved on once it asked for the next one
+        # (entries grew) or left for good (no deadline, and :meth:`leave` cleared _active).
+        return self._entries > entries or (self._deadline is None and not self._active)
 
     def enter(self) -> None:
         """Mark a sampler thread as attached (called by the sampler before its loop)."""

@@ -16,7 +16,7 @@ from types import TracebackType
 from tokenwatt.analysis.power import PowerSample, summarize_window
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records.power import PowerWindow
-from tokenwatt.telemetry.base import DeviceLost, HardwareIdentity, PowerSource, ReadFailed
+from tokenwatt.telemetry.base import DeviceLostError, HardwareIdentity, PowerSource, ReadError
 from tokenwatt.telemetry.clock import Clock, SystemClock
 
 _SAME_INSTANT_S = 1e-3
@@ -160,10 +160,10 @@ class PowerMeter:
         assert self._t0 is not None
         try:
             reading = self.source.read()
-        except DeviceLost as exc:
+        except DeviceLostError as exc:
             self._lost = f"device lost mid-window: {exc}"
             return
-        except ReadFailed as exc:
+        except ReadError as exc:
             self._failures += 1
             self._last_error = str(exc)
             return
