@@ -35,13 +35,13 @@ def parse_sim_metrics(text: str) -> tuple[float | None, float | None]:
         ValueError: the text is not Prometheus exposition format.
     """
     power: float | None = None
-    energy: float | None = None
+    energy: list[float] = []
     for family in text_string_to_metric_families(text):
         if family.name == POWER_METRIC:
             power = sum(s.value for s in family.samples)
-        elif family.name == ENERGY_METRIC:
-            energy = sum(s.value for s in family.samples if s.name.endswith("_total"))
-    return power, energy
+        elif family.name in (ENERGY_METRIC, ENERGY_METRIC + "_total"):
+            energy += [s.value for s in family.samples if s.name == ENERGY_METRIC + "_total"]
+    return power, (sum(energy) if energy else None)
 
 
 class SimSource:
