@@ -96,6 +96,9 @@ class AmdSmiSource:
             self._handles, self._ids = self._select(environ, gpus)
             self._has_counter = self._probe_counter()
             self._power_key = self._probe_power_key()
+        except self.smi.AmdSmiException as exc:
+            self.close()
+            raise TelemetryError(f"amdsmi failed while opening the GPUs: {exc}") from exc
         except BaseException:
             self.close()
             raise

@@ -135,6 +135,11 @@ class NvmlSource:
             self._check_mig()
             self._has_counter = self._probe_counter()
             self._instant = self._probe_instant()
+        except self.nv.NVMLError as exc:
+            self.close()
+            raise TelemetryError(
+                f"NVML failed while opening the GPUs: {type(exc).__name__} ({exc})"
+            ) from exc
         except BaseException:
             self.close()
             raise
@@ -256,6 +261,15 @@ class NvmlSource:
             if isinstance(cls, type)
         )
 
+    def _optional(self, call: Any, handle: Any, uuid: str) -> Any:
+        """``call(handle)``, or None on an NVML error other than a lost device."""
+        try:
+            return call(handle)
+        except self.nv.NVMLError as exc:
+            if self._lost(exc):
+                raise DeviceLostError(f"{uuid}: {type(exc).__name__} ({exc})") from exc
+            return None
+
     def read(self) -> Reading:
         """Read every selected GPU once and merge (sum power, mean clocks, max temperature).
 
@@ -284,14 +298,19 @@ class NvmlSource:
                 if self._lost(exc):
                     raise DeviceLostError(f"{uuid}: {type(exc).__name__} ({exc})") from exc
                 raise ReadError(f"{uuid}: {type(exc).__name__} ({exc})") from exc
-            try:
-                sm.append(float(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM)))
-                mem.append(float(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_MEM)))
-                temps.append(float(nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)))
-                reasons |= throttle_names(self._reasons(handle))
-            except nv.NVMLError as exc:
-                if self._lost(exc):
-                    raise DeviceLostError(f"{uuid}: {type(exc).__name__} ({exc})") from exc
+            # Clocks, temperature and reasons are optional: one that a GPU does not support
+            # is left out of the means, without costing the power sample.
+            for out, call in (
+                (sm, lambda h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+                (mem, lambda h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
+                (temps, lambda h: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+            ):
+                value = self._optional(call, handle, uuid)
+                if value is not None:
+                    out.append(float(value))
+            mask = self._optional(self._reasons, handle, uuid)
+            if mask is not None:
+                reasons |= throttle_names(int(mask))
         return Reading(
             power_w=total_mw / 1000.0,
             counters_j=counters if self._has_counter else None,
