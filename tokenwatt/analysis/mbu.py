@@ -207,7 +207,8 @@ def expected_distinct_experts(num_experts: int, experts_per_token: int, batch: f
         raise ValueError(f"experts per token must be in 1..{num_experts}, got {experts_per_token}")
     if batch < 0:
         raise ValueError(f"batch must be non-negative, got {batch}")
-    return num_experts * (1.0 - (1.0 - experts_per_token / num_experts) ** batch)
+    miss_one: float = 1.0 - experts_per_token / num_experts
+    return num_experts * (1.0 - math.pow(miss_one, batch))
 
 
 @dataclass(frozen=True)
@@ -254,7 +255,7 @@ def weights_touched_per_step(
         raise ValueError(f"running batch must be non-negative, got {running_batch}")
     counts: ParameterCounts = parameter_counts(g)
     linear_bpe, other_bpe = _linear_and_other_bpe(weight_dtype, g.source)
-    linear = counts.linear - counts.routed_experts
+    linear: float = counts.linear - counts.routed_experts
     distinct: float | None = None
     if g.moe is not None:
         m = g.moe
@@ -267,7 +268,7 @@ def weights_touched_per_step(
                 )
             distinct = distinct_experts
         linear += distinct * counts.expert * m.moe_layers
-    other = counts.other
+    other: float = counts.other
     if not g.tie_word_embeddings:
         other -= counts.embedding
         other += min(running_batch, g.vocab_size) * g.hidden_size
