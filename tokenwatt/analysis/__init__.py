@@ -25,6 +25,15 @@ from tokenwatt.analysis.mbu import (
     mbu_result,
     weight_bytes,
 )
+from tokenwatt.analysis.power import (
+    PowerSample,
+    not_covered_text,
+    sum_throttle_counts,
+    summarize_window,
+    throttle_share_pct,
+    trapezoid_energy_j,
+    window_tokens_per_joule,
+)
 from tokenwatt.analysis.report import (
     ConfigAnalysis,
     Disagreement,
@@ -42,6 +51,7 @@ __all__ = [
     "ModelGeometry",
     "NoCredit",
     "ParameterCounts",
+    "PowerSample",
     "ReportAnalysis",
     "StepBytes",
     "accuracy_delta_pts",
@@ -61,10 +71,16 @@ __all__ = [
     "mbu_from_measurements",
     "mbu_pct",
     "mbu_result",
+    "not_covered_text",
     "parameter_counts",
     "spread_pts",
+    "sum_throttle_counts",
+    "summarize_window",
+    "throttle_share_pct",
     "tokens_per_joule",
     "tokens_per_joule_from_energy",
+    "trapezoid_energy_j",
     "variance_band_pct",
     "weight_bytes",
+    "window_tokens_per_joule",
 ]
