@@ -60,13 +60,32 @@ class Dcgm:
         return 400, {"status": "error", "errorType": "bad_data", "error": f"unknown {q}"}
 
 
+def range_route(clock: ManualClock) -> Any:
+    """``/api/v1/query_range`` for ``sum(DCGM_FI_DEV_POWER_USAGE…)`` over the two traces."""
+
+    def route(query: dict[str, list[str]]) -> tuple[int, Any]:
+        assert query["query"][0].startswith("sum(DCGM_FI_DEV_POWER_USAGE")
+        start, end, step = (float(query[k][0]) for k in ("start", "end", "step"))
+        values = []
+        ts = start
+        while ts <= end + 1e-9:
+            t = ts - clock.wall_offset
+            values.append([ts, f"{sum(tr.power_w(t) for tr in TRACES):.3f}"])
+            ts += step
+        result = [{"metric": {}, "values": values}]
+        return 200, {"status": "success", "data": {"resultType": "matrix", "result": result}}
+
+    return route
+
+
 def _spec(url: str, field: str | None = None) -> PowerSpec:
     return PowerSpec(source="prometheus", url=url, field=field)
 
 
 def test_two_nodes_summed_with_counter_energy(clock: ManualClock) -> None:
     dcgm = Dcgm(clock)
-    with ScriptedServer({"/api/v1/query": dcgm}) as server:
+    routes = {"/api/v1/query": dcgm, "/api/v1/query_range": range_route(clock)}
+    with ScriptedServer(routes) as server:
         source = PrometheusSource(_spec(server.url, '{job="dcgm-exporter"}'))
         ident = source.identity()
         meter = PowerMeter(source, 1.0, clock=clock)
@@ -83,6 +102,11 @@ def test_two_nodes_summed_with_counter_energy(clock: ManualClock) -> None:
     expected = sum(tr.energy_j(0, 40) for tr in TRACES)
     assert w.energy_j == pytest.approx(expected, abs=1.0)  # counters are whole mJ
     assert dcgm.queries[0] == 'DCGM_FI_DEV_POWER_USAGE{job="dcgm-exporter"}'
+    # The timeline comes from query_range over the window, at the 1 s step.
+    assert "timeline from the source's range query" in w.notes
+    assert len(w.timeline) == 41 and w.timeline[0][0] == 0.0 and w.timeline[-1][0] == 40.0
+    t, watts = w.timeline[13]
+    assert watts == pytest.approx(sum(tr.power_w(t) for tr in TRACES), abs=0.01)
 
 
 def test_counter_reset_on_one_node_invalidates(clock: ManualClock) -> None:
@@ -92,6 +116,9 @@ def test_counter_reset_on_one_node_invalidates(clock: ManualClock) -> None:
         meter.close()
     assert not w.valid and w.energy_j is None
     assert any("gpu-node-02" in r and "went backwards" in r for r in w.invalid_reasons)
+    # No query_range route here: the live timeline stays and the failure is noted.
+    assert len(w.timeline) == 31
+    assert any(n.startswith("range query for the timeline failed") for n in w.notes)
 
 
 def test_no_series_and_bad_selector() -> None:

@@ -78,6 +78,21 @@ class HardwareIdentity:
 
 
 @runtime_checkable
+class WindowSeriesSource(Protocol):
+    """A source that can also answer for a past time range (Prometheus ``query_range``).
+
+    The meter then takes the window's timeline from this series (its own resolution)
+    instead of from the live samples, which for a scraped exporter repeat stale values.
+    """
+
+    def window_series(
+        self, start_unix: float, end_unix: float, step_s: float
+    ) -> list[tuple[float, float]]:
+        """``(unix time, W)`` points over the range. Raises :class:`ReadError`."""
+        ...
+
+
+@runtime_checkable
 class PowerSource(Protocol):
     """A power source: NVML, AMD SMI, Redfish, IPMI, a command, Prometheus, the simulator.
 

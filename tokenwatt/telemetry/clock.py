@@ -21,6 +21,10 @@ class Clock(Protocol):
         """Monotonic seconds."""
         ...
 
+    def wall(self) -> float:
+        """Wall-clock seconds since the Unix epoch (for sources that query by time)."""
+        ...
+
     def wait_until(self, deadline: float, stop: threading.Event) -> bool:
         """Block until ``now() >= deadline`` or ``stop`` is set; True if stopped."""
         ...
@@ -44,6 +48,10 @@ class SystemClock:
     def now(self) -> float:
         """Monotonic seconds (``time.monotonic``)."""
         return time.monotonic()
+
+    def wall(self) -> float:
+        """Unix time (``time.time``)."""
+        return time.time()
 
     def wait_until(self, deadline: float, stop: threading.Event) -> bool:
         """Wait for real until the deadline or the stop event."""
@@ -70,8 +78,14 @@ class ManualClock:
     for the next deadline (or stopped), then sets the time to the target.
     """
 
-    def __init__(self, start: float = 1000.0, handoff_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        start: float = 1000.0,
+        handoff_timeout_s: float = 10.0,
+        wall_offset: float = 1.7e9,
+    ) -> None:
         self._now = start
+        self.wall_offset = wall_offset
         self._cond = threading.Condition()
         self._deadline: float | None = None
         self._entries = 0
@@ -82,6 +96,11 @@ class ManualClock:
         """The manual time (s)."""
         with self._cond:
             return self._now
+
+    def wall(self) -> float:
+        """The manual time plus ``wall_offset`` (s since the epoch)."""
+        with self._cond:
+            return self._now + self.wall_offset
 
     def wait_until(self, deadline: float, stop: threading.Event) -> bool:
         """Block (without sleeping) until :meth:`advance` reaches the deadline or stop is set."""

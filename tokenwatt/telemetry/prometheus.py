@@ -10,8 +10,11 @@ summed. Each reading runs two instant queries (``/api/v1/query``):
 
 ``power.field``, when given, is a PromQL label matcher added to both series, e.g.
 ``{Hostname=~"gpu-node-0[1-4]"}``. The exporter is scraped every 15–30 s in most setups,
-so the timeline is a staircase at that resolution and each window edge is uncertain by up
-to one scrape interval; use windows of several minutes with this source.
+so each window edge is uncertain by up to one scrape interval; use windows of several
+minutes with this source. After each window the timeline is replaced by
+``sum(DCGM_FI_DEV_POWER_USAGE)`` from ``/api/v1/query_range`` over the window (step: the
+sampling interval, at least 1 s), which shows the exporter's own points rather than the live
+samples' repeats of them.
 """
 
 from __future__ import annotations
@@ -37,6 +40,24 @@ def series_id(labels: Mapping[str, str]) -> str:
     host = labels.get("Hostname") or labels.get("instance") or "?"
     gpu = labels.get("UUID") or labels.get("gpu") or labels.get("device") or "?"
     return f"{host}/{gpu}"
+
+
+def parse_matrix(body: Mapping[str, Any]) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+    """``(labels, [(unix time, value), …])`` series of a range-query answer (matrix).
+
+    Raises:
+        ValueError: an error answer or an unexpected shape.
+    """
+    if body.get("status") != "success":
+        raise ValueError(f"{body.get('errorType', 'error')}: {body.get('error', 'query failed')}")
+    data = body.get("data")
+    if not isinstance(data, Mapping) or data.get("resultType") != "matrix":
+        raise ValueError("expected a matrix result")
+    out = []
+    for item in data.get("result", []):
+        labels = {str(k): str(v) for k, v in item.get("metric", {}).items()}
+        out.append((labels, [(float(ts), float(v)) for ts, v in item.get("values", [])]))
+    return out
 
 
 def parse_vector(body: Mapping[str, Any]) -> list[tuple[dict[str, str], float]]:
@@ -125,6 +146,27 @@ class PrometheusSource:
         energy = self._query(ENERGY_SERIES)
         counters = {series_id(labels): mj / 1000.0 for labels, mj in energy} or None
         return Reading(power_w=sum(v for _, v in power), counters_j=counters)
+
+    def window_series(
+        self, start_unix: float, end_unix: float, step_s: float
+    ) -> list[tuple[float, float]]:
+        """Summed power over a past range, via ``/api/v1/query_range`` (``(unix s, W)``).
+
+        Raises:
+            ReadError: the query failed or the answer was not a matrix.
+        """
+        query = f"sum({POWER_SERIES}{self.selector})"
+        try:
+            response = self._client.get(
+                f"{self.base}/api/v1/query_range",
+                params={"query": query, "start": start_unix, "end": end_unix, "step": step_s},
+            )
+            series = parse_matrix(response.json())
+        except httpx.TimeoutException as exc:
+            raise ReadError(f"{query}: timed out") from exc
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            raise ReadError(f"{query}: {type(exc).__name__}: {exc}") from exc
+        return series[0][1] if series else []
 
     def identity(self) -> HardwareIdentity:
         """Model name (DCGM's ``modelName`` label), GPU count and driver, where labelled."""
