@@ -13,6 +13,7 @@ from tokenwatt.telemetry.base import (
     PowerSource,
     ReadError,
     Reading,
+    WindowSeriesSource,
 )
 from tokenwatt.telemetry.clock import Clock, ManualClock, SystemClock
 from tokenwatt.telemetry.factory import open_meter
@@ -30,6 +31,7 @@ __all__ = [
     "ReadError",
     "Reading",
     "SystemClock",
+    "WindowSeriesSource",
     "hardware_table",
     "lookup_accelerator",
     "open_meter",
