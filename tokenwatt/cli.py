@@ -74,6 +74,43 @@ def build(reports_dir: Path, docs_dir: Path, check: bool) -> None:
     click.echo(result.summary)
 
 
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port (0: a free one).")
+@click.option(
+    "--profile",
+    default="bf16-kv",
+    show_default=True,
+    help="Simulated configuration: bf16-kv, or fp8-kv (twice the KV cache, slower steps).",
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of its behaviour.")
+@click.option("--model", default="tokenwatt-sim", show_default=True, help="Model name served.")
+@click.option(
+    "--accuracy-suite",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="JSON Lines suite whose prompts it answers (right with probability --accuracy-p).",
+)
+@click.option("--accuracy-p", default=0.96, show_default=True, type=float)
+@_errors_to_exit
+def sim(
+    host: str,
+    port: int,
+    profile: str,
+    seed: int,
+    model: str,
+    accuracy_suite: Path | None,
+    accuracy_p: float,
+) -> None:
+    """Serve a simulated engine (OpenAI-compatible API, /metrics) for trying the pipeline."""
+    from tokenwatt.sim.serve import make_server, serve
+
+    server = make_server(
+        profile, seed=seed, model=model, accuracy_suite=accuracy_suite, accuracy_p=accuracy_p
+    )
+    serve(server, host, port)
+
+
 def main() -> None:
     """Entry point of the ``tokenwatt`` console script."""
     cli()
