@@ -177,7 +177,9 @@ def test_back_offs_run_out() -> None:
     assert trace.backoffs == 2
 
 
-@pytest.mark.parametrize(("repeats", "backoff", "max_backoffs"), [(0, 0.9, 1), (1, 1.0, 1), (1, 0.9, -1)])
+@pytest.mark.parametrize(
+    ("repeats", "backoff", "max_backoffs"), [(0, 0.9, 1), (1, 1.0, 1), (1, 0.9, -1)]
+)
 def test_repeats_reject_bad_arguments(repeats: int, backoff: float, max_backoffs: int) -> None:
     with pytest.raises(ValueError, match="repeats"):
         measure_repeats(lambda r, i, b: ProbeOutcome(True), 1.0, repeats, backoff, max_backoffs)

@@ -40,7 +40,7 @@ SIM_VERSION = f"tokenwatt-sim {__version__}"
 """What ``/version`` reports; the collector marks records of such an engine simulated."""
 
 
-class BadRequest(Exception):
+class BadRequestError(Exception):
     """A request the simulated engine refuses with HTTP 400 (message says why)."""
 
 
@@ -172,15 +172,15 @@ class SimServer:
 
     def _parse(self, body: Any, chat: bool) -> _Parsed:
         if not isinstance(body, dict):
-            raise BadRequest("the request body must be a JSON object")
+            raise BadRequestError("the request body must be a JSON object")
         text: str | None = None
         if chat:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
-                raise BadRequest("'messages' must be a non-empty list")
+                raise BadRequestError("'messages' must be a non-empty list")
             contents = [m.get("content") for m in messages if isinstance(m, dict)]
             if not contents or not all(isinstance(c, str) for c in contents):
-                raise BadRequest("every message needs a string 'content'")
+                raise BadRequestError("every message needs a string 'content'")
             text = str(contents[-1])
             prompt_tokens = sum(_count_text_tokens(str(c)) for c in contents)
         else:
@@ -197,10 +197,10 @@ class SimServer:
             ):
                 prompt_tokens = len(prompt)
             else:
-                raise BadRequest("'prompt' must be a string or a non-empty list of token ids")
+                raise BadRequestError("'prompt' must be a string or a non-empty list of token ids")
         max_tokens = body.get("max_tokens", body.get("max_completion_tokens", DEFAULT_MAX_TOKENS))
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-            raise BadRequest("'max_tokens' must be a positive integer")
+            raise BadRequestError("'max_tokens' must be a positive integer")
         options = body.get("stream_options") or {}
         include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
         text_tokens: list[str] | None = None
@@ -212,7 +212,7 @@ class SimServer:
                 text_tokens = [w if i == 0 else " " + w for i, w in enumerate(words)]
                 max_tokens = min(max_tokens, len(text_tokens))
         if not self.engine.fits_ever(prompt_tokens, max_tokens):
-            raise BadRequest(
+            raise BadRequestError(
                 f"prompt ({prompt_tokens}) + max_tokens ({max_tokens}) exceeds the KV cache "
                 f"({self.profile.kv_capacity_tokens} tokens)"
             )
@@ -252,7 +252,7 @@ class SimServer:
             return _error(400, "the request body is not valid JSON")
         try:
             parsed = self._parse(body, chat)
-        except BadRequest as exc:
+        except BadRequestError as exc:
             return _error(400, str(exc))
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         created = int(time.time())
