@@ -111,6 +111,68 @@ def sim(
     serve(server, host, port)
 
 
+@cli.group()
+def suites() -> None:
+    """Accuracy suites: fetch GSM8K and build a seeded 5-shot suite file."""
+
+
+@suites.command("fetch")
+@click.argument("name", type=click.Choice(["gsm8k"]))
+@click.option(
+    "--dest",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("data/gsm8k"),
+    show_default=True,
+    help="Folder to download test.jsonl and train.jsonl into.",
+)
+@click.option(
+    "--base-url",
+    default=None,
+    help="A mirror of grade_school_math/data (files are checked against the same pinned SHA-256).",
+)
+@_errors_to_exit
+def suites_fetch(name: str, dest: Path, base_url: str | None) -> None:
+    """Download a suite's source files, verified against pinned SHA-256 hashes."""
+    from tokenwatt.collect.suites import GSM8K_BASE_URL, fetch_gsm8k
+
+    for got in fetch_gsm8k(dest, base_url=base_url or GSM8K_BASE_URL):
+        how = "already present" if got.already_present else "downloaded"
+        click.echo(f"{got.path}: {how}, SHA-256 {got.sha256} verified")
+
+
+@suites.command("build")
+@click.argument("name", type=click.Choice(["gsm8k"]))
+@click.option(
+    "--test",
+    "test_path",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="GSM8K test split (JSON Lines).",
+)
+@click.option(
+    "--train",
+    "train_path",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="GSM8K train split (JSON Lines); five exemplars are drawn from it.",
+)
+@click.option("--n", "n", type=int, default=200, show_default=True, help="Items to sample.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="Suite file to write.")
+@_errors_to_exit
+def suites_build(
+    name: str, test_path: Path, train_path: Path, n: int, seed: int, out: Path
+) -> None:
+    """Build a seeded 5-shot suite file (JSON Lines: id, question, prompt, gold)."""
+    from tokenwatt.collect.suites import build_suite_file
+
+    built = build_suite_file(test_path, train_path, n, seed, out)
+    click.echo(
+        f"{built.path}: {built.items} items, SHA-256 {built.sha256} "
+        f"(test {built.test_sha256[:12]}, train {built.train_sha256[:12]}, seed {seed})"
+    )
+
+
 def main() -> None:
     """Entry point of the ``tokenwatt`` console script."""
     cli()
