@@ -74,6 +74,43 @@ def build(reports_dir: Path, docs_dir: Path, check: bool) -> None:
     click.echo(result.summary)
 
 
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port (0: a free one).")
+@click.option(
+    "--profile",
+    default="bf16-kv",
+    show_default=True,
+    help="Simulated configuration: bf16-kv, or fp8-kv (twice the KV cache, slower steps).",
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of its behaviour.")
+@click.option("--model", default="tokenwatt-sim", show_default=True, help="Model name served.")
+@click.option(
+    "--accuracy-suite",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="JSON Lines suite whose prompts it answers (right with probability --accuracy-p).",
+)
+@click.option("--accuracy-p", default=0.96, show_default=True, type=float)
+@_errors_to_exit
+def sim(
+    host: str,
+    port: int,
+    profile: str,
+    seed: int,
+    model: str,
+    accuracy_suite: Path | None,
+    accuracy_p: float,
+) -> None:
+    """Serve a simulated engine (OpenAI-compatible API, /metrics) for trying the pipeline."""
+    from tokenwatt.sim.serve import make_server, serve
+
+    server = make_server(
+        profile, seed=seed, model=model, accuracy_suite=accuracy_suite, accuracy_p=accuracy_p
+    )
+    serve(server, host, port)
+
+
 @cli.group()
 def suites() -> None:
     """Accuracy suites: fetch GSM8K and build a seeded 5-shot suite file."""
@@ -134,6 +171,87 @@ def suites_build(
         f"{built.path}: {built.items} items, SHA-256 {built.sha256} "
         f"(test {built.test_sha256[:12]}, train {built.train_sha256[:12]}, seed {seed})"
     )
+
+
+_WEIGHT_DTYPES = (
+    "bf16",
+    "fp16",
+    "fp32",
+    "fp8",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "int8",
+    "int4",
+    "awq",
+    "gptq",
+)
+_KV_DTYPES = ("bf16", "fp16", "fp32", "fp8", "fp8_e4m3", "fp8_e5m2")
+
+
+@cli.command("model-info")
+@click.argument("config_path", metavar="CONFIG.json", type=click.Path(path_type=Path))
+@click.option(
+    "--weight-dtype",
+    type=click.Choice(_WEIGHT_DTYPES),
+    default=None,
+    help="Weight dtype [default: from the config's quantization_config/torch_dtype, else bf16].",
+)
+@click.option(
+    "--kv-dtype",
+    type=click.Choice(_KV_DTYPES),
+    default="bf16",
+    show_default=True,
+    help="KV-cache dtype.",
+)
+@click.option(
+    "--kv-cache-gib",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="KV-cache size (GiB, as vLLM logs it) to turn into a capacity in tokens.",
+)
+@click.option(
+    "--batch",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Running batch: weights read per decode step (MoE: expected distinct experts).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@_errors_to_exit
+def model_info_cmd(
+    config_path: Path,
+    weight_dtype: str | None,
+    kv_dtype: str,
+    kv_cache_gib: float | None,
+    batch: float | None,
+    as_json: bool,
+) -> None:
+    """Geometry, parameters, weight bytes, KV bytes per token and KV capacity of a model."""
+    import json
+
+    from tokenwatt.analysis.model_info import info_rows, model_info
+    from tokenwatt.records.load import read_json
+
+    config = read_json(config_path, InputError)
+    info = model_info(
+        config,
+        str(config_path),
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+        kv_cache_gib=kv_cache_gib,
+        batch=batch,
+    )
+    if as_json:
+        click.echo(json.dumps(info.as_dict(), indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="model-info", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    for label, value in info_rows(info):
+        table.add_row(label, value)
+    Console().print(table)
 
 
 def main() -> None:
