@@ -13,7 +13,13 @@ import pytest
 from aiohttp import web
 
 from tokenwatt.analysis.paired import NEEDS_FULL_SUITE, accuracy_summary
-from tokenwatt.collect.accuracy import api_url, completion_text, run_suite, run_suite_async
+from tokenwatt.collect.accuracy import (
+    api_url,
+    completion_text,
+    errored_items,
+    run_suite,
+    run_suite_async,
+)
 from tokenwatt.collect.suites import SuiteItem, load_suite, suite_bytes
 from tokenwatt.errors import InputError
 from tokenwatt.records import Spec, load_spec
@@ -164,6 +170,8 @@ async def test_errors_and_timeouts_count_as_wrong_and_are_listed(
         assert seed.score_pct == pytest.approx(50.0)
     assert result.score_pct == pytest.approx(50.0)
     assert result.spread_pts == 0.0
+    listed = [(seed, it.id) for seed, it in errored_items(result)]
+    assert listed == [(s, f"gsm8k-test-000{i}") for s in (0, 1) for i in (2, 4, 6)]
     assert result.temperature == 0.0
     assert result.suite_sha256 is not None and len(result.suite_sha256) == 64
 
