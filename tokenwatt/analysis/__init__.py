@@ -25,6 +25,14 @@ from tokenwatt.analysis.mbu import (
     mbu_result,
     weight_bytes,
 )
+from tokenwatt.analysis.paired import (
+    AccuracySummary,
+    PairedVerdict,
+    accuracy_summary,
+    bootstrap_delta_ci_pts,
+    mcnemar_exact_p,
+    paired_verdict,
+)
 from tokenwatt.analysis.power import (
     PowerSample,
     not_covered_text,
@@ -41,28 +49,35 @@ from tokenwatt.analysis.report import (
     analyse_report,
     conclusion,
 )
+from tokenwatt.analysis.scoring import ScoredAnswer, extract_answer, score_completion
 from tokenwatt.analysis.variance import variance_band_pct
 
 __all__ = [
+    "AccuracySummary",
     "Capacity",
     "ConfigAnalysis",
     "Disagreement",
     "GateVerdict",
     "ModelGeometry",
     "NoCredit",
+    "PairedVerdict",
     "ParameterCounts",
     "PowerSample",
     "ReportAnalysis",
+    "ScoredAnswer",
     "StepBytes",
     "accuracy_delta_pts",
+    "accuracy_summary",
     "active_parameters_per_token",
     "analyse_report",
+    "bootstrap_delta_ci_pts",
     "bytes_per_decode_step",
     "capacity",
     "cards_needed",
     "conclusion",
     "delta_pct",
     "expected_distinct_experts",
+    "extract_answer",
     "gate_verdict",
     "geometry_from_config",
     "kv_bytes_per_token",
@@ -71,8 +86,11 @@ __all__ = [
     "mbu_from_measurements",
     "mbu_pct",
     "mbu_result",
+    "mcnemar_exact_p",
     "not_covered_text",
+    "paired_verdict",
     "parameter_counts",
+    "score_completion",
     "spread_pts",
     "sum_throttle_counts",
     "summarize_window",
