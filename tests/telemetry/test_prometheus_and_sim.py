@@ -185,3 +185,54 @@ def test_sim_parsing_and_errors() -> None:
         pytest.raises(TelemetryError, match="no tokenwatt_sim_power_watts"),
     ):
         SimSource(server.url)
+
+
+def test_against_the_real_simulated_engine(clock: ManualClock) -> None:
+    """The sim source reads the metric names the real ``tokenwatt sim`` server exports."""
+    import asyncio
+    import threading
+
+    from tokenwatt.sim.engine import PROFILES
+    from tokenwatt.sim.server import SimServer, start_server
+
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def up() -> None:
+        sim = SimServer(next(iter(PROFILES.values())))
+        box["runner"], box["port"] = await start_server(sim, "127.0.0.1", 0)
+        box["idle_w"] = sim.profile.idle_power_w
+        started.set()
+
+    thread = threading.Thread(target=lambda: (loop.run_until_complete(up()), loop.run_forever()))
+    thread.start()
+    try:
+        assert started.wait(10)
+        spec = _spec_sim()
+        from tokenwatt.telemetry import open_meter
+
+        endpoint = f"http://127.0.0.1:{box['port']}/v1"
+        with open_meter(spec, sim_endpoint=endpoint, clock=clock, environ={}) as meter:
+            assert meter.identity().vendor == "sim"
+            w = run_window(meter, clock, 3.0)
+        assert w.scope == "sim" and w.source == "sim" and w.energy_method == "counter"
+        assert w.timeline[0][1] == pytest.approx(box["idle_w"])
+    finally:
+        asyncio.run_coroutine_threadsafe(box["runner"].cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+def _spec_sim() -> Any:
+    import yaml
+
+    from tokenwatt.records.spec import Spec
+
+    root = Path(__file__).resolve().parents[2]
+    data = yaml.safe_load(
+        (root / "specs" / "lambda-qwen3-30b-a3b-fp8-tp1-dp1.spec.yaml").read_text()
+    )
+    data["power"]["source"] = "sim"
+    return Spec.model_validate(data)
