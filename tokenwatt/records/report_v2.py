@@ -121,8 +121,8 @@ class ReportV2(ReportV1):
 
     @model_validator(mode="after")
     def _one_baseline(self) -> ReportV2:
-        baselines = [c.key for c in self.configs if c.effective_role == "baseline"]
-        check_configs(list(self.configs), baselines)
+        baselines = [i for i, c in enumerate(self.configs) if c.effective_role == "baseline"]
+        check_configs(list(self.configs), baselines, "role")
         return self
 
     def baseline(self) -> ConfigV2:
