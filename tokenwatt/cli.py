@@ -74,6 +74,28 @@ def build(reports_dir: Path, docs_dir: Path, check: bool) -> None:
     click.echo(result.summary)
 
 
+@cli.command()
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("schemas"),
+    show_default=True,
+    help="Folder for report.schema.json, run.schema.json and spec.schema.json.",
+)
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when the files are stale.")
+@_errors_to_exit
+def schema(out_dir: Path, check: bool) -> None:
+    """Export the JSON Schema of every record (report, run, spec)."""
+    from tokenwatt.records.schema import export_schemas
+
+    result = export_schemas(out_dir, check=check)
+    for path in result.written:
+        click.echo(f"wrote {path}")
+    if check or not result.written:
+        click.echo(f"{len(result.current)} schema files are current in {out_dir}")
+
+
 def main() -> None:
     """Entry point of the ``tokenwatt`` console script."""
     cli()
