@@ -1,4 +1,7 @@
-"""analysis/ stays pure: no I/O modules, no other stage but records (DESIGN.md layout)."""
+"""analysis/ stays pure: no I/O modules, no other stage but records (DESIGN.md layout).
+
+The check is on imports and on calls of the I/O builtins; a reviewer still reads the code.
+"""
 
 from __future__ import annotations
 
@@ -44,7 +47,8 @@ def test_analysis_module_is_pure(path: Path) -> None:
             assert top not in IO_MODULES, f"{path.name} imports {name} (I/O)"
             if top == "tokenwatt":
                 stage = name.split(".")[1] if "." in name else ""
-                assert stage in ("records", "analysis"), f"{path.name} imports {name}"
+                # errors is the package-wide exception hierarchy, not a stage
+                assert stage in ("records", "analysis", "errors"), f"{path.name} imports {name}"
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             assert node.func.id not in IO_CALLS, f"{path.name} calls {node.func.id}()"
 

@@ -13,6 +13,7 @@ from tokenwatt.analysis.report import (
     analyse_report,
     conclusion,
 )
+from tokenwatt.analysis.summarise import report_command, slug, summarise
 from tokenwatt.analysis.variance import variance_band_pct
 
 __all__ = [
@@ -29,7 +30,10 @@ __all__ = [
     "conclusion",
     "delta_pct",
     "gate_verdict",
+    "report_command",
+    "slug",
     "spread_pts",
+    "summarise",
     "tokens_per_joule",
     "tokens_per_joule_from_energy",
     "variance_band_pct",
