@@ -46,7 +46,9 @@ class _Loaded:
     page: RenderedReport
 
 
-def build_site(reports_dir: Path, docs_dir: Path, *, check: bool = False) -> BuildResult:
+def build_site(
+    reports_dir: Path, docs_dir: Path, *, check: bool = False, cache_dir: Path | None = None
+) -> BuildResult:
     """Build (or, with ``check``, verify) the docs folder from the report records.
 
     Args:
@@ -54,6 +56,8 @@ def build_site(reports_dir: Path, docs_dir: Path, *, check: bool = False) -> Bui
         docs_dir: the MkDocs docs folder; generated, replaced as a whole on success.
         check: write nothing; raise :class:`StaleSiteError` when ``docs_dir`` differs from
             what the records give.
+        cache_dir: where rendered pages and the vega-embed bundle are cached; default
+            ``.tokenwatt-cache/`` beside ``docs_dir``. Deleting it only costs time.
 
     Raises:
         RecordError: one :class:`Problem` per problem in any record; nothing is written.
@@ -63,7 +67,7 @@ def build_site(reports_dir: Path, docs_dir: Path, *, check: bool = False) -> Bui
     if not reports_dir.is_dir():
         raise RecordError([Problem(str(reports_dir), "", "no such folder of report records")])
     templates = templates_dir()
-    cache_root = docs_dir.resolve().parent / ".tokenwatt-cache"
+    cache_root = cache_dir or docs_dir.resolve().parent / ".tokenwatt-cache"
     cache = PageCache(cache_root / "pages", code_key(templates), writable=not check)
     files = sorted(p for p in reports_dir.glob("*.json") if p.is_file())
     loaded, problems = _load_all(files, cache)
