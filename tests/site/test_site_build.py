@@ -290,3 +290,56 @@ def test_cli_exit_codes(seed_reports: Path, tmp_path: Path, cache_dir: Path) -> 
     assert any("bad-two.json: surprise: unknown field" in line for line in lines)
     assert any("empty.json: not valid JSON" in line for line in lines)
     assert (docs / "index.md").read_text(encoding="utf-8") == "stale\n"
+
+
+def test_simulated_configs_refused_unless_demo(tmp_path: Path, cache_dir: Path) -> None:
+    reports = tmp_path / "reports"
+    data = seed_data()
+    data["id"] = "sim-run"
+    data["configs"][1]["simulated"] = True
+    write_record(reports, data)
+    docs = tmp_path / "docs"
+    with pytest.raises(RecordError) as caught:
+        build_site(reports, docs, cache_dir=cache_dir)
+    [problem] = caught.value.problems
+    assert problem.field == "configs[1].simulated"
+    assert "demo: true" in problem.message
+    assert not docs.exists()
+    data["demo"] = True
+    write_record(reports, data)
+    build_site(reports, docs, cache_dir=cache_dir)
+    page = text_of((docs / "reports/sim-run.md").read_bytes())
+    assert page.index('!!! warning "Demo: simulated engine"') < page.index("## Results")
+    index_row = next(
+        line for line in text_of((docs / "index.md").read_bytes()).splitlines() if "sim-run" in line
+    )
+    assert "(demo, simulated)" in index_row
+
+
+def test_disagreeing_stored_value_warns_and_shows_a_note(tmp_path: Path, cache_dir: Path) -> None:
+    reports = tmp_path / "reports"
+    data = seed_data()
+    data["configs"][1]["accuracy"]["delta_pts"] = -7.0  # the scores give 88 − 96 = −8
+    path = write_record(reports, data)
+    docs = tmp_path / "docs"
+    result = build_site(reports, docs, cache_dir=cache_dir)
+    assert result.warnings == [
+        f"{path}: configs[1].accuracy.delta_pts: stored -7, recomputed -8 "
+        "(the page shows the recomputed value)"
+    ]
+    page = text_of((docs / SEED_PAGE).read_bytes())
+    note = page.index('!!! danger "Stored values disagree with the raw numbers"')
+    assert note < page.index("## Results")
+    assert "- configs[1].accuracy.delta_pts: stored -7, recomputed -8" in page
+    assert "−8.0 pts" in page and "−7.0 pts" not in page
+    # The warning comes back from the page cache on an unchanged rebuild too.
+    assert build_site(reports, docs, cache_dir=cache_dir).warnings == result.warnings
+
+
+def test_duplicate_ids_are_a_problem(seed_reports: Path, tmp_path: Path, cache_dir: Path) -> None:
+    write_record(seed_reports, seed_data(), "copy.json")
+    with pytest.raises(RecordError) as caught:
+        build_site(seed_reports, tmp_path / "docs", cache_dir=cache_dir)
+    [problem] = caught.value.problems
+    assert problem.field == "id"
+    assert "already used by" in problem.message
