@@ -141,6 +141,87 @@ def schema(out_dir: Path, check: bool) -> None:
         click.echo(f"{len(result.current)} schema files are current in {out_dir}")
 
 
+_WEIGHT_DTYPES = (
+    "bf16",
+    "fp16",
+    "fp32",
+    "fp8",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "int8",
+    "int4",
+    "awq",
+    "gptq",
+)
+_KV_DTYPES = ("bf16", "fp16", "fp32", "fp8", "fp8_e4m3", "fp8_e5m2")
+
+
+@cli.command("model-info")
+@click.argument("config_path", metavar="CONFIG.json", type=click.Path(path_type=Path))
+@click.option(
+    "--weight-dtype",
+    type=click.Choice(_WEIGHT_DTYPES),
+    default=None,
+    help="Weight dtype [default: from the config's quantization_config/torch_dtype, else bf16].",
+)
+@click.option(
+    "--kv-dtype",
+    type=click.Choice(_KV_DTYPES),
+    default="bf16",
+    show_default=True,
+    help="KV-cache dtype.",
+)
+@click.option(
+    "--kv-cache-gib",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="KV-cache size (GiB, as vLLM logs it) to turn into a capacity in tokens.",
+)
+@click.option(
+    "--batch",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Running batch: weights read per decode step (MoE: expected distinct experts).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@_errors_to_exit
+def model_info_cmd(
+    config_path: Path,
+    weight_dtype: str | None,
+    kv_dtype: str,
+    kv_cache_gib: float | None,
+    batch: float | None,
+    as_json: bool,
+) -> None:
+    """Geometry, parameters, weight bytes, KV bytes per token and KV capacity of a model."""
+    import json
+
+    from tokenwatt.analysis.model_info import info_rows, model_info
+    from tokenwatt.records.load import read_json
+
+    config = read_json(config_path, InputError)
+    info = model_info(
+        config,
+        str(config_path),
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+        kv_cache_gib=kv_cache_gib,
+        batch=batch,
+    )
+    if as_json:
+        click.echo(json.dumps(info.as_dict(), indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="model-info", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    for label, value in info_rows(info):
+        table.add_row(label, value)
+    Console().print(table)
+
+
 def main() -> None:
     """Entry point of the ``tokenwatt`` console script."""
     cli()

@@ -6,6 +6,25 @@ Imports nothing from the other stages but :mod:`tokenwatt.records`.
 from tokenwatt.analysis.capacity import Capacity, NoCredit, capacity, cards_needed
 from tokenwatt.analysis.efficiency import delta_pct, tokens_per_joule, tokens_per_joule_from_energy
 from tokenwatt.analysis.gate import GateVerdict, accuracy_delta_pts, gate_verdict, spread_pts
+from tokenwatt.analysis.geometry import (
+    ModelGeometry,
+    ParameterCounts,
+    active_parameters_per_token,
+    geometry_from_config,
+    parameter_counts,
+)
+from tokenwatt.analysis.mbu import (
+    StepBytes,
+    bytes_per_decode_step,
+    expected_distinct_experts,
+    kv_bytes_per_token,
+    kv_capacity_tokens,
+    mbu_breakdown,
+    mbu_from_measurements,
+    mbu_pct,
+    mbu_result,
+    weight_bytes,
+)
 from tokenwatt.analysis.report import (
     ConfigAnalysis,
     Disagreement,
@@ -21,15 +40,29 @@ __all__ = [
     "ConfigAnalysis",
     "Disagreement",
     "GateVerdict",
+    "ModelGeometry",
     "NoCredit",
+    "ParameterCounts",
     "ReportAnalysis",
+    "StepBytes",
     "accuracy_delta_pts",
+    "active_parameters_per_token",
     "analyse_report",
+    "bytes_per_decode_step",
     "capacity",
     "cards_needed",
     "conclusion",
     "delta_pct",
+    "expected_distinct_experts",
     "gate_verdict",
+    "geometry_from_config",
+    "kv_bytes_per_token",
+    "kv_capacity_tokens",
+    "mbu_breakdown",
+    "mbu_from_measurements",
+    "mbu_pct",
+    "mbu_result",
+    "parameter_counts",
     "report_command",
     "slug",
     "spread_pts",
@@ -37,4 +70,5 @@ __all__ = [
     "tokens_per_joule",
     "tokens_per_joule_from_energy",
     "variance_band_pct",
+    "weight_bytes",
 ]

@@ -181,7 +181,9 @@ def read_json(path: Path, error: type[InputError] = RecordError) -> Any:
     except UnicodeDecodeError as exc:
         raise error([Problem(file, "", "the file is not UTF-8 text")]) from exc
     if not text.strip():
-        raise error([Problem(file, "", "the file is empty; expected a JSON object")])
+        raise error(
+            [Problem(file, "", "not valid JSON: the file is empty (expected a JSON object)")]
+        )
     try:
         return json.loads(
             text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys
