@@ -8,10 +8,12 @@ import pytest
 
 from tests.runs_factory import make_run, seed_spec, tuned_run
 from tokenwatt.analysis import analyse_report, conclusion, summarise
-from tokenwatt.analysis.summarise import (
+from tokenwatt.analysis.report_setup import (
     NOT_COVERED_BOARD_POWER,
     NOT_COVERED_QUICK,
     NOT_COVERED_SMOKE,
+)
+from tokenwatt.analysis.summarise import (
     report_command,
     slug,
 )
@@ -269,3 +271,10 @@ def test_summarise_is_deterministic() -> None:
 def test_slug() -> None:
     assert slug("Qwen3 on 1× H100: KV!") == "qwen3-on-1-h100-kv"
     assert slug("×××") == "report"
+
+
+def test_mbu_above_100_percent_is_not_shown_and_says_why() -> None:
+    report = _report(make_run(mbu_pct=130.0), tuned_run())
+    assert report.configs[0].mbu_pct is None
+    notes = report.not_covered
+    assert any(i.startswith("MBU for vllm-default: the computed 130.0%") for i in notes)
