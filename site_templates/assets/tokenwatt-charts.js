@@ -26,7 +26,8 @@
         actions: false,
         renderer: "svg",
         theme: dark ? "dark" : undefined,
-        config: dark ? {} : { background: "#ffffff" },
+        // The dark theme leaves text marks (value labels) black; make them readable.
+        config: dark ? { text: { color: "#e0e0e0" } } : { background: "#ffffff" },
         tooltip: { theme: dark ? "dark" : "light" }
       })
       .then(function (result) {

@@ -343,3 +343,19 @@ def test_duplicate_ids_are_a_problem(seed_reports: Path, tmp_path: Path, cache_d
     [problem] = caught.value.problems
     assert problem.field == "id"
     assert "already used by" in problem.message
+
+
+def test_v1_record_builds_after_migration(tmp_path: Path, cache_dir: Path) -> None:
+    """A record without schema_version (the seed as first written) builds like the v2 copy."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    shutil.copy2(Path(__file__).parents[1] / "fixtures" / "seed.report.json", reports)
+    docs = tmp_path / "docs"
+    result = build_site(reports, docs, cache_dir=cache_dir)
+    assert result.warnings == []
+    page = text_of((docs / SEED_PAGE).read_bytes())
+    assert "| 8.21 |" in page
+    assert "!!! info" not in page  # v1 has no dated updates
+    assert (docs / "reports/lab-h100-qwen3-30b-a3b-kv-cache.json").read_bytes() == (
+        reports / "seed.report.json"
+    ).read_bytes()

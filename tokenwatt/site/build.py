@@ -17,7 +17,7 @@ from tokenwatt.errors import Problem, RecordError, StaleSiteError
 from tokenwatt.site.assets import BUNDLE_PATH, static_assets, vega_bundle
 from tokenwatt.site.cache import PageCache, code_key
 from tokenwatt.site.output import stale_paths, swap_in
-from tokenwatt.site.pages import RenderedReport, templates_dir
+from tokenwatt.site.templates import RenderedReport, templates_dir
 
 MBU_PLACEHOLDER = """# MBU
 
@@ -74,7 +74,7 @@ def build_site(
     problems += _duplicate_ids(loaded)
     if problems:
         raise RecordError(problems)
-    outputs = _site_files(loaded, templates, cache_root, write_cache=not check)
+    outputs = _site_files(loaded, templates, cache, cache_root, write_cache=not check)
     stale = stale_paths(docs_dir, outputs)
     warnings = [w for item in loaded for w in item.page.warnings]
     if check:
@@ -97,9 +97,6 @@ def build_site(
 
 
 def _load_all(files: list[Path], cache: PageCache) -> tuple[list[_Loaded], list[Problem]]:
-    from tokenwatt.records import load_report
-    from tokenwatt.site.pages import refuse_simulated, render_report
-
     loaded: list[_Loaded] = []
     problems: list[Problem] = []
     for path in files:
@@ -117,6 +114,10 @@ def _load_all(files: list[Path], cache: PageCache) -> tuple[list[_Loaded], list[
                 continue
             except TypeError:
                 pass  # an entry of an older shape: render again
+        # Imported only when a page must be rendered: pydantic models and Altair take ~1 s.
+        from tokenwatt.records import load_report
+        from tokenwatt.site.pages import refuse_simulated, render_report
+
         try:
             report = load_report(path)
         except RecordError as exc:
@@ -144,11 +145,28 @@ def _duplicate_ids(loaded: list[_Loaded]) -> list[Problem]:
     return problems
 
 
-def _site_files(
-    loaded: list[_Loaded], templates: Path, cache_root: Path, *, write_cache: bool
-) -> dict[str, bytes]:
+def schema_texts(cache: PageCache) -> dict[str, str]:
+    """The JSON Schema texts by name, from the page cache when the code has not changed."""
+    key = f"schemas-{cache.code}"
+    entry = cache.get(key)
+    if entry is not None and all(isinstance(v, str) for v in entry.values()):
+        return {str(k): str(v) for k, v in entry.items()}
     from tokenwatt.records.schema import json_schemas, schema_text
-    from tokenwatt.site.pages import render_index, render_schemas
+
+    texts = {name: schema_text(schema) for name, schema in json_schemas().items()}
+    cache.put(key, dict(texts))
+    return texts
+
+
+def _site_files(
+    loaded: list[_Loaded],
+    templates: Path,
+    cache: PageCache,
+    cache_root: Path,
+    *,
+    write_cache: bool,
+) -> dict[str, bytes]:
+    from tokenwatt.site.templates import render_index, render_schemas
 
     out: dict[str, bytes] = {}
     for item in loaded:
@@ -158,7 +176,7 @@ def _site_files(
     for page in sorted((templates / "methods").glob("*.md")):
         out[f"methods/{page.name}"] = page.read_bytes()
     out.setdefault("methods/mbu.md", MBU_PLACEHOLDER.encode("utf-8"))
-    texts = {name: schema_text(schema) for name, schema in json_schemas().items()}
+    texts = schema_texts(cache)
     for name, text in texts.items():
         out[f"schemas/{name}.schema.json"] = text.encode("utf-8")
     out["schemas.md"] = render_schemas(texts).encode("utf-8")

@@ -19,6 +19,9 @@ from markupsafe import Markup
 # abbreviations, footnotes, math and the pymdownx inline extensions.
 _SPECIAL = frozenset("\\`*_{}[]()#+-!|<>&~^=:$\"'@%")
 _LEADING_ORDERED = re.compile(r"^(\d+)([.)])")
+# Control characters (C0, DEL, C1) become spaces; the specials become references.
+_TABLE: dict[int, str] = {c: " " for c in [*range(32), *range(0x7F, 0xA0)]}
+_TABLE.update({ord(ch): f"&#{ord(ch)};" for ch in _SPECIAL})
 
 
 def md_text(value: object) -> Markup:
@@ -30,16 +33,11 @@ def md_text(value: object) -> Markup:
     """
     text = " ".join(str(value).split())
     leading = _LEADING_ORDERED.match(text)
-    marker_at = leading.end() - 1 if leading else -1
-    out = []
-    for index, ch in enumerate(text):
-        if ch in _SPECIAL or index == marker_at:
-            out.append(f"&#{ord(ch)};")
-        elif ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0:
-            out.append(" ")
-        else:
-            out.append(ch)
-    escaped = "".join(out)
+    if leading:
+        marker = leading.end() - 1
+        head = text[:marker] + f"&#{ord(text[marker])};"
+        return trusted(head + text[marker + 1 :].translate(_TABLE))
+    escaped = text.translate(_TABLE)
     return trusted(escaped)
 
 
