@@ -74,6 +74,105 @@ def build(reports_dir: Path, docs_dir: Path, check: bool) -> None:
     click.echo(result.summary)
 
 
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port (0: a free one).")
+@click.option(
+    "--profile",
+    default="bf16-kv",
+    show_default=True,
+    help="Simulated configuration: bf16-kv, or fp8-kv (twice the KV cache, slower steps).",
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of its behaviour.")
+@click.option("--model", default="tokenwatt-sim", show_default=True, help="Model name served.")
+@click.option(
+    "--accuracy-suite",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="JSON Lines suite whose prompts it answers (right with probability --accuracy-p).",
+)
+@click.option("--accuracy-p", default=0.96, show_default=True, type=float)
+@_errors_to_exit
+def sim(
+    host: str,
+    port: int,
+    profile: str,
+    seed: int,
+    model: str,
+    accuracy_suite: Path | None,
+    accuracy_p: float,
+) -> None:
+    """Serve a simulated engine (OpenAI-compatible API, /metrics) for trying the pipeline."""
+    from tokenwatt.sim.serve import make_server, serve
+
+    server = make_server(
+        profile, seed=seed, model=model, accuracy_suite=accuracy_suite, accuracy_p=accuracy_p
+    )
+    serve(server, host, port)
+
+
+@cli.group()
+def suites() -> None:
+    """Accuracy suites: fetch GSM8K and build a seeded 5-shot suite file."""
+
+
+@suites.command("fetch")
+@click.argument("name", type=click.Choice(["gsm8k"]))
+@click.option(
+    "--dest",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("data/gsm8k"),
+    show_default=True,
+    help="Folder to download test.jsonl and train.jsonl into.",
+)
+@click.option(
+    "--base-url",
+    default=None,
+    help="A mirror of grade_school_math/data (files are checked against the same pinned SHA-256).",
+)
+@_errors_to_exit
+def suites_fetch(name: str, dest: Path, base_url: str | None) -> None:
+    """Download a suite's source files, verified against pinned SHA-256 hashes."""
+    from tokenwatt.collect.suites import GSM8K_BASE_URL, fetch_gsm8k
+
+    for got in fetch_gsm8k(dest, base_url=base_url or GSM8K_BASE_URL):
+        how = "already present" if got.already_present else "downloaded"
+        click.echo(f"{got.path}: {how}, SHA-256 {got.sha256} verified")
+
+
+@suites.command("build")
+@click.argument("name", type=click.Choice(["gsm8k"]))
+@click.option(
+    "--test",
+    "test_path",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="GSM8K test split (JSON Lines).",
+)
+@click.option(
+    "--train",
+    "train_path",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="GSM8K train split (JSON Lines); five exemplars are drawn from it.",
+)
+@click.option("--n", "n", type=int, default=200, show_default=True, help="Items to sample.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="Suite file to write.")
+@_errors_to_exit
+def suites_build(
+    name: str, test_path: Path, train_path: Path, n: int, seed: int, out: Path
+) -> None:
+    """Build a seeded 5-shot suite file (JSON Lines: id, question, prompt, gold)."""
+    from tokenwatt.collect.suites import build_suite_file
+
+    built = build_suite_file(test_path, train_path, n, seed, out)
+    click.echo(
+        f"{built.path}: {built.items} items, SHA-256 {built.sha256} "
+        f"(test {built.test_sha256[:12]}, train {built.train_sha256[:12]}, seed {seed})"
+    )
+
+
 _WEIGHT_DTYPES = (
     "bf16",
     "fp16",
