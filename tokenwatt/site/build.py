@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tokenwatt.errors import Problem, RecordError, StaleSiteError
+from tokenwatt.errors import InputError, Problem, RecordError, StaleSiteError
 from tokenwatt.site.assets import BUNDLE_PATH, static_assets, vega_bundle
 from tokenwatt.site.cache import PageCache, code_key
 from tokenwatt.site.output import stale_paths, swap_in
@@ -60,17 +60,33 @@ def build_site(
             ``.tokenwatt-cache/`` beside ``docs_dir``. Deleting it only costs time.
 
     Raises:
-        RecordError: one :class:`Problem` per problem in any record; nothing is written.
+        RecordError: one :class:`Problem` per problem in any record, or per ``*.json`` entry
+            that is not a file; nothing is written.
+        InputError: ``docs_dir`` is a file, or cannot be written (disk full, read-only); the
+            previous site is left as it was.
         StaleSiteError: ``check`` found stale, missing or extra files.
     """
     started = time.perf_counter()
     if not reports_dir.is_dir():
         raise RecordError([Problem(str(reports_dir), "", "no such folder of report records")])
+    if docs_dir.exists() and not docs_dir.is_dir():
+        raise InputError(
+            [
+                Problem(
+                    str(docs_dir),
+                    "",
+                    "is a file, not a folder: the site is written as a folder here "
+                    "(move the file away, or pass another --out)",
+                )
+            ]
+        )
     templates = templates_dir()
     cache_root = cache_dir or docs_dir.resolve().parent / ".tokenwatt-cache"
     cache = PageCache(cache_root / "pages", code_key(templates), writable=not check)
-    files = sorted(p for p in reports_dir.glob("*.json") if p.is_file())
+    found = sorted(reports_dir.glob("*.json"))
+    files = [p for p in found if p.is_file()]
     loaded, problems = _load_all(files, cache)
+    problems += [_not_a_file(p) for p in found if not p.is_file()]
     problems += _duplicate_ids(loaded)
     if problems:
         raise RecordError(problems)
@@ -88,7 +104,19 @@ def build_site(
             f"{docs_dir} is up to date with {len(loaded)} report(s)", warnings, len(loaded)
         )
     if stale:
-        swap_in(docs_dir, outputs, set(stale))
+        try:
+            swap_in(docs_dir, outputs, set(stale))
+        except OSError as exc:
+            raise InputError(
+                [
+                    Problem(
+                        str(docs_dir),
+                        "",
+                        f"cannot write the site: {exc.strerror or exc}; the previous site is "
+                        "unchanged",
+                    )
+                ]
+            ) from exc
     summary = (
         f"built {len(loaded)} report page(s) into {docs_dir}: {len(stale)} file(s) changed, "
         f"{len(warnings)} warning(s), {time.perf_counter() - started:.2f} s"
@@ -131,6 +159,17 @@ def _load_all(files: list[Path], cache: PageCache) -> tuple[list[_Loaded], list[
         cache.put(key, page.to_json())
         loaded.append(_Loaded(file, raw, page))
     return loaded, problems
+
+
+def _not_a_file(path: Path) -> Problem:
+    """A ``*.json`` entry that is a folder, a broken link or a device: said, not skipped."""
+    if path.is_symlink() and not path.exists():
+        what = "a link to nothing (broken symbolic link)"
+    elif path.is_dir():
+        what = "a folder"
+    else:
+        what = "not a regular file"
+    return Problem(str(path), "", f"is {what}; a report record must be a JSON file")
 
 
 def _duplicate_ids(loaded: list[_Loaded]) -> list[Problem]:
