@@ -214,7 +214,7 @@ def report(
         runs, title=title, report_id=report_id, cards=cards, demo=demo, command=command
     )
     target = out if out is not None else Path("reports") / f"{report_id or slug(title)}.json"
-    write_report(record, target, force=force)
+    write_report(record, target, force=force, inputs=list(run_files))
     click.echo(f"wrote {target} ({len(record.configs)} configurations)")
 
 
