@@ -240,6 +240,18 @@ def schema(out_dir: Path, check: bool) -> None:
         click.echo(f"{len(result.current)} schema files are current in {out_dir}")
 
 
+class _FiniteFloat(click.FloatRange):
+    """A float in a range that is also finite: ``nan`` passes click's range check."""
+
+    name = "finite float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if number != number:
+            self.fail(f"{value!r} is not a number.", param, ctx)
+        return number
+
+
 _WEIGHT_DTYPES = (
     "bf16",
     "fp16",
@@ -272,13 +284,13 @@ _KV_DTYPES = ("bf16", "fp16", "fp32", "fp8", "fp8_e4m3", "fp8_e5m2")
 )
 @click.option(
     "--kv-cache-gib",
-    type=click.FloatRange(min=0),
+    type=_FiniteFloat(min=0, max=1e6),
     default=None,
     help="KV-cache size (GiB, as vLLM logs it) to turn into a capacity in tokens.",
 )
 @click.option(
     "--batch",
-    type=click.FloatRange(min=0),
+    type=_FiniteFloat(min=0, max=1e7),
     default=None,
     help="Running batch: weights read per decode step (MoE: expected distinct experts).",
 )
