@@ -76,7 +76,13 @@ def build(reports_dir: Path, docs_dir: Path, check: bool) -> None:
 
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8000, show_default=True, type=int, help="Port (0: a free one).")
+@click.option(
+    "--port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port (0: a free one).",
+)
 @click.option(
     "--profile",
     default="bf16-kv",
