@@ -44,6 +44,16 @@ def test_json_entries_that_are_not_files_are_named_not_skipped(
     assert not (tmp_path / "docs").exists()
 
 
+def test_hidden_json_names_are_editor_files_and_ignored(
+    seed_reports: Path, cache_dir: Path, tmp_path: Path
+) -> None:
+    """Emacs' lock file for a record being edited is a dangling link named .#x.json."""
+    (seed_reports / ".#lab-note.json").symlink_to("root@host.1234:1700000000")
+    (seed_reports / ".draft.json").write_text("{not json", encoding="utf-8")
+    result = build_site(seed_reports, tmp_path / "docs", cache_dir=cache_dir)
+    assert result.pages == 1
+
+
 def _fail_after(monkeypatch: pytest.MonkeyPatch, calls: int, error: BaseException) -> None:
     """Path.write_bytes succeeds ``calls`` times, then raises ``error``."""
     real = Path.write_bytes

@@ -83,7 +83,8 @@ def build_site(
     templates = templates_dir()
     cache_root = cache_dir or docs_dir.resolve().parent / ".tokenwatt-cache"
     cache = PageCache(cache_root / "pages", code_key(templates), writable=not check)
-    found = sorted(reports_dir.glob("*.json"))
+    # Hidden names are editors' lock and swap files (Emacs' .#x.json is a dangling link).
+    found = sorted(p for p in reports_dir.glob("*.json") if not p.name.startswith("."))
     files = [p for p in found if p.is_file()]
     loaded, problems = _load_all(files, cache)
     problems += [_not_a_file(p) for p in found if not p.is_file()]
