@@ -114,3 +114,54 @@ def test_a_cache_that_cannot_be_written_does_not_fail_the_build(
     result = build_site(seed_reports, tmp_path / "docs", cache_dir=cache_dir)
     assert result.pages == 1
     assert (tmp_path / "docs" / "index.md").is_file()
+
+
+def test_out_that_holds_the_records_is_refused_and_nothing_deleted(
+    seed_reports: Path, cache_dir: Path, tmp_path: Path
+) -> None:
+    """``tokenwatt build --out .`` in a project folder used to replace the project."""
+    project = seed_reports.parent
+    (project / "notes.txt").write_text("precious\n", encoding="utf-8")
+    before = tree(project)
+    for out in (project, seed_reports):
+        with pytest.raises(InputError) as exc:
+            build_site(seed_reports, out, cache_dir=cache_dir)
+        assert [str(p) for p in exc.value.problems] == [
+            f"{out}: --out: holds the report records ({seed_reports}); the build replaces this "
+            "whole folder, so it would delete them: pass an --out of its own (default docs)"
+        ]
+    assert tree(project) == before
+
+
+def test_out_that_is_not_a_site_is_refused_and_kept(
+    seed_reports: Path, cache_dir: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    (home / "src").mkdir(parents=True)
+    for name in (".bashrc", "src/main.py", "a.txt", "b.txt"):
+        (home / name).write_text(name, encoding="utf-8")
+    (home / "index.md").write_text("mine\n", encoding="utf-8")
+    before = tree(home)
+    with pytest.raises(InputError) as exc:
+        build_site(seed_reports, home, cache_dir=cache_dir)
+    assert str(exc.value.problems[0]) == (
+        f"{home}: --out: is not a site made by `tokenwatt build` (it holds .bashrc, a.txt, "
+        "b.txt and 1 more); the build replaces this whole folder, so it would delete them: "
+        "pass a new or empty --out"
+    )
+    assert tree(home) == before
+
+
+def test_sites_made_by_a_build_are_replaced_and_readable(
+    seed_reports: Path, cache_dir: Path, tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    build_site(seed_reports, docs, cache_dir=cache_dir)
+    assert (docs / ".tokenwatt-site").is_file()
+    assert docs.stat().st_mode & 0o777 == 0o755
+    (docs / "extra.md").write_text("# stray\n", encoding="utf-8")  # marked: replaced anyway
+    build_site(seed_reports, docs, cache_dir=cache_dir)
+    assert not (docs / "extra.md").exists()
+    (docs / ".tokenwatt-site").unlink()  # a site from before the marker: layout files only
+    result = build_site(seed_reports, docs, cache_dir=cache_dir)
+    assert result.changed == [".tokenwatt-site"]

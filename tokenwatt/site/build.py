@@ -1,7 +1,7 @@
 """``tokenwatt build``: report records → the MkDocs docs folder.
 
-Reads every ``*.json`` under the reports folder, validates and migrates it, refuses
-simulated measurements outside demo reports, recomputes every derived number
+Reads every ``*.json`` under the reports folder (hidden names aside), validates and
+migrates it, refuses simulated measurements outside demo reports, recomputes every derived number
 (:mod:`tokenwatt.analysis`), and writes the pages, the raw records, the methods pages, the
 schemas page and the chart scripts. Every problem of every file is collected before
 anything is written; the output is byte-for-byte the same for the same input.
@@ -16,7 +16,13 @@ from pathlib import Path
 from tokenwatt.errors import InputError, Problem, RecordError, StaleSiteError
 from tokenwatt.site.assets import BUNDLE_PATH, static_assets, vega_bundle
 from tokenwatt.site.cache import PageCache, code_key
-from tokenwatt.site.output import stale_paths, swap_in
+from tokenwatt.site.output import (
+    SITE_MARKER,
+    SITE_MARKER_TEXT,
+    replace_refusal,
+    stale_paths,
+    swap_in,
+)
 from tokenwatt.site.templates import RenderedReport, templates_dir
 
 MBU_PLACEHOLDER = """# MBU
@@ -62,8 +68,9 @@ def build_site(
     Raises:
         RecordError: one :class:`Problem` per problem in any record, or per ``*.json`` entry
             that is not a file; nothing is written.
-        InputError: ``docs_dir`` is a file, or cannot be written (disk full, read-only); the
-            previous site is left as it was.
+        InputError: ``docs_dir`` is a file, holds the records, is a folder the build did not
+            make (see :func:`~tokenwatt.site.output.replace_refusal`), or cannot be written
+            (disk full, read-only); the previous site is left as it was.
         StaleSiteError: ``check`` found stale, missing or extra files.
     """
     started = time.perf_counter()
@@ -84,6 +91,9 @@ def build_site(
     cache_root = cache_dir or docs_dir.resolve().parent / ".tokenwatt-cache"
     cache = PageCache(cache_root / "pages", code_key(templates), writable=not check)
     # Hidden names are editors' lock and swap files (Emacs' .#x.json is a dangling link).
+    refusal = None if check else replace_refusal(docs_dir, reports_dir)
+    if refusal is not None:
+        raise InputError([Problem(str(docs_dir), "--out", refusal)])
     found = sorted(p for p in reports_dir.glob("*.json") if not p.name.startswith("."))
     files = [p for p in found if p.is_file()]
     loaded, problems = _load_all(files, cache)
@@ -213,6 +223,7 @@ def _site_files(
         out[f"reports/{item.page.id}.md"] = item.page.page.encode("utf-8")
         out[f"reports/{item.page.id}.json"] = item.raw
     out["index.md"] = render_index([item.page for item in loaded]).encode("utf-8")
+    out[SITE_MARKER] = SITE_MARKER_TEXT
     for page in sorted((templates / "methods").glob("*.md")):
         out[f"methods/{page.name}"] = page.read_bytes()
     out.setdefault("methods/mbu.md", MBU_PLACEHOLDER.encode("utf-8"))
