@@ -239,14 +239,14 @@ async def _consume(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
             if chunk.error is not None:
                 raise _StreamError("stream_error")
             if chunk.choices and _carries_text(chunk.choices[0]):
+                if not chunk_s:
+                    res.first_token_s = now
                 chunk_s.append(now)
+                res.last_token_s = now
             if chunk.usage is not None:
                 usage = chunk.usage
     if not done:
         raise _StreamError("protocol")
-    if chunk_s:
-        res.first_token_s = chunk_s[0]
-        res.last_token_s = chunk_s[-1]
     if usage is not None and usage.completion_tokens is not None:
         res.output_tokens = usage.completion_tokens
         if usage.prompt_tokens is not None:
@@ -407,15 +407,24 @@ async def run_window(
     window_end = t0 + window_end_offset
     stopped = False
 
+    def window_dispatched() -> None:
+        if not state.window_dispatched:
+            state.window_dispatched = True
+            if state.window_pending == 0:
+                state.window_done.set()
+
     async def dispatch() -> None:
+        try:
+            await send_all()
+        finally:
+            window_dispatched()
+
+    async def send_all() -> None:
         clock = time.perf_counter
         for offset in offsets.tolist():
             in_window = warmup_s <= offset < window_end_offset
             if offset >= window_end_offset:
-                if not state.window_dispatched:
-                    state.window_dispatched = True
-                    if state.window_pending == 0:
-                        state.window_done.set()
+                window_dispatched()
                 if state.window_done.is_set():
                     return
             spec = next(requests, None)
