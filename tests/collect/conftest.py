@@ -14,7 +14,9 @@ from aiohttp import web
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def chunk(text: str | None = None, *, usage: dict[str, int] | None = None, chat: bool = False) -> bytes:
+def chunk(
+    text: str | None = None, *, usage: dict[str, int] | None = None, chat: bool = False
+) -> bytes:
     """One vLLM-shaped SSE event (``data: {...}\\n\\n``)."""
     obj: dict[str, Any] = {"id": "cmpl-1", "object": "text_completion", "model": "m"}
     if text is None:
@@ -29,7 +31,11 @@ def chunk(text: str | None = None, *, usage: dict[str, int] | None = None, chat:
 
 
 def usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 DONE = b"data: [DONE]\n\n"

@@ -33,9 +33,17 @@ def same(prompt: list[int] | str = [11, 12, 13], max_tokens: int = 4) -> Iterato
     return itertools.repeat(RequestSpec(prompt=prompt, max_tokens=max_tokens))
 
 
-async def one_window(cfg: LoadConfig, *, rate: float = 40.0, duration: float = 0.25, **kw: object) -> WindowResult:
+async def one_window(
+    cfg: LoadConfig, *, rate: float = 40.0, duration: float = 0.25, **kw: object
+) -> WindowResult:
     return await run_window(
-        cfg, rate_rps=rate, duration_s=duration, warmup_s=0.0, requests=same(), seed=3, **kw  # type: ignore[arg-type]
+        cfg,
+        rate_rps=rate,
+        duration_s=duration,
+        warmup_s=0.0,
+        requests=same(),
+        seed=3,
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -102,11 +110,30 @@ FRAMINGS = {
     "no space after data:": [b'data:{"choices":[{"text":"a"}]}\n\n'] * 2,
     "crlf": [b'data: {"choices":[{"text":"a"}]}\r\n\r\n'] * 2,
     "cr only": [b'data: {"choices":[{"text":"a"}]}\r\r'] * 2,
-    "split mid-line and mid-crlf": [b'da', b'ta: {"choices":[{"te', b'xt":"a"}]}\r', b'\n\r', b'\ndata: {"choices":[{"text":"a"}]}\r\n\r\n'],
-    "several events in one write": [b'data: {"choices":[{"text":"a"}]}\n\ndata: {"choices":[{"text":"b"}]}\n\n'],
-    "comments and named fields": [b': keep-alive\n\nid: 7\ndata: {"choices":[{"text":"a"}]}\n\n: ping\n', b'\ndata: {"choices":[{"text":"a"}]}\n\n'],
-    "multi-line data": [b'data: {"choices":\ndata: [{"text":"a"}]}\n\n', b'data: {"choices":[{"text":"a"}]}\n\n'],
-    "utf-8 split mid-character": [b'data: {"choices":[{"text":"\xc3', b'\xa9"}]}\n\n', b'data: {"choices":[{"text":"\xe2\x82', b'\xac"}]}\n\n'],
+    "split mid-line and mid-crlf": [
+        b"da",
+        b'ta: {"choices":[{"te',
+        b'xt":"a"}]}\r',
+        b"\n\r",
+        b'\ndata: {"choices":[{"text":"a"}]}\r\n\r\n',
+    ],
+    "several events in one write": [
+        b'data: {"choices":[{"text":"a"}]}\n\ndata: {"choices":[{"text":"b"}]}\n\n'
+    ],
+    "comments and named fields": [
+        b': keep-alive\n\nid: 7\ndata: {"choices":[{"text":"a"}]}\n\n: ping\n',
+        b'\ndata: {"choices":[{"text":"a"}]}\n\n',
+    ],
+    "multi-line data": [
+        b'data: {"choices":\ndata: [{"text":"a"}]}\n\n',
+        b'data: {"choices":[{"text":"a"}]}\n\n',
+    ],
+    "utf-8 split mid-character": [
+        b'data: {"choices":[{"text":"\xc3',
+        b'\xa9"}]}\n\n',
+        b'data: {"choices":[{"text":"\xe2\x82',
+        b'\xac"}]}\n\n',
+    ],
 }
 
 
@@ -124,8 +151,14 @@ async def test_sse_framing_over_http(server: ScriptedServer, name: str) -> None:
 async def test_a_one_megabyte_event_arrives_whole(server: ScriptedServer) -> None:
     big = "x" * 1_000_000
     event = b'data: {"choices":[{"text":"' + big.encode() + b'"}]}\n\n'
-    script(server, [event[i : i + 65536] for i in range(0, len(event), 65536)] + [chunk(usage=usage(3, 1)), DONE])
-    result = await run_window(config(server.base), rate_rps=5, duration_s=0.4, warmup_s=0, requests=same(), seed=2)
+    script(
+        server,
+        [event[i : i + 65536] for i in range(0, len(event), 65536)]
+        + [chunk(usage=usage(3, 1)), DONE],
+    )
+    result = await run_window(
+        config(server.base), rate_rps=5, duration_s=0.4, warmup_s=0, requests=same(), seed=2
+    )
     assert result.requests and all(r.ok and len(r.chunk_s) == 1 for r in result.requests)
 
 
@@ -163,7 +196,12 @@ async def test_a_stalled_stream_times_out(server: ScriptedServer) -> None:
     server.handler = handler
     started = time.perf_counter()
     result = await run_window(
-        config(server.base, request_timeout_s=0.3), rate_rps=20, duration_s=0.3, warmup_s=0, requests=same(), seed=4
+        config(server.base, request_timeout_s=0.3),
+        rate_rps=20,
+        duration_s=0.3,
+        warmup_s=0,
+        requests=same(),
+        seed=4,
     )
     assert window_request_count(20, 0, 0.3, 4) > 0
     assert time.perf_counter() - started < 3
@@ -208,7 +246,9 @@ async def test_missing_usage_counts_chunks_and_flags_it(server: ScriptedServer) 
     assert result.summary.usage_missing == result.summary.completed > 0
 
 
-async def test_concurrency_cap_holds_and_waiting_counts_from_schedule(server: ScriptedServer) -> None:
+async def test_concurrency_cap_holds_and_waiting_counts_from_schedule(
+    server: ScriptedServer,
+) -> None:
     async def handler(request: web.Request) -> web.StreamResponse:
         await asyncio.sleep(0.05)
         return await stream(request, tokens_stream(2))
@@ -228,7 +268,12 @@ async def test_concurrency_cap_holds_and_waiting_counts_from_schedule(server: Sc
 async def test_warmup_is_excluded_and_in_window_matches_schedule(server: ScriptedServer) -> None:
     script(server, tokens_stream(2))
     result = await run_window(
-        config(server.base), rate_rps=50, duration_s=0.3, warmup_s=0.2, requests=same(), seed=9,
+        config(server.base),
+        rate_rps=50,
+        duration_s=0.3,
+        warmup_s=0.2,
+        requests=same(),
+        seed=9,
         keep_load_until_done=False,
     )
     offsets = poisson_schedule(50, 0.5, 9)
@@ -244,8 +289,15 @@ async def test_progress_snapshots(server: ScriptedServer) -> None:
     script(server, tokens_stream(2))
     seen: list[WindowProgress] = []
     await run_window(
-        config(server.base), rate_rps=50, duration_s=0.5, warmup_s=0.1, requests=same(), seed=1,
-        progress=seen.append, progress_interval_s=0.1, check_interval_s=0.1,
+        config(server.base),
+        rate_rps=50,
+        duration_s=0.5,
+        warmup_s=0.1,
+        requests=same(),
+        seed=1,
+        progress=seen.append,
+        progress_interval_s=0.1,
+        check_interval_s=0.1,
     )
     assert seen and seen[-1].sent > 0 and seen[-1].rate_rps == 50
     assert {p.phase for p in seen} >= {"window"}
@@ -264,8 +316,14 @@ async def test_stop_early_ends_a_hopeless_probe(server: ScriptedServer) -> None:
 
     started = time.perf_counter()
     result = await run_window(
-        config(server.base), rate_rps=100, duration_s=5.0, warmup_s=0.0, requests=same(), seed=5,
-        stop_early=hopeless, check_interval_s=0.05,
+        config(server.base),
+        rate_rps=100,
+        duration_s=5.0,
+        warmup_s=0.0,
+        requests=same(),
+        seed=5,
+        stop_early=hopeless,
+        check_interval_s=0.05,
     )
     assert time.perf_counter() - started < 4
     s = result.summary
@@ -281,8 +339,13 @@ async def test_no_drift_in_sent_times(server: ScriptedServer) -> None:
     """
     script(server, tokens_stream(1))
     result = await run_window(
-        config(server.base, max_concurrency=64), rate_rps=200, duration_s=3.0, warmup_s=0.0,
-        requests=same(), seed=11, keep_load_until_done=False,
+        config(server.base, max_concurrency=64),
+        rate_rps=200,
+        duration_s=3.0,
+        warmup_s=0.0,
+        requests=same(),
+        seed=11,
+        keep_load_until_done=False,
     )
     sent = np.array([r.sent_s for r in result.requests])
     scheduled = np.array([r.scheduled_s for r in result.requests])
