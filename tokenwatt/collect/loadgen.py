@@ -171,6 +171,11 @@ class WindowResult:
     window_end_s: float
     wall_start_unix: float
 
+    def __repr__(self) -> str:
+        # asyncio may repr a finished task's result; tens of thousands of requests would
+        # make that take longer than the window's own bookkeeping.
+        return f"WindowResult({len(self.requests)} requests, summary={self.summary!r})"
+
 
 class _Delta(msgspec.Struct):
     content: str | None = None
@@ -207,11 +212,8 @@ class _StreamError(Exception):
         self.kind = kind
 
 
-def _carries_text(choice: _Choice) -> bool:
-    if choice.text:
-        return True
-    delta = choice.delta
-    return delta is not None and bool(delta.content or delta.reasoning_content or delta.reasoning)
+def _delta_text(delta: _Delta) -> bool:
+    return bool(delta.content or delta.reasoning_content or delta.reasoning)
 
 
 async def _consume(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
@@ -235,16 +237,22 @@ async def _consume(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
             chunks = _CHUNKS.decode(b"[" + b",".join(datas) + b"]")
         except msgspec.DecodeError as exc:
             raise _StreamError("protocol") from exc
+        texts = 0
         for chunk in chunks:
-            if chunk.error is not None:
+            choices = chunk.choices
+            if choices:
+                choice = choices[0]
+                if choice.text or (choice.delta is not None and _delta_text(choice.delta)):
+                    texts += 1
+            elif chunk.error is not None:
                 raise _StreamError("stream_error")
-            if chunk.choices and _carries_text(chunk.choices[0]):
-                if not chunk_s:
-                    res.first_token_s = now
-                chunk_s.append(now)
-                res.last_token_s = now
             if chunk.usage is not None:
                 usage = chunk.usage
+        if texts:
+            if not chunk_s:
+                res.first_token_s = now
+            chunk_s.extend([now] * texts)
+            res.last_token_s = now
     if not done:
         raise _StreamError("protocol")
     if usage is not None and usage.completion_tokens is not None:
