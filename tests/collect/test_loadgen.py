@@ -354,3 +354,26 @@ async def test_no_drift_in_sent_times(server: ScriptedServer) -> None:
     slope = np.polyfit(scheduled - scheduled[0], sent - scheduled[0], 1)[0]
     assert slope == pytest.approx(1.0, abs=0.01)
     assert result.summary.errors == 0
+
+
+async def test_cancelling_the_window_leaves_nothing_running(server: ScriptedServer) -> None:
+    never = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        await never.wait()
+        return web.Response()
+
+    server.handler = handler
+    task = asyncio.create_task(
+        run_window(
+            config(server.base), rate_rps=100, duration_s=5, warmup_s=0, requests=same(), seed=1
+        )
+    )
+    while server.in_flight < 3:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    ours = {"_Window.request", "run_window.<locals>.dispatch", "run_window.<locals>.monitor"}
+    assert not [t for t in others if t.get_coro().__qualname__ in ours]  # type: ignore[union-attr]

@@ -487,28 +487,31 @@ async def run_window(
                 state.window_done.set()
                 return
 
+    dispatcher = loop.create_task(dispatch())
+    watcher = loop.create_task(monitor(dispatcher))
     try:
-        dispatcher = loop.create_task(dispatch())
-        watcher = loop.create_task(monitor(dispatcher))
-        with contextlib.suppress(asyncio.CancelledError):
-            await dispatcher
+        await asyncio.wait({dispatcher})  # returns, rather than raises, if stop_early cancels it
+        if not dispatcher.cancelled() and (problem := dispatcher.exception()) is not None:
+            raise problem
         if not stopped:
             # Every in-window request has its own timeout, but may first wait for a slot.
             remaining = window_end + cfg.request_timeout_s - time.perf_counter()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(state.window_done.wait(), max(remaining, 0.0))
-        watcher.cancel()
         end = time.perf_counter()
+    finally:
+        # Also on errors and Ctrl-C: nothing is left running, the session is closed.
+        dispatcher.cancel()
+        watcher.cancel()
         leftover = list(state.tasks)
         for task in leftover:
             task.cancel()
-        await asyncio.gather(*leftover, watcher, return_exceptions=True)
-        for res in state.window_results:
-            if res.error == "cancelled" and not stopped:
-                res.error = "timeout"  # still unanswered when the drain ran out
-    finally:
+        await asyncio.gather(*leftover, watcher, dispatcher, return_exceptions=True)
         if own_session:
             await http.close()
+    for res in state.window_results:
+        if res.error == "cancelled" and not stopped:
+            res.error = "timeout"  # still unanswered when the drain ran out
     measured_s = duration_s
     if stopped:
         measured_s = max(min(end, window_end) - window_start, 1e-3)
