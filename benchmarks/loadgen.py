@@ -166,8 +166,10 @@ def trial_ours(url: str, rate: float, seconds: float, use_uvloop: bool) -> dict[
     from tokenwatt.records.spec import SloSpec
 
     if use_uvloop:
-        import uvloop
-
+        try:
+            import uvloop
+        except ImportError:
+            sys.exit("--uvloop needs the uvloop package (pip install uvloop)")
         uvloop.install()
     cfg = LoadConfig(
         endpoint=url + "/v1",
