@@ -57,7 +57,10 @@ def script(server: ScriptedServer, pieces: list[bytes]) -> None:
 
 async def test_streams_usage_tokens_and_timings(server: ScriptedServer) -> None:
     script(server, tokens_stream(4))
+    started = time.perf_counter()
     result = await one_window(config(server.base))
+    # The drain ends when the last in-window request does, not at the 5 s request timeout.
+    assert time.perf_counter() - started < 4
     window = [r for r in result.requests if r.in_window]
     assert window and all(r.ok for r in window)
     r = window[0]
@@ -380,3 +383,18 @@ async def test_cancelling_the_window_leaves_nothing_running(server: ScriptedServ
     others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     ours = {"_Window.request", "run_window.<locals>.dispatch", "run_window.<locals>.monitor"}
     assert not [t for t in others if t.get_coro().__qualname__ in ours]  # type: ignore[union-attr]
+
+
+async def test_a_failing_callback_stops_the_window_and_is_raised(server: ScriptedServer) -> None:
+    script(server, tokens_stream(2))
+
+    def broken(requests: object, elapsed_s: float) -> bool:
+        raise RuntimeError("search bug")
+
+    started = time.perf_counter()
+    with pytest.raises(RuntimeError, match="search bug"):
+        await run_window(
+            config(server.base), rate_rps=50, duration_s=5, warmup_s=0, requests=same(), seed=1,
+            stop_early=broken, check_interval_s=0.05,
+        )  # fmt: skip
+    assert time.perf_counter() - started < 3

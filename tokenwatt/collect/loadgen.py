@@ -267,6 +267,11 @@ async def _consume(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
         raise _StreamError("empty")
 
 
+def _raise_failure(task: asyncio.Task[None]) -> None:
+    if task.done() and not task.cancelled() and (problem := task.exception()) is not None:
+        raise problem
+
+
 class _Window:
     """The state of one running window (internal)."""
 
@@ -501,14 +506,24 @@ async def run_window(
     dispatcher = loop.create_task(dispatch())
     watcher = loop.create_task(monitor(dispatcher))
     try:
-        await asyncio.wait({dispatcher})  # returns, rather than raises, if stop_early cancels it
-        if not dispatcher.cancelled() and (problem := dispatcher.exception()) is not None:
-            raise problem
+        # asyncio.wait returns, rather than raises, when stop_early cancels the dispatcher.
+        await asyncio.wait({dispatcher, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        _raise_failure(watcher)  # a progress or stop_early callback that raised
+        await asyncio.wait({dispatcher})
+        _raise_failure(dispatcher)
         if not stopped:
             # Every in-window request has its own timeout, but may first wait for a slot.
             remaining = window_end + cfg.request_timeout_s - time.perf_counter()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(state.window_done.wait(), max(remaining, 0.0))
+            waiter = loop.create_task(state.window_done.wait())
+            try:
+                await asyncio.wait(
+                    {waiter, watcher},
+                    timeout=max(remaining, 0.0),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                waiter.cancel()
+            _raise_failure(watcher)
         end = time.perf_counter()
     finally:
         # Also on errors and Ctrl-C: nothing is left running, the session is closed.
