@@ -340,6 +340,36 @@ async def _closed_loop(client: str, url: str, total: int = 3000, streams: int = 
     return f"{total / wall:8.0f} req/s closed loop, {cpu / total * 1e6:6.0f} µs CPU per request"
 
 
+# ---------------------------------------------------------------------- SSE decoder ---
+
+
+def sse_throughput(repeats: int = 2000) -> None:
+    """Decode the benchmark body whole, in 1 KB reads and with CRLF; and a 1 MB event."""
+    sys.path.insert(0, str(ROOT))
+    from tokenwatt.collect.sse import SseDecoder
+
+    body = sse_body().encode()
+    cases = {
+        "one read": [body],
+        "1 KB reads": [body[i : i + 1024] for i in range(0, len(body), 1024)],
+        "CRLF, one read": [body.replace(b"\n", b"\r\n")],
+    }
+    for name, pieces in cases.items():
+        start, events = time.process_time(), 0
+        for _ in range(repeats):
+            decoder = SseDecoder()
+            for piece in pieces:
+                events += len(decoder.feed_data(piece))
+        spent = time.process_time() - start
+        print(f"  {name:15s} {spent / events * 1e6:5.2f} µs/event ({events / spent:,.0f} events/s)")
+    big = b"data: " + b"x" * 1_000_000 + b"\n\n"
+    start = time.process_time()
+    decoder = SseDecoder()
+    got = [d for i in range(0, len(big), 1024) for d in decoder.feed_data(big[i : i + 1024])]
+    assert len(got) == 1 and len(got[0]) == 1_000_000
+    print(f"  1 MB event in 1 KB reads: {(time.process_time() - start) * 1e3:.1f} ms")
+
+
 # --------------------------------------------------------------------------- main ---
 
 
@@ -403,6 +433,8 @@ def main() -> None:
             print(f"instant server: nginx on core {args.server_core}, {len(sse_body())}-byte "
                   f"stream of {CHUNKS} chunks; clients on core {args.client_core}; "
                   f"{args.seconds:g} s per trial")  # fmt: skip
+            print("SSE decoder (this process, unpinned):")
+            sse_throughput()
             if args.compare_http:
                 print("HTTP clients:")
                 compare_http(url, args.client_core)
