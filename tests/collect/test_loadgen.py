@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -336,28 +337,29 @@ async def test_stop_early_ends_a_hopeless_probe(server: ScriptedServer) -> None:
 
 
 async def test_no_drift_in_sent_times(server: ScriptedServer) -> None:
-    """The client sends on the fixed schedule: the sent times' span matches the schedule's.
+    """The client sends on the fixed schedule: sent times follow scheduled ones, rate held.
 
-    The 10,000-request check of the schedule itself is in test_arrivals (it needs no server);
-    here 600 requests at 200 req/s (3 s) go through real HTTP.
+    600 requests at 200 req/s (3 s) by default; TOKENWATT_FULL_ARRIVALS=1 runs the issue's
+    10,000 (50 s). The schedule's own 10,000-request rate check is in test_arrivals.
     """
+    seconds = 50.0 if os.environ.get("TOKENWATT_FULL_ARRIVALS") else 3.0
     script(server, tokens_stream(1))
     result = await run_window(
-        config(server.base, max_concurrency=64),
-        rate_rps=200,
-        duration_s=3.0,
-        warmup_s=0.0,
-        requests=same(),
-        seed=11,
-        keep_load_until_done=False,
-    )
+        config(server.base, max_concurrency=64), rate_rps=200, duration_s=seconds, warmup_s=0.0,
+        requests=same(), seed=11, keep_load_until_done=False,
+    )  # fmt: skip
     sent = np.array([r.sent_s for r in result.requests])
     scheduled = np.array([r.scheduled_s for r in result.requests])
-    assert len(sent) == len(poisson_schedule(200, 3.0, 11)) > 500
+    assert len(sent) == len(poisson_schedule(200, seconds, 11)) > 500
     # Drift is the slope of sent against scheduled (1 = on time); Theil-Sen, so that a few
     # sends delayed by a busy machine do not tilt it.
     slope = stats.theilslopes(sent - scheduled[0], scheduled - scheduled[0]).slope
     assert slope == pytest.approx(1.0, abs=0.01)
+    if seconds >= 50:
+        # The issue's check: over 10,000 requests the achieved rate is within 1% of 200 req/s
+        # (1% is 0.5 s here; over 3 s one send delayed by a busy machine could exceed it).
+        achieved = (len(sent) - 1) / (sent.max() - sent.min())
+        assert achieved == pytest.approx(200, rel=0.01)
     assert result.summary.errors == 0
 
 
