@@ -26,11 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import aiohttp
-import msgspec
 
 from tokenwatt.analysis.latency import percentile, send_lag_ms, summarise_window, tpot_ms, ttft_ms
 from tokenwatt.collect.arrivals import poisson_schedule
-from tokenwatt.collect.sse import SseDecoder
+from tokenwatt.collect.stream import StreamError, read_stream
 from tokenwatt.collect.workload import RequestSpec
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.records.request import RequestResult
@@ -145,6 +144,8 @@ class WindowProgress:
     """A snapshot for a live display (latencies in ms; ``math.inf`` when failures reach p99).
 
     ``elapsed_s`` counts from the start of the warm-up; ``total_s`` is warm-up + window.
+    TTFT and TPOT p99 are over the in-window requests finished so far (None before any);
+    send-lag p99 over the latest 2,000 requests sent.
     """
 
     phase: Phase
@@ -178,95 +179,6 @@ class WindowResult:
         return f"WindowResult({len(self.requests)} requests, summary={self.summary!r})"
 
 
-class _Delta(msgspec.Struct):
-    content: str | None = None
-    reasoning_content: str | None = None  # reasoning models' thinking (vLLM)
-    reasoning: str | None = None
-
-
-class _Choice(msgspec.Struct):
-    text: str | None = None  # completions
-    delta: _Delta | None = None  # chat
-
-
-class _Usage(msgspec.Struct):
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-
-
-class _Chunk(msgspec.Struct):
-    """The fields of a streamed chunk that matter here; others are skipped unparsed."""
-
-    choices: list[_Choice] | None = None
-    usage: _Usage | None = None
-    error: Any = None
-
-
-# One typed decode per network read (its events joined into a JSON array): msgspec skips
-# the fields we do not read, several times faster than json.loads chunk by chunk.
-_CHUNKS = msgspec.json.Decoder(list[_Chunk])
-
-
-class _StreamError(Exception):
-    def __init__(self, kind: str) -> None:
-        super().__init__(kind)
-        self.kind = kind
-
-
-def _delta_text(delta: _Delta) -> bool:
-    return bool(delta.content or delta.reasoning_content or delta.reasoning)
-
-
-async def _consume(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
-    """Read one SSE stream into ``res``; raises _StreamError for a malformed stream."""
-    decoder = SseDecoder()
-    chunk_s = res.chunk_s
-    usage: _Usage | None = None
-    done = False
-    clock = time.perf_counter
-    async for piece in resp.content.iter_any():
-        now = clock()
-        datas = decoder.feed_data(piece)
-        if not datas:
-            continue
-        if datas[-1] == b"[DONE]":
-            done = True
-            datas.pop()
-        if not datas:
-            continue
-        try:
-            chunks = _CHUNKS.decode(b"[" + b",".join(datas) + b"]")
-        except msgspec.DecodeError as exc:
-            raise _StreamError("protocol") from exc
-        texts = 0
-        for chunk in chunks:
-            choices = chunk.choices
-            if choices:
-                choice = choices[0]
-                if choice.text or (choice.delta is not None and _delta_text(choice.delta)):
-                    texts += 1
-            elif chunk.error is not None:
-                raise _StreamError("stream_error")
-            if chunk.usage is not None:
-                usage = chunk.usage
-        if texts:
-            if not chunk_s:
-                res.first_token_s = now
-            chunk_s.extend([now] * texts)
-            res.last_token_s = now
-    if not done:
-        raise _StreamError("protocol")
-    if usage is not None and usage.completion_tokens is not None:
-        res.output_tokens = usage.completion_tokens
-        if usage.prompt_tokens is not None:
-            res.prompt_tokens = usage.prompt_tokens
-    else:
-        res.output_tokens = len(chunk_s)
-        res.usage_missing = True
-    if not chunk_s:
-        raise _StreamError("empty")
-
-
 def _raise_failure(task: asyncio.Task[None]) -> None:
     if task.done() and not task.cancelled() and (problem := task.exception()) is not None:
         raise problem
@@ -289,6 +201,8 @@ class _Window:
         self.window_done = asyncio.Event()
         self.completed = 0
         self.errors = 0
+        self.ttfts_ms: list[float] = []
+        self.tpots_ms: list[float] = []
 
     async def request(self, res: RequestResult, body: bytes) -> None:
         try:
@@ -306,6 +220,11 @@ class _Window:
             else:
                 self.errors += 1
             if res.in_window:
+                # Kept as they come, so a progress snapshot never walks every request.
+                self.ttfts_ms.append(ttft_ms(res))
+                tpot = tpot_ms(res)
+                if tpot is not None:
+                    self.tpots_ms.append(tpot)
                 self.window_pending -= 1
                 if self.window_pending == 0 and self.window_dispatched:
                     self.window_done.set()
@@ -320,10 +239,10 @@ class _Window:
                         with contextlib.suppress(aiohttp.ClientError):
                             await resp.content.read(_ERROR_BODY_LIMIT)
                         return
-                    await _consume(resp, res)
+                    await read_stream(resp, res)
         except TimeoutError:
             res.error = "timeout"
-        except _StreamError as exc:
+        except StreamError as exc:
             res.error = exc.kind
         except aiohttp.ClientConnectorError:
             res.error = "connect"
@@ -335,8 +254,7 @@ class _Window:
             res.error = "connect" if res.status is None else "disconnect"
 
     def snapshot(self, phase: Phase, rate: float, elapsed: float, total: float) -> WindowProgress:
-        done = [r for r in self.window_results if r.finished_s is not None]
-        tpots = [t for t in (tpot_ms(r) for r in done) if t is not None]
+        recent = self.results[-2000:]  # send lag of the latest requests: is the client behind?
         return WindowProgress(
             phase=phase,
             rate_rps=rate,
@@ -346,9 +264,9 @@ class _Window:
             in_flight=len(self.tasks),
             completed=self.completed,
             errors=self.errors,
-            ttft_p99_ms=percentile([ttft_ms(r) for r in done], 99),
-            tpot_p99_ms=percentile(tpots, 99),
-            send_lag_p99_ms=percentile([send_lag_ms(r) for r in self.results], 99),
+            ttft_p99_ms=percentile(self.ttfts_ms, 99),
+            tpot_p99_ms=percentile(self.tpots_ms, 99),
+            send_lag_p99_ms=percentile([send_lag_ms(r) for r in recent], 99),
         )
 
 
