@@ -22,7 +22,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -173,6 +173,42 @@ def suite_path(spec: Spec, spec_path: Path) -> Path | None:
     return p
 
 
+def _classification_view(result: Any, slo: Any) -> WindowSummary:
+    """The window as its evidence stood when our early stop cut it short.
+
+    The stop cancels the requests still in flight, and the stored summary counts them as
+    failures (both p99 at infinity), which would hide *which* limit was missed. Here the
+    p99 TTFT and TPOT come from the requests that finished, except that a limit is marked
+    missed (``"inf"``) when more requests than a p99 allows had already missed it —
+    cancelled ones still waiting for a first token past the TTFT limit included — as
+    :func:`tokenwatt.analysis.latency.missed_beyond_doubt` counts them. Cancelled
+    requests are not counted as engine errors.
+    """
+    from tokenwatt.analysis.latency import misses_allowed, summarise_window, tpot_ms
+
+    summary: WindowSummary = result.summary
+    if not summary.stopped_early:
+        return summary
+    window = [r for r in result.requests if r.in_window]
+    done = [r for r in window if r.error != "cancelled"]
+    limit_s = slo.ttft_p99_ms / 1e3
+    ttft_misses = sum(
+        1
+        for r in window
+        if (r.chunk_s and r.chunk_s[0] - r.scheduled_s > limit_s)
+        or (not r.chunk_s and (r.finished_s or r.scheduled_s) - r.scheduled_s > limit_s)
+    )
+    tpot_misses = sum(1 for r in done if r.error is None and (tpot_ms(r) or 0.0) > slo.tpot_p99_ms)
+    allowed = misses_allowed(len(window))
+    base = summarise_window(done, rate_rps=summary.rate_rps, duration_s=summary.duration_s, slo=slo)
+    update: dict[str, Any] = {}
+    if ttft_misses > allowed:
+        update["ttft_ms"] = base.ttft_ms.model_copy(update={"p99": "inf"})
+    if tpot_misses > allowed:
+        update["tpot_ms"] = base.tpot_ms.model_copy(update={"p99": "inf"})
+    return base.model_copy(update={**update, "slo_pass": False})
+
+
 class _Run:
     """One collect run's state, so that an interruption can write what was measured."""
 
@@ -231,9 +267,16 @@ class _Run:
             expected = window_request_count(rate, warmup_s, duration_s, seed)
 
             def stop(requests: Any, _elapsed: float) -> bool:
-                return missed_beyond_doubt(
-                    requests, expected, spec.slo, now_s=time.perf_counter()
-                )
+                # The load generator fills first_token_s when a stream ends; a request
+                # already streaming has its first token in chunk_s[0] (do not count it as
+                # still waiting for one).
+                seen = [
+                    replace(r, first_token_s=r.chunk_s[0])
+                    if r.first_token_s is None and r.chunk_s
+                    else r
+                    for r in requests
+                ]
+                return missed_beyond_doubt(seen, expected, spec.slo, now_s=time.perf_counter())
 
         scraper = MetricsScraper(
             spec.engine.endpoint, interval_s=min(1.0, duration_s / 4), api_key=self.api_key
@@ -244,7 +287,10 @@ class _Run:
 
         async def watch() -> None:
             await asyncio.sleep(lead_s + warmup_s)
-            await scraper.start()
+            # Scrapes of the warm-up are dropped; the first one of the window is the
+            # baseline of the counters.
+            scraper.scrapes.clear()
+            await scraper.scrape_once()
             if self.meter is not None:
                 self.meter.start_window()
             try:
@@ -258,6 +304,9 @@ class _Run:
                         self.record.not_covered.append(f"Power: {exc}")
                         self.meter = None
 
+        # Opening the scraper's HTTP client blocks the event loop for a moment (TLS
+        # context); do it before the load generator's schedule starts.
+        await scraper.start()
         watcher = asyncio.create_task(watch())
         try:
             result = await run_window(
@@ -275,11 +324,15 @@ class _Run:
                 watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
+            if metrics[0] is None:  # stopped before the window began
+                await scraper.stop()
         summary = result.summary
         if not summary.slo_pass:
             from tokenwatt.analysis.failure import classify_failure
 
-            mode = classify_failure(summary, metrics[0], slo=spec.slo)
+            mode = classify_failure(
+                _classification_view(result, spec.slo), metrics[0], slo=spec.slo
+            )
             if mode is not None:
                 detail = summary.failure_reason
                 summary.failure_reason = f"{mode} ({detail})" if detail else mode
@@ -423,9 +476,7 @@ def collect(opts: CollectOptions) -> RunRecord:
     api_key = read_api_key(spec, str(opts.spec_path), opts.environ)
     suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
     if suite is not None and not suite.is_file():
-        raise InputError(
-            [Problem(str(opts.spec_path), "accuracy.suite", f"no such file: {suite}")]
-        )
+        raise InputError([Problem(str(opts.spec_path), "accuracy.suite", f"no such file: {suite}")])
     warnings = scan_engine_log(opts.engine_log) if opts.engine_log is not None else []
     info = probe_engine(spec.engine.endpoint, api_key)
     run = _Run(opts, spec, api_key)

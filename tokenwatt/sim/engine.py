@@ -83,7 +83,7 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "bf16-kv": Profile(
         name="bf16-kv",
-        kv_capacity_tokens=2048,
+        kv_capacity_tokens=1280,
         step_base_ms=40.0,
         step_per_seq_ms=0.8,
         prefill_ms_per_token=0.02,
@@ -92,7 +92,7 @@ PROFILES: dict[str, Profile] = {
     ),
     "fp8-kv": Profile(
         name="fp8-kv",
-        kv_capacity_tokens=4096,
+        kv_capacity_tokens=2560,
         step_base_ms=42.0,
         step_per_seq_ms=0.84,
         prefill_ms_per_token=0.02,
