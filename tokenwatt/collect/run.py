@@ -52,6 +52,12 @@ from tokenwatt.records.spec import Spec, fingerprint
 from tokenwatt.records.window import WindowSummary
 
 Role = Literal["baseline", "tuned"]
+CLIENT_LAG_RETRY_FRACTION = 0.1
+"""A probe that missed while the client itself ran late — send-lag p99 above 10% of the TTFT
+limit (and above DESIGN.md's 10 ms client-bound mark) — is measured once more: TTFT counts
+from the scheduled time, so the client's lag alone can push it over the limit."""
+RETRIED_PREFIX = "client-bound"
+"""Start of ``failure_reason`` of a probe that was measured again (its verdict was not used)."""
 REPEAT_SEED_STRIDE = 1000
 """Repeat *i* uses arrival seed ``workload.seed + 1000 × (i + 1)``: a fresh Poisson sample,
 while every search probe reuses ``workload.seed`` (common random numbers make pass/fail
@@ -336,7 +342,6 @@ class _Run:
             if mode is not None:
                 detail = summary.failure_reason
                 summary.failure_reason = f"{mode} ({detail})" if detail else mode
-        self._check_engine(summary)
         return summary, metrics[0], power[0]
 
     def _check_engine(self, summary: WindowSummary) -> None:
@@ -373,16 +378,39 @@ class _Run:
     # -- the whole run -----------------------------------------------------------------
 
     def probe(self, rate: float, phase: Phase) -> ProbeOutcome:
+        """One search probe; a miss the client's own lag may explain is measured again once."""
         m = self.spec.measurement
-        step = f"{phase} probe {len(self.record.probes) + 1}"
-        summary, metrics, _power, outcome = self.run_one(
-            step, rate, m.search_window_s, self.spec.workload.seed, early_stop=True
-        )
-        self.record.probes.append(
-            Probe(phase=phase, window=summary, metrics=metrics, warmup_s=m.warmup_s)
-        )
-        self.checkpoint()
-        return outcome
+        spent = ProbeOutcome(False)
+        for attempt in range(2):
+            step = f"{phase} probe {len(self.record.probes) + 1}"
+            summary, metrics, _power, outcome = self.run_one(
+                step, rate, m.search_window_s, self.spec.workload.seed, early_stop=True
+            )
+            spent = ProbeOutcome(
+                outcome.passed,
+                warmup_s=spent.warmup_s + outcome.warmup_s,
+                window_s=spent.window_s + outcome.window_s,
+                saved_s=spent.saved_s + outcome.saved_s,
+                stopped_early=outcome.stopped_early,
+            )
+            retry = attempt == 0 and not summary.slo_pass and self._client_lagged(summary)
+            if retry:
+                summary.failure_reason = (
+                    f"{RETRIED_PREFIX} (send-lag p99 {summary.send_lag_p99_ms:.0f} ms), "
+                    f"measured again: {summary.failure_reason}"
+                )
+            self.record.probes.append(
+                Probe(phase=phase, window=summary, metrics=metrics, warmup_s=m.warmup_s)
+            )
+            self.checkpoint()
+            self._check_engine(summary)
+            if not retry:
+                break
+        return spent
+
+    def _client_lagged(self, summary: WindowSummary) -> bool:
+        limit_ms = CLIENT_LAG_RETRY_FRACTION * self.spec.slo.ttft_p99_ms
+        return summary.client_bound and summary.send_lag_p99_ms > max(10.0, limit_ms)
 
     def repeat(self, rate: float, index: int, backoffs: int) -> ProbeOutcome:
         m = self.spec.measurement
@@ -394,6 +422,7 @@ class _Run:
             Repeat(window=summary, power=power, metrics=metrics, backoff=backoffs)
         )
         self.checkpoint()
+        self._check_engine(summary)
         return outcome
 
     def measure(self) -> None:
