@@ -21,6 +21,7 @@ from tokenwatt.analysis.mbu import (
     kv_capacity_tokens,
     kv_heads_per_gpu,
     mbu_breakdown,
+    mbu_from_measurements,
     mbu_pct,
     mbu_result,
     mean_context_from_kv_usage,
@@ -277,3 +278,22 @@ def test_mbu_result_is_the_run_record_block() -> None:
     MbuResult.model_validate(result.model_dump())
     with pytest.raises(ValueError):
         mbu_pct(1, 1, 0, 1)
+
+
+def test_mbu_from_measurements_equals_the_steps_composed() -> None:
+    result = mbu_from_measurements(
+        QWEN3,
+        weight_dtype="fp8",
+        kv_dtype="bf16",
+        output_tok_s=4572.3,
+        running_batch=145,
+        mean_context_tokens=2068,
+        rated_bw_tbs_per_gpu=3.35,
+        gpus=1,
+    )
+    step = bytes_per_decode_step(
+        QWEN3, weight_dtype="fp8", kv_dtype="bf16", running_batch=145, mean_context_tokens=2068
+    )
+    assert result.decode_steps_per_s == pytest.approx(4572.3 / 145)
+    assert result.mbu_pct == pytest.approx(mbu_pct(step.total, 4572.3 / 145, 3.35, 1))
+    assert result.mbu_pct == pytest.approx(56.5, abs=0.1)

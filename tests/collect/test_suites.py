@@ -269,3 +269,11 @@ async def test_fetch_reports_an_http_error_status(mirror: str, tmp_path: Path) -
 
     with pytest.raises(FetchError, match="HTTP 404"):
         await asyncio.to_thread(fetch_gsm8k, tmp_path, base_url=mirror + "/missing")
+
+
+def test_cli_fetch_into_a_file_is_an_input_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["suites", "fetch", "gsm8k", "--dest", str(blocker / "sub")])
+    assert result.exit_code == 2
+    assert "--dest" in result.output and "cannot create" in result.output

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from tokenwatt.records.power import PowerWindow
@@ -23,9 +21,3 @@ def run_window(meter: PowerMeter, clock: ManualClock, seconds: float) -> PowerWi
         clock.wait_for_waiter()
     clock.advance(seconds)
     return meter.stop_window()
-
-
-@pytest.fixture
-def window() -> Callable[[PowerMeter, ManualClock, float], PowerWindow]:
-    """The :func:`run_window` helper."""
-    return run_window

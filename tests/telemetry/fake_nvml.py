@@ -154,7 +154,7 @@ class FakeNvml:
                 raise nvml_error(real.NVML_ERROR_NOT_SUPPORTED)
             return int(gpu.energy_mj(state.now(), state.t_origin))
 
-        def nvmlDeviceGetFieldValues(handle: Any, fieldIds: list[Any]) -> Any:
+        def nvmlDeviceGetFieldValues(handle: Any, fieldIds: list[Any]) -> Any:  # noqa: N803
             gpu = state._gpu(handle)
             gpu.reads += 1
             values = (real.c_nvmlFieldValue_t * len(fieldIds))()
@@ -212,5 +212,11 @@ class FakeNvml:
             nvmlDeviceGetCurrentClocksThrottleReasons,
         ):
             setattr(mod, fn.__name__, fn)
-        mod.FAKE_FUNCTIONS = [n for n in vars(mod) if n.startswith("nvml") and callable(getattr(mod, n)) and not n.startswith("nvmlClocks") and not n.startswith("nvmlPciInfo")]  # type: ignore[attr-defined]
+        mod.FAKE_FUNCTIONS = [  # type: ignore[attr-defined]
+            n
+            for n in vars(mod)
+            if n.startswith("nvml")
+            and callable(getattr(mod, n))
+            and not n.startswith(("nvmlClocks", "nvmlPciInfo"))
+        ]
         return mod

@@ -169,7 +169,9 @@ def test_throttle_reasons_counted_per_reason(clock: ManualClock) -> None:
 
 
 def test_old_driver_falls_back_to_throttle_reasons_call(clock: ManualClock) -> None:
-    meter, _ = _meter(clock, [_gpu(0, event_reasons_supported=False, reasons=lambda t: SW_POWER_CAP)])
+    meter, _ = _meter(
+        clock, [_gpu(0, event_reasons_supported=False, reasons=lambda t: SW_POWER_CAP)]
+    )
     w = run_window(meter, clock, 5.0)
     assert w.throttle_counts == {"sw_power_cap": 5}
     meter.close()
@@ -190,3 +192,25 @@ def test_ten_hz_sampling_counts(clock: ManualClock) -> None:
     assert w.samples == 30
     assert fake.gpus[0].reads >= 31
     meter.close()
+
+
+def test_gpu_lost_before_opening_is_a_telemetry_error(clock: ManualClock) -> None:
+    fake = FakeNvml([_gpu(0, lost_at=0.0)], now=clock.now)
+    with pytest.raises(TelemetryError, match="NVMLError_GpuIsLost"):
+        NvmlSource(environ={}, nvml=fake.module)
+    assert fake.initialised == 0
+
+
+def test_unsupported_clock_does_not_cost_the_sample(
+    clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    meter, fake = _meter(clock, [_gpu(0)])
+
+    def no_clocks(handle: object, type: int) -> int:
+        raise real_pynvml.NVMLError(real_pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    monkeypatch.setattr(fake.module, "nvmlDeviceGetClockInfo", no_clocks)
+    w = run_window(meter, clock, 5.0)
+    meter.close()
+    assert w.valid and w.samples == 5 and w.sm_clock_mhz_mean is None
+    assert w.temperature_c_max == 60

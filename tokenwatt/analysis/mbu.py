@@ -388,3 +388,40 @@ def mbu_result(
         gpus=gpus,
         mbu_pct=mbu_pct(step.total, steps_per_s, rated_bw_tbs_per_gpu, gpus),
     )
+
+
+def mbu_from_measurements(
+    g: ModelGeometry,
+    *,
+    weight_dtype: str,
+    kv_dtype: str,
+    output_tok_s: float,
+    running_batch: float,
+    mean_context_tokens: float,
+    rated_bw_tbs_per_gpu: float,
+    gpus: int,
+    distinct_experts: float | None = None,
+) -> MbuResult:
+    """MBU of a measurement window, from what the collector measured.
+
+    Decode steps/s = ``output_tok_s`` (tok/s, e.g. goodput) ÷ ``running_batch`` (mean running
+    sequences); bytes per step from :func:`bytes_per_decode_step`; MBU from :func:`mbu_pct`.
+
+    Raises:
+        InputError: unknown dtype. ValueError: non-positive batch, bandwidth or GPU count.
+    """
+    step = bytes_per_decode_step(
+        g,
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+        running_batch=running_batch,
+        mean_context_tokens=mean_context_tokens,
+        distinct_experts=distinct_experts,
+    )
+    return mbu_result(
+        step,
+        steps_per_s=decode_steps_per_s(output_tok_s, running_batch),
+        running_batch=running_batch,
+        rated_bw_tbs_per_gpu=rated_bw_tbs_per_gpu,
+        gpus=gpus,
+    )

@@ -77,20 +77,27 @@ class ModelInfo:
             "weight_dtype": self.weight_dtype,
             "weight_dtype_from": self.weight_dtype_from,
             "weight_bytes": {
-                "total": self.weights.total,
-                "linear": self.weights.linear_bytes,
-                "other": self.weights.other_bytes,
+                "total": _num(self.weights.total),
+                "linear": _num(self.weights.linear_bytes),
+                "other": _num(self.weights.other_bytes),
                 "notes": list(self.weights.notes),
             },
             "kv_dtype": self.kv_dtype,
-            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "kv_bytes_per_token": _num(self.kv_bytes_per_token),
             "kv_cache_gib": self.kv_cache_gib,
             "kv_capacity_tokens": self.kv_capacity_tokens,
             "block_size": self.block_size,
             "batch": self.batch,
             "distinct_experts": self.distinct_experts,
-            "weights_bytes_per_step": self.weights_bytes_per_step,
+            "weights_bytes_per_step": _num(self.weights_bytes_per_step),
         }
+
+
+def _num(value: float | None) -> float | int | None:
+    """Whole byte counts as JSON integers (98304, not 98304.0)."""
+    if value is not None and float(value).is_integer():
+        return int(value)
+    return value
 
 
 def model_info(

@@ -24,9 +24,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-from scipy.stats import binomtest
-
 from tokenwatt.analysis.gate import GateVerdict, gate_verdict, spread_pts
 from tokenwatt.records.accuracy import AccuracyResult
 from tokenwatt.records.report_v2 import ConfigAccuracyV2
@@ -90,6 +87,8 @@ def mcnemar_exact_p(baseline_only: int, tuned_only: int) -> float:
     Raises:
         ValueError: a negative count.
     """
+    from scipy.stats import binomtest  # heavy: imported only when a p-value is wanted
+
     if baseline_only < 0 or tuned_only < 0:
         raise ValueError("discordant counts must be ≥ 0")
     n = baseline_only + tuned_only
@@ -128,6 +127,7 @@ def bootstrap_delta_ci_pts(
         raise ValueError("no paired items")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    import numpy as np
     diff = np.asarray(tuned, dtype=float) - np.asarray(baseline, dtype=float)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, diff.size, size=(resamples, diff.size))

@@ -16,6 +16,7 @@ against synthetic traces with known integrals:
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -115,7 +116,7 @@ def sample_gaps(
         ``(from_s, to_s)`` pairs, in time order.
     """
     edges = [0.0, *sorted(times_s), duration_s]
-    return [(a, b) for a, b in zip(edges, edges[1:], strict=False) if b - a > max_gap_s]
+    return [(a, b) for a, b in itertools.pairwise(edges) if b - a > max_gap_s]
 
 
 def counter_problems(samples: Sequence[PowerSample]) -> list[str]:
@@ -298,7 +299,9 @@ def summarize_window(
     if has_counters:
         method = "counter"
         energy_j = counter_j
-        mean_w = counter_j / counter_span_s if counter_j is not None and counter_span_s > 0 else None
+        mean_w = (
+            counter_j / counter_span_s if counter_j is not None and counter_span_s > 0 else None
+        )
         if mean_w is None:
             mean_w = sample_mean_w
     else:

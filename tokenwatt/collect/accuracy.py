@@ -170,6 +170,14 @@ async def run_items_async(
     return results
 
 
+def errored_items(result: AccuracyResult) -> list[tuple[int, ItemResult]]:
+    """Every item that failed (HTTP error, timeout, malformed response), with its seed.
+
+    These count as wrong in the score; this lists them so a summary can name them.
+    """
+    return [(s.seed, it) for s in result.seeds for it in s.items if it.error is not None]
+
+
 def _read_suite(path: Path) -> tuple[list[SuiteItem], str]:
     """The suite's items and the SHA-256 (hex) of its bytes."""
     items = load_suite(path)

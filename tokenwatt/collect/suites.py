@@ -339,10 +339,16 @@ def fetch_gsm8k(
     Raises:
         FetchError: the server cannot be reached (offline), answers with an error status,
             or sends bytes that do not match the pinned hash. Nothing partial is left.
+        InputError: ``dest`` cannot be created (e.g. it is a file).
     """
     import httpx
 
-    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(
+            [Problem(str(dest), "--dest", f"cannot create the folder: {exc}")]
+        ) from exc
     done: list[FetchedFile] = []
     for pinned in GSM8K_FILES:
         target = dest / pinned.name

@@ -8,11 +8,12 @@ happen only when the chosen source is opened.
 """
 
 from tokenwatt.telemetry.base import (
-    DeviceLost,
+    DeviceLostError,
     HardwareIdentity,
     PowerSource,
-    ReadFailed,
+    ReadError,
     Reading,
+    WindowSeriesSource,
 )
 from tokenwatt.telemetry.clock import Clock, ManualClock, SystemClock
 from tokenwatt.telemetry.factory import open_meter
@@ -21,15 +22,16 @@ from tokenwatt.telemetry.meter import PowerMeter
 
 __all__ = [
     "Clock",
-    "DeviceLost",
+    "DeviceLostError",
     "HardwareIdentity",
     "HardwareRow",
     "ManualClock",
     "PowerMeter",
     "PowerSource",
-    "ReadFailed",
+    "ReadError",
     "Reading",
     "SystemClock",
+    "WindowSeriesSource",
     "hardware_table",
     "lookup_accelerator",
     "open_meter",

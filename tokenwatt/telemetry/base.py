@@ -16,11 +16,11 @@ from tokenwatt.errors import TelemetryError
 from tokenwatt.records.power import PowerScope
 
 
-class DeviceLost(TelemetryError):
+class DeviceLostError(TelemetryError):
     """A device disappeared mid-window (e.g. ``NVMLError_GpuIsLost``): the window is invalid."""
 
 
-class ReadFailed(TelemetryError):
+class ReadError(TelemetryError):
     """One reading failed (timeout, HTTP error, unparsable output); the sample is skipped.
 
     Skipped samples only invalidate the window when they leave a gap longer than 3 s.
@@ -78,6 +78,21 @@ class HardwareIdentity:
 
 
 @runtime_checkable
+class WindowSeriesSource(Protocol):
+    """A source that can also answer for a past time range (Prometheus ``query_range``).
+
+    The meter then takes the window's timeline from this series (its own resolution)
+    instead of from the live samples, which for a scraped exporter repeat stale values.
+    """
+
+    def window_series(
+        self, start_unix: float, end_unix: float, step_s: float
+    ) -> list[tuple[float, float]]:
+        """``(unix time, W)`` points over the range. Raises :class:`ReadError`."""
+        ...
+
+
+@runtime_checkable
 class PowerSource(Protocol):
     """A power source: NVML, AMD SMI, Redfish, IPMI, a command, Prometheus, the simulator.
 
@@ -100,7 +115,7 @@ class PowerSource(Protocol):
         ...
 
     def read(self) -> Reading:
-        """Read once. Raises :class:`DeviceLost` or :class:`ReadFailed`."""
+        """Read once. Raises :class:`DeviceLostError` or :class:`ReadError`."""
         ...
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ between MIG slices.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Mapping, Sequence
 from types import ModuleType
@@ -28,7 +29,7 @@ from typing import Any
 from tokenwatt.analysis.power import PowerMethod
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records.power import PowerScope
-from tokenwatt.telemetry.base import DeviceLost, HardwareIdentity, ReadFailed, Reading
+from tokenwatt.telemetry.base import DeviceLostError, HardwareIdentity, ReadError, Reading
 from tokenwatt.telemetry.hardware import lookup_accelerator
 
 THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
@@ -126,12 +127,19 @@ class NvmlSource:
         try:
             self.nv.nvmlInit()
         except self.nv.NVMLError as exc:
-            raise TelemetryError(f"NVML did not initialise ({exc}); is the NVIDIA driver loaded?") from exc
+            raise TelemetryError(
+                f"NVML did not initialise ({exc}); is the NVIDIA driver loaded?"
+            ) from exc
         try:
             self._handles, self._ids = self._select(environ, gpus)
             self._check_mig()
             self._has_counter = self._probe_counter()
             self._instant = self._probe_instant()
+        except self.nv.NVMLError as exc:
+            self.close()
+            raise TelemetryError(
+                f"NVML failed while opening the GPUs: {type(exc).__name__} ({exc})"
+            ) from exc
         except BaseException:
             self.close()
             raise
@@ -224,7 +232,7 @@ class NvmlSource:
         try:
             for handle in self._handles:
                 self._instant_mw(handle)
-        except (nv.NVMLError, _FieldUnsupported):
+        except (nv.NVMLError, _FieldUnsupportedError):
             return False
         return True
 
@@ -233,7 +241,7 @@ class NvmlSource:
         nv = self.nv
         field = nv.nvmlDeviceGetFieldValues(handle, [nv.NVML_FI_DEV_POWER_INSTANT])[0]
         if field.nvmlReturn != nv.NVML_SUCCESS:
-            raise _FieldUnsupported(field.nvmlReturn)
+            raise _FieldUnsupportedError(field.nvmlReturn)
         member = _VALUE_MEMBERS[field.valueType]
         return float(getattr(field.value, member))
 
@@ -253,12 +261,21 @@ class NvmlSource:
             if isinstance(cls, type)
         )
 
+    def _optional(self, call: Any, handle: Any, uuid: str) -> Any:
+        """``call(handle)``, or None on an NVML error other than a lost device."""
+        try:
+            return call(handle)
+        except self.nv.NVMLError as exc:
+            if self._lost(exc):
+                raise DeviceLostError(f"{uuid}: {type(exc).__name__} ({exc})") from exc
+            return None
+
     def read(self) -> Reading:
         """Read every selected GPU once and merge (sum power, mean clocks, max temperature).
 
         Raises:
-            DeviceLost: a GPU fell off the bus or the driver went away.
-            ReadFailed: another NVML error while reading power.
+            DeviceLostError: a GPU fell off the bus or the driver went away.
+            ReadError: another NVML error while reading power.
         """
         nv = self.nv
         total_mw = 0.0
@@ -275,20 +292,25 @@ class NvmlSource:
                     total_mw += float(nv.nvmlDeviceGetPowerUsage(handle))
                 if self._has_counter:
                     counters[uuid] = nv.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000.0
-            except _FieldUnsupported as exc:
-                raise ReadFailed(f"{uuid}: power field returned NVML status {exc}") from exc
+            except _FieldUnsupportedError as exc:
+                raise ReadError(f"{uuid}: power field returned NVML status {exc}") from exc
             except nv.NVMLError as exc:
                 if self._lost(exc):
-                    raise DeviceLost(f"{uuid}: {type(exc).__name__} ({exc})") from exc
-                raise ReadFailed(f"{uuid}: {type(exc).__name__} ({exc})") from exc
-            try:
-                sm.append(float(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM)))
-                mem.append(float(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_MEM)))
-                temps.append(float(nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)))
-                reasons |= throttle_names(self._reasons(handle))
-            except nv.NVMLError as exc:
-                if self._lost(exc):
-                    raise DeviceLost(f"{uuid}: {type(exc).__name__} ({exc})") from exc
+                    raise DeviceLostError(f"{uuid}: {type(exc).__name__} ({exc})") from exc
+                raise ReadError(f"{uuid}: {type(exc).__name__} ({exc})") from exc
+            # Clocks, temperature and reasons are optional: one that a GPU does not support
+            # is left out of the means, without costing the power sample.
+            for out, call in (
+                (sm, lambda h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+                (mem, lambda h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
+                (temps, lambda h: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+            ):
+                value = self._optional(call, handle, uuid)
+                if value is not None:
+                    out.append(float(value))
+            mask = self._optional(self._reasons, handle, uuid)
+            if mask is not None:
+                reasons |= throttle_names(int(mask))
         return Reading(
             power_w=total_mw / 1000.0,
             counters_j=counters if self._has_counter else None,
@@ -329,11 +351,9 @@ class NvmlSource:
         if self._closed:
             return
         self._closed = True
-        try:
+        with contextlib.suppress(self.nv.NVMLError):
             self.nv.nvmlShutdown()
-        except self.nv.NVMLError:
-            pass
 
 
-class _FieldUnsupported(Exception):
+class _FieldUnsupportedError(Exception):
     """A field value came back with a non-success ``nvmlReturn``."""

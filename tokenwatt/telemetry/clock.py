@@ -8,6 +8,7 @@ and returns only after the sampler has taken each sample.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Protocol
@@ -18,6 +19,10 @@ class Clock(Protocol):
 
     def now(self) -> float:
         """Monotonic seconds."""
+        ...
+
+    def wall(self) -> float:
+        """Wall-clock seconds since the Unix epoch (for sources that query by time)."""
         ...
 
     def wait_until(self, deadline: float, stop: threading.Event) -> bool:
@@ -44,6 +49,10 @@ class SystemClock:
         """Monotonic seconds (``time.monotonic``)."""
         return time.monotonic()
 
+    def wall(self) -> float:
+        """Unix time (``time.time``)."""
+        return time.time()
+
     def wait_until(self, deadline: float, stop: threading.Event) -> bool:
         """Wait for real until the deadline or the stop event."""
         remaining = deadline - time.monotonic()
@@ -69,8 +78,14 @@ class ManualClock:
     for the next deadline (or stopped), then sets the time to the target.
     """
 
-    def __init__(self, start: float = 1000.0, handoff_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        start: float = 1000.0,
+        handoff_timeout_s: float = 10.0,
+        wall_offset: float = 1.7e9,
+    ) -> None:
         self._now = start
+        self.wall_offset = wall_offset
         self._cond = threading.Condition()
         self._deadline: float | None = None
         self._entries = 0
@@ -81,6 +96,11 @@ class ManualClock:
         """The manual time (s)."""
         with self._cond:
             return self._now
+
+    def wall(self) -> float:
+        """The manual time plus ``wall_offset`` (s since the epoch)."""
+        with self._cond:
+            return self._now + self.wall_offset
 
     def wait_until(self, deadline: float, stop: threading.Event) -> bool:
         """Block (without sleeping) until :meth:`advance` reaches the deadline or stop is set."""
@@ -126,19 +146,17 @@ class ManualClock:
                 # The waiter takes its sample outside the lock, then either asks for the
                 # next deadline (entries grows) or leaves for good (deadline stays None).
                 ok = self._cond.wait_for(
-                    lambda e=entries: self._entries > e
-                    or (self._deadline is None and not self._busy()),
-                    timeout=self._handoff_timeout_s,
+                    functools.partial(self._moved_on, entries), timeout=self._handoff_timeout_s
                 )
                 if not ok:
                     raise TimeoutError("sampler did not return to the manual clock")
             self._now = max(self._now, target)
             self._cond.notify_all()
 
-    def _busy(self) -> bool:
-        # A waiter that returned is busy until it either re-enters wait_until or exits; the
-        # sampler calls :meth:`leave` on exit, which clears this flag.
-        return self._active
+    def _moved_on(self, entries: int) -> bool:
+        # The waiter woke for a deadline: it has moved on once it asked for the next one
+        # (entries grew) or left for good (no deadline, and :meth:`leave` cleared _active).
+        return self._entries > entries or (self._deadline is None and not self._active)
 
     def enter(self) -> None:
         """Mark a sampler thread as attached (called by the sampler before its loop)."""

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records.spec import Spec
-from tokenwatt.telemetry.base import PowerSource
+from tokenwatt.telemetry.base import HardwareIdentity, PowerSource
 from tokenwatt.telemetry.clock import Clock
 from tokenwatt.telemetry.meter import PowerMeter
 
@@ -57,6 +57,31 @@ def _source_for(spec: Spec, sim_endpoint: str | None, environ: Mapping[str, str]
     return NullSource()
 
 
+def _board_identity(spec: Spec, environ: Mapping[str, str]) -> HardwareIdentity | None:
+    """The accelerators' identity from NVML / AMD SMI when power comes from elsewhere.
+
+    A node-level source (Redfish, IPMI, a command) cannot name the GPUs, but MBU still needs
+    them. None when the board library is absent or fails: the source's own identity is used.
+    """
+    try:
+        if spec.hardware.adapter == "nvidia":
+            from tokenwatt.telemetry.board_nvidia import NvmlSource
+
+            board: PowerSource = NvmlSource(environ=environ, gpus=spec.hardware.gpus)
+        elif spec.hardware.adapter == "amd":
+            from tokenwatt.telemetry.board_amd import AmdSmiSource
+
+            board = AmdSmiSource(environ=environ, gpus=spec.hardware.gpus)
+        else:
+            return None
+    except TelemetryError:
+        return None
+    try:
+        return board.identity()
+    finally:
+        board.close()
+
+
 def open_meter(
     spec: Spec,
     *,
@@ -86,6 +111,8 @@ def open_meter(
     source = _source_for(spec, sim_endpoint, env)
     try:
         identity = source.identity()
+        if spec.power.source not in ("board", "sim", "none") and identity.count == 0:
+            identity = _board_identity(spec, env) or identity
         if spec.hardware.rated_bw_tbs_per_gpu is not None:
             identity = replace(
                 identity,

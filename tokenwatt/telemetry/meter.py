@@ -16,7 +16,13 @@ from types import TracebackType
 from tokenwatt.analysis.power import PowerSample, summarize_window
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records.power import PowerWindow
-from tokenwatt.telemetry.base import DeviceLost, HardwareIdentity, PowerSource, ReadFailed
+from tokenwatt.telemetry.base import (
+    DeviceLostError,
+    HardwareIdentity,
+    PowerSource,
+    ReadError,
+    WindowSeriesSource,
+)
 from tokenwatt.telemetry.clock import Clock, SystemClock
 
 _SAME_INSTANT_S = 1e-3
@@ -53,6 +59,7 @@ class PowerMeter:
         self.clock: Clock = clock or SystemClock()
         self._identity = identity
         self._t0: float | None = None
+        self._wall0 = 0.0
         self._samples: list[PowerSample] = []
         self._lost: str | None = None
         self._failures = 0
@@ -85,6 +92,7 @@ class PowerMeter:
         self._last_error = ""
         self._stop = threading.Event()
         self._t0 = self.clock.now()
+        self._wall0 = self.clock.wall()
         self._take(counted=False)
         if self._lost is None:
             self._thread = threading.Thread(
@@ -126,7 +134,30 @@ class PowerMeter:
             notes=notes,
         )
         self._t0 = None
+        if isinstance(self.source, WindowSeriesSource) and window.samples:
+            window = self._series_timeline(window)
         return window
+
+    def _series_timeline(self, window: PowerWindow) -> PowerWindow:
+        """Replace the live timeline with the source's own series for the window."""
+        step = max(1.0, 1.0 / self.sampling_hz)
+        assert isinstance(self.source, WindowSeriesSource)
+        try:
+            series = self.source.window_series(self._wall0, self._wall0 + window.duration_s, step)
+        except ReadError as exc:
+            return window.model_copy(
+                update={"notes": [*window.notes, f"range query for the timeline failed: {exc}"]}
+            )
+        if not series:
+            return window
+        timeline = [(round(t - self._wall0, 3), round(w, 2)) for t, w in series]
+        return window.model_copy(
+            update={
+                "timeline": timeline,
+                "timeline_throttle": [[] for _ in timeline],
+                "notes": [*window.notes, "timeline from the source's range query"],
+            }
+        )
 
     def close(self) -> None:
         """Stop any open window's sampling and release the source. Safe to call twice."""
@@ -160,10 +191,10 @@ class PowerMeter:
         assert self._t0 is not None
         try:
             reading = self.source.read()
-        except DeviceLost as exc:
+        except DeviceLostError as exc:
             self._lost = f"device lost mid-window: {exc}"
             return
-        except ReadFailed as exc:
+        except ReadError as exc:
             self._failures += 1
             self._last_error = str(exc)
             return

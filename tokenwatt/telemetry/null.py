@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tokenwatt.analysis.power import PowerMethod
 from tokenwatt.records.power import PowerScope
-from tokenwatt.telemetry.base import HardwareIdentity, ReadFailed, Reading
+from tokenwatt.telemetry.base import HardwareIdentity, ReadError, Reading
 
 
 class NullSource:
@@ -26,9 +26,9 @@ class NullSource:
         """Always fails: there is nothing to read.
 
         Raises:
-            ReadFailed: always.
+            ReadError: always.
         """
-        raise ReadFailed("no power source configured")
+        raise ReadError("no power source configured")
 
     def close(self) -> None:
         """Nothing to release."""
