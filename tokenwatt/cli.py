@@ -280,6 +280,73 @@ def suites_build(
     )
 
 
+@cli.command()
+@click.argument("run_files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--title", required=True, help="The lab note's title.")
+@click.option("--id", "report_id", help="Report id (default: from the title).")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Report file to write (default: reports/ID.json).",
+)
+@click.option(
+    "--cards", type=click.IntRange(min=1), default=64, show_default=True, help="fleet.cards."
+)
+@click.option("--demo", is_flag=True, help="Allow smoke-mode and simulated runs (a demo report).")
+@click.option("--force", is_flag=True, help="Replace the report file if it exists.")
+@_errors_to_exit
+def report(
+    run_files: tuple[Path, ...],
+    title: str,
+    report_id: str | None,
+    out: Path | None,
+    cards: int,
+    demo: bool,
+    force: bool,
+) -> None:
+    """Summarise run records (one per configuration) into a report record."""
+    from tokenwatt.analysis.summarise import report_command, slug, summarise
+    from tokenwatt.records.runs_io import load_runs, write_report
+
+    runs = load_runs(list(run_files))
+    command = report_command(
+        [r.name for r in runs],
+        title=title,
+        report_id=report_id,
+        out=out.as_posix() if out is not None else None,
+        cards=cards if cards != 64 else None,
+        demo=demo,
+    )
+    record = summarise(
+        runs, title=title, report_id=report_id, cards=cards, demo=demo, command=command
+    )
+    target = out if out is not None else Path("reports") / f"{report_id or slug(title)}.json"
+    write_report(record, target, force=force)
+    click.echo(f"wrote {target} ({len(record.configs)} configurations)")
+
+
+@cli.command()
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("schemas"),
+    show_default=True,
+    help="Folder for report.schema.json, run.schema.json and spec.schema.json.",
+)
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when the files are stale.")
+@_errors_to_exit
+def schema(out_dir: Path, check: bool) -> None:
+    """Export the JSON Schema of every record (report, run, spec)."""
+    from tokenwatt.records.schema import export_schemas
+
+    result = export_schemas(out_dir, check=check)
+    for path in result.written:
+        click.echo(f"wrote {path}")
+    if check or not result.written:
+        click.echo(f"{len(result.current)} schema files are current in {out_dir}")
+
+
 _WEIGHT_DTYPES = (
     "bf16",
     "fp16",

@@ -50,6 +50,7 @@ from tokenwatt.analysis.report import (
     conclusion,
 )
 from tokenwatt.analysis.scoring import ScoredAnswer, extract_answer, score_completion
+from tokenwatt.analysis.summarise import report_command, slug, summarise
 from tokenwatt.analysis.variance import variance_band_pct
 
 __all__ = [
@@ -90,9 +91,12 @@ __all__ = [
     "not_covered_text",
     "paired_verdict",
     "parameter_counts",
+    "report_command",
     "score_completion",
+    "slug",
     "spread_pts",
     "sum_throttle_counts",
+    "summarise",
     "summarize_window",
     "throttle_share_pct",
     "tokens_per_joule",
