@@ -179,6 +179,11 @@ def suite_path(spec: Spec, spec_path: Path) -> Path | None:
     return p
 
 
+def retried(window: WindowSummary) -> bool:
+    """True for a window that was measured again because the client lagged."""
+    return (window.failure_reason or "").startswith(RETRIED_PREFIX)
+
+
 def _classification_view(result: Any, slo: Any) -> WindowSummary:
     """The window as its evidence stood when our early stop cut it short.
 
@@ -302,13 +307,15 @@ class _Run:
             try:
                 await asyncio.sleep(duration_s)
             finally:
-                metrics[0] = await scraper.stop()
+                # The meter first: no await before it, so a cancellation of this task
+                # cannot leave its window open.
                 if self.meter is not None:
                     try:
                         power[0] = self.meter.stop_window()
                     except TelemetryError as exc:
                         self.record.not_covered.append(f"Power: {exc}")
                         self.meter = None
+                metrics[0] = await scraper.stop()
 
         # Opening the scraper's HTTP client blocks the event loop for a moment (TLS
         # context); do it before the load generator's schedule starts.
@@ -377,14 +384,24 @@ class _Run:
 
     # -- the whole run -----------------------------------------------------------------
 
-    def probe(self, rate: float, phase: Phase) -> ProbeOutcome:
-        """One search probe; a miss the client's own lag may explain is measured again once."""
-        m = self.spec.measurement
+    def _measured(
+        self,
+        step: str,
+        rate: float,
+        duration_s: float,
+        seed: int,
+        early_stop: bool,
+        store: Callable[[WindowSummary, EngineMetrics | None, PowerWindow | None], None],
+    ) -> ProbeOutcome:
+        """One window; a miss that the client's own lag may explain is measured again once.
+
+        Both windows are stored (the first marked :data:`RETRIED_PREFIX`); the verdict is
+        the second's, the GPU time is both's.
+        """
         spent = ProbeOutcome(False)
         for attempt in range(2):
-            step = f"{phase} probe {len(self.record.probes) + 1}"
-            summary, metrics, _power, outcome = self.run_one(
-                step, rate, m.search_window_s, self.spec.workload.seed, early_stop=True
+            summary, metrics, power, outcome = self.run_one(
+                step, rate, duration_s, seed, early_stop
             )
             spent = ProbeOutcome(
                 outcome.passed,
@@ -399,9 +416,7 @@ class _Run:
                     f"{RETRIED_PREFIX} (send-lag p99 {summary.send_lag_p99_ms:.0f} ms), "
                     f"measured again: {summary.failure_reason}"
                 )
-            self.record.probes.append(
-                Probe(phase=phase, window=summary, metrics=metrics, warmup_s=m.warmup_s)
-            )
+            store(summary, metrics, power)
             self.checkpoint()
             self._check_engine(summary)
             if not retry:
@@ -412,18 +427,28 @@ class _Run:
         limit_ms = CLIENT_LAG_RETRY_FRACTION * self.spec.slo.ttft_p99_ms
         return summary.client_bound and summary.send_lag_p99_ms > max(10.0, limit_ms)
 
+    def probe(self, rate: float, phase: Phase) -> ProbeOutcome:
+        """One search probe (the callback of :func:`slo_search`)."""
+        m = self.spec.measurement
+
+        def store(w: WindowSummary, metrics: EngineMetrics | None, _p: PowerWindow | None) -> None:
+            self.record.probes.append(
+                Probe(phase=phase, window=w, metrics=metrics, warmup_s=m.warmup_s)
+            )
+
+        step = f"{phase} probe {len(self.record.probes) + 1}"
+        return self._measured(step, rate, m.search_window_s, self.spec.workload.seed, True, store)
+
     def repeat(self, rate: float, index: int, backoffs: int) -> ProbeOutcome:
+        """One measurement repeat (the callback of :func:`measure_repeats`)."""
         m = self.spec.measurement
         seed = self.spec.workload.seed + REPEAT_SEED_STRIDE * (index + 1)
-        summary, metrics, power, outcome = self.run_one(
-            f"repeat {index + 1}/{m.repeats}", rate, m.window_s, seed, early_stop=False
-        )
-        self.record.repeats.append(
-            Repeat(window=summary, power=power, metrics=metrics, backoff=backoffs)
-        )
-        self.checkpoint()
-        self._check_engine(summary)
-        return outcome
+
+        def store(w: WindowSummary, metrics: EngineMetrics | None, p: PowerWindow | None) -> None:
+            self.record.repeats.append(Repeat(window=w, power=p, metrics=metrics, backoff=backoffs))
+
+        step = f"repeat {index + 1}/{m.repeats}"
+        return self._measured(step, rate, m.window_s, seed, False, store)
 
     def measure(self) -> None:
         spec, rec = self.spec, self.record
@@ -450,7 +475,7 @@ class _Run:
         points = [(p.rate_rps, p.outcome.passed) for p in trace.steps]
         points += [(p.rate_rps, p.outcome.passed) for p in reps.steps]
         extra = [w for w in monotonicity_warnings(points) if w not in warnings]
-        final = [r for r in rec.repeats if r.backoff == reps.backoffs]
+        final = [r for r in rec.repeats if r.backoff == reps.backoffs and not retried(r.window)]
         passing = [r for r in final if r.window.slo_pass]
         goodput = sum(r.window.goodput_tok_s for r in passing) / len(passing) if passing else 0.0
         if reps.rate_rps is None:

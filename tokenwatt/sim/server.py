@@ -361,7 +361,7 @@ class _SimCollector(Collector):
         info.add_metric([str(p.block_size), str(p.num_gpu_blocks), p.kv_dtype, "0"], 1.0)
         return [
             gauge("vllm:num_requests_running", "Running requests", len(engine.running)),
-            gauge("vllm:num_requests_waiting", "Waiting requests", len(engine.waiting)),
+            gauge("vllm:num_requests_waiting", "Waiting requests", engine.queued),
             gauge("vllm:kv_cache_usage_perc", "KV-cache usage (1 = 100%)", engine.kv_usage),
             counter("vllm:num_preemptions", "Preemptions (never, in the sim)", 0),
             counter("vllm:prompt_tokens", "Prefill tokens", sim.prompt_tokens_total),
