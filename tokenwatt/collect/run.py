@@ -17,18 +17,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import os
 import socket
-import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from tokenwatt import __version__
-from tokenwatt.collect.modes import PRESETS, Mode, apply_mode
+from tokenwatt.collect.modes import PRESETS, Mode
+from tokenwatt.collect.probes import EngineInfo
 from tokenwatt.collect.progress import Progress
+from tokenwatt.collect.runfile import (
+    git_commit,
+    load_run_spec,
+    read_api_key,
+    suite_path,
+    write_record,
+)
 from tokenwatt.collect.search import (
     Phase,
     ProbeOutcome,
@@ -36,8 +41,8 @@ from tokenwatt.collect.search import (
     monotonicity_warnings,
     slo_search,
 )
+from tokenwatt.collect.verdict import RETRIED_PREFIX, classification_view, retried
 from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError
-from tokenwatt.records.load import load_spec
 from tokenwatt.records.power import PowerWindow
 from tokenwatt.records.run import (
     EngineMetrics,
@@ -56,8 +61,7 @@ CLIENT_LAG_RETRY_FRACTION = 0.1
 """A probe that missed while the client itself ran late — send-lag p99 above 10% of the TTFT
 limit (and above DESIGN.md's 10 ms client-bound mark) — is measured once more: TTFT counts
 from the scheduled time, so the client's lag alone can push it over the limit."""
-RETRIED_PREFIX = "client-bound"
-"""Start of ``failure_reason`` of a probe that was measured again (its verdict was not used)."""
+
 REPEAT_SEED_STRIDE = 1000
 """Repeat *i* uses arrival seed ``workload.seed + 1000 × (i + 1)``: a fresh Poisson sample,
 while every search probe reuses ``workload.seed`` (common random numbers make pass/fail
@@ -96,128 +100,6 @@ class CollectOptions:
 
 class EngineDiedError(EngineError):
     """The engine stopped answering in the middle of the run."""
-
-
-def write_record(record: RunRecord, out: Path) -> None:
-    """Write ``record`` to ``out`` atomically: temp file in the same folder, then rename.
-
-    A reader never sees a half-written file; a crash leaves the previous version in place.
-
-    Raises:
-        OSError: the folder cannot be created or written.
-    """
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = record.model_dump_json(indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        Path(tmp).replace(out)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            Path(tmp).unlink()
-        raise
-
-
-def git_commit(start: Path) -> str | None:
-    """The git commit of the checkout containing ``start`` (None outside one)."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(start), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    sha = done.stdout.strip()
-    return sha if done.returncode == 0 and len(sha) == 40 else None
-
-
-def read_api_key(spec: Spec, file: str, environ: dict[str, str] | None = None) -> str | None:
-    """The API key from the environment variable named by ``engine.api_key_env`` (or None).
-
-    Raises:
-        InputError: the spec names a variable that is not set.
-    """
-    name = spec.engine.api_key_env
-    if not name:
-        return None
-    env = os.environ if environ is None else environ
-    value = env.get(name)
-    if not value:
-        raise InputError(
-            [Problem(file, "engine.api_key_env", f"environment variable {name} is not set")]
-        )
-    return value
-
-
-def load_run_spec(path: Path, mode: Mode, endpoint: str | None) -> Spec:
-    """Load the spec, override the endpoint, apply the mode, and check the suite exists.
-
-    Raises:
-        SpecError: the spec cannot be read or is invalid.
-        InputError: the accuracy suite named by the spec does not exist.
-    """
-    spec = load_spec(path)
-    if endpoint is not None:
-        engine = spec.engine.model_validate({**spec.engine.model_dump(), "endpoint": endpoint})
-        spec = spec.model_copy(update={"engine": engine})
-    return apply_mode(spec, mode)
-
-
-def suite_path(spec: Spec, spec_path: Path) -> Path | None:
-    """The accuracy suite file: as written, or relative to the spec's folder."""
-    if not spec.accuracy.suite:
-        return None
-    p = Path(spec.accuracy.suite)
-    if not p.is_absolute() and not p.exists():
-        p = spec_path.parent / p
-    return p
-
-
-def retried(window: WindowSummary) -> bool:
-    """True for a window that was measured again because the client lagged."""
-    return (window.failure_reason or "").startswith(RETRIED_PREFIX)
-
-
-def _classification_view(result: Any, slo: Any) -> WindowSummary:
-    """The window as its evidence stood when our early stop cut it short.
-
-    The stop cancels the requests still in flight, and the stored summary counts them as
-    failures (both p99 at infinity), which would hide *which* limit was missed. Here the
-    p99 TTFT and TPOT come from the requests that finished, except that a limit is marked
-    missed (``"inf"``) when more requests than a p99 allows had already missed it —
-    cancelled ones still waiting for a first token past the TTFT limit included — as
-    :func:`tokenwatt.analysis.latency.missed_beyond_doubt` counts them. Cancelled
-    requests are not counted as engine errors.
-    """
-    from tokenwatt.analysis.latency import misses_allowed, summarise_window, tpot_ms
-
-    summary: WindowSummary = result.summary
-    if not summary.stopped_early:
-        return summary
-    window = [r for r in result.requests if r.in_window]
-    done = [r for r in window if r.error != "cancelled"]
-    limit_s = slo.ttft_p99_ms / 1e3
-    ttft_misses = sum(
-        1
-        for r in window
-        if (r.chunk_s and r.chunk_s[0] - r.scheduled_s > limit_s)
-        or (not r.chunk_s and (r.finished_s or r.scheduled_s) - r.scheduled_s > limit_s)
-    )
-    tpot_misses = sum(1 for r in done if r.error is None and (tpot_ms(r) or 0.0) > slo.tpot_p99_ms)
-    allowed = misses_allowed(len(window))
-    base = summarise_window(done, rate_rps=summary.rate_rps, duration_s=summary.duration_s, slo=slo)
-    update: dict[str, Any] = {}
-    if ttft_misses > allowed:
-        update["ttft_ms"] = base.ttft_ms.model_copy(update={"p99": "inf"})
-    if tpot_misses > allowed:
-        update["tpot_ms"] = base.tpot_ms.model_copy(update={"p99": "inf"})
-    return base.model_copy(update={**update, "slo_pass": False})
 
 
 class _Run:
@@ -343,9 +225,7 @@ class _Run:
         if not summary.slo_pass:
             from tokenwatt.analysis.failure import classify_failure
 
-            mode = classify_failure(
-                _classification_view(result, spec.slo), metrics[0], slo=spec.slo
-            )
+            mode = classify_failure(classification_view(result, spec.slo), metrics[0], slo=spec.slo)
             if mode is not None:
                 detail = summary.failure_reason
                 summary.failure_reason = f"{mode} ({detail})" if detail else mode
@@ -494,7 +374,7 @@ class _Run:
         )
 
 
-def _environment(info: Any, meter: Any, spec: Spec) -> Environment:
+def _environment(info: EngineInfo, meter: Any, spec: Spec) -> Environment:
     env = Environment(engine_flags=list(spec.engine.flags), hostname=socket.gethostname())
     env = info.apply_to(env)
     if meter is not None:
