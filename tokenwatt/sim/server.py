@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import math
+import re
 import socket
 import time
 import uuid
@@ -208,8 +209,7 @@ class SimServer:
             seed = body.get("seed")
             answer = self.answers.answer(text, seed if isinstance(seed, int) else None)
             if answer is not None:
-                words = answer.split(" ")
-                text_tokens = [w if i == 0 else " " + w for i, w in enumerate(words)]
+                text_tokens = re.findall(r"\s*\S+", answer)  # one "token" per word
                 max_tokens = min(max_tokens, len(text_tokens))
         if not self.engine.fits_ever(prompt_tokens, max_tokens):
             raise BadRequestError(
