@@ -15,9 +15,9 @@ from pathlib import Path
 
 from tokenwatt.collect.modes import Mode, apply_mode
 from tokenwatt.errors import InputError, Problem
-from tokenwatt.records.load import load_spec
+from tokenwatt.records.load import load_spec, validate
 from tokenwatt.records.run import RunRecord
-from tokenwatt.records.spec import Spec
+from tokenwatt.records.spec import EngineSpec, Spec
 
 
 def write_record(record: RunRecord, out: Path) -> None:
@@ -78,15 +78,16 @@ def read_api_key(spec: Spec, file: str, environ: dict[str, str] | None = None) -
 
 
 def load_run_spec(path: Path, mode: Mode, endpoint: str | None) -> Spec:
-    """Load the spec, override the endpoint, apply the mode, and check the suite exists.
+    """Load the spec, override ``engine.endpoint`` with ``endpoint``, apply the mode.
 
     Raises:
         SpecError: the spec cannot be read or is invalid.
-        InputError: the accuracy suite named by the spec does not exist.
+        InputError: ``endpoint`` is not an http(s) URL (named ``--endpoint``).
     """
     spec = load_spec(path)
     if endpoint is not None:
-        engine = spec.engine.model_validate({**spec.engine.model_dump(), "endpoint": endpoint})
+        data = {**spec.engine.model_dump(), "endpoint": endpoint}
+        engine = validate(EngineSpec, data, "--endpoint", InputError)
         spec = spec.model_copy(update={"engine": engine})
     return apply_mode(spec, mode)
 
