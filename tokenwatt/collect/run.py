@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,9 +24,9 @@ from typing import Any, Literal
 
 from tokenwatt import __version__
 from tokenwatt.collect.modes import PRESETS, Mode
-from tokenwatt.collect.probes import EngineInfo
 from tokenwatt.collect.progress import Progress
 from tokenwatt.collect.runfile import (
+    environment_from,
     git_commit,
     load_run_spec,
     read_api_key,
@@ -37,6 +36,8 @@ from tokenwatt.collect.runfile import (
 from tokenwatt.collect.search import (
     Phase,
     ProbeOutcome,
+    ProbePolicy,
+    SearchOptions,
     measure_repeats,
     monotonicity_warnings,
     slo_search,
@@ -46,7 +47,6 @@ from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError
 from tokenwatt.records.power import PowerWindow
 from tokenwatt.records.run import (
     EngineMetrics,
-    Environment,
     Probe,
     Repeat,
     RunRecord,
@@ -57,6 +57,10 @@ from tokenwatt.records.spec import Spec, fingerprint
 from tokenwatt.records.window import WindowSummary
 
 Role = Literal["baseline", "tuned"]
+FAST_WARMUP_AFTER_PASS = 10 / 45
+"""``--fast-search``: warm-up after a passing probe, as a share of ``warmup_s`` (10 of 45 s)."""
+FAST_SCOUT_WINDOW = 15 / 60
+"""``--fast-search``: scout window as a share of ``search_window_s`` (15 of 60 s)."""
 CLIENT_LAG_RETRY_FRACTION = 0.1
 """A probe that missed while the client itself ran late — send-lag p99 above 10% of the TTFT
 limit (and above DESIGN.md's 10 ms client-bound mark) — is measured once more: TTFT counts
@@ -83,6 +87,10 @@ class CollectOptions:
         accuracy: run the accuracy suite when the spec names one.
         command: the command line, stored in the record for the report's reproduce block.
         progress: show the live display on stderr.
+        fast_search: the cheaper search of ``benchmarks/search_cost.py`` (about half the
+            GPU time there): shorter warm-ups after a passing probe, short "scout" windows
+            while the verdict is not close, geometric bisection until the bracket is 5%
+            wide. Off by default: DESIGN.md's search is the default.
     """
 
     spec_path: Path
@@ -95,6 +103,7 @@ class CollectOptions:
     accuracy: bool = True
     command: str = ""
     progress: bool = True
+    fast_search: bool = False
     environ: dict[str, str] | None = field(default=None, repr=False)
 
 
@@ -111,6 +120,19 @@ class _Run:
         self.api_key = api_key
         self.meter: Any = None
         self.progress = Progress(enabled=opts.progress)
+        self.history: list[tuple[float, bool]] = []
+        m = spec.measurement
+        self.policy = ProbePolicy(m.warmup_s, m.search_window_s)
+        self.search_options = SearchOptions()
+        if opts.fast_search:
+            self.policy = ProbePolicy(
+                m.warmup_s,
+                m.search_window_s,
+                warmup_after_pass_s=m.warmup_s * FAST_WARMUP_AFTER_PASS,
+                scout_window_s=m.search_window_s * FAST_SCOUT_WINDOW,
+                scout_until_rel=0.5,
+            )
+            self.search_options = SearchOptions(bisect_until_rel=0.05, geometric_bisect=True)
         self.record = RunRecord(
             tool=ToolInfo(version=__version__, git_commit=git_commit(Path.cwd())),
             label=opts.label,
@@ -243,10 +265,17 @@ class _Run:
             raise EngineDiedError(f"the engine stopped answering: {exc}") from exc
 
     def run_one(
-        self, step: str, rate: float, duration_s: float, seed: int, early_stop: bool
+        self,
+        step: str,
+        rate: float,
+        duration_s: float,
+        seed: int,
+        early_stop: bool,
+        warmup_s: float | None = None,
     ) -> tuple[WindowSummary, EngineMetrics | None, PowerWindow | None, ProbeOutcome]:
         self.progress.begin(step)
-        warmup_s = self.spec.measurement.warmup_s
+        if warmup_s is None:
+            warmup_s = self.spec.measurement.warmup_s
         summary, metrics, power = asyncio.run(
             self._window(rate, duration_s, warmup_s, seed, early_stop)
         )
@@ -272,6 +301,7 @@ class _Run:
         seed: int,
         early_stop: bool,
         store: Callable[[WindowSummary, EngineMetrics | None, PowerWindow | None], None],
+        warmup_s: float | None = None,
     ) -> ProbeOutcome:
         """One window; a miss that the client's own lag may explain is measured again once.
 
@@ -281,7 +311,7 @@ class _Run:
         spent = ProbeOutcome(False)
         for attempt in range(2):
             summary, metrics, power, outcome = self.run_one(
-                step, rate, duration_s, seed, early_stop
+                step, rate, duration_s, seed, early_stop, warmup_s
             )
             spent = ProbeOutcome(
                 outcome.passed,
@@ -309,15 +339,19 @@ class _Run:
 
     def probe(self, rate: float, phase: Phase) -> ProbeOutcome:
         """One search probe (the callback of :func:`slo_search`)."""
-        m = self.spec.measurement
+        warmup_s, window_s = self.policy.plan(phase, self.history)
 
         def store(w: WindowSummary, metrics: EngineMetrics | None, _p: PowerWindow | None) -> None:
             self.record.probes.append(
-                Probe(phase=phase, window=w, metrics=metrics, warmup_s=m.warmup_s)
+                Probe(phase=phase, window=w, metrics=metrics, warmup_s=warmup_s)
             )
 
         step = f"{phase} probe {len(self.record.probes) + 1}"
-        return self._measured(step, rate, m.search_window_s, self.spec.workload.seed, True, store)
+        outcome = self._measured(
+            step, rate, window_s, self.spec.workload.seed, True, store, warmup_s
+        )
+        self.history.append((rate, outcome.passed))
+        return outcome
 
     def repeat(self, rate: float, index: int, backoffs: int) -> ProbeOutcome:
         """One measurement repeat (the callback of :func:`measure_repeats`)."""
@@ -332,7 +366,7 @@ class _Run:
 
     def measure(self) -> None:
         spec, rec = self.spec, self.record
-        trace = slo_search(self.probe, spec.sweep)
+        trace = slo_search(self.probe, spec.sweep, self.search_options)
         warnings = list(trace.warnings)
         for w in warnings:
             self.progress.note(f"warning: {w}")
@@ -372,22 +406,6 @@ class _Run:
                 "warnings": warnings + extra,
             }
         )
-
-
-def _environment(info: EngineInfo, meter: Any, spec: Spec) -> Environment:
-    env = Environment(engine_flags=list(spec.engine.flags), hostname=socket.gethostname())
-    env = info.apply_to(env)
-    if meter is not None:
-        ident = meter.identity()
-        env = env.model_copy(
-            update={
-                "gpu_name": ident.accelerator,
-                "gpu_count": ident.count,
-                "driver": ident.driver,
-                "rated_bw_tbs_per_gpu": ident.rated_bw_tbs_per_gpu,
-            }
-        )
-    return env
 
 
 def collect(opts: CollectOptions) -> RunRecord:
@@ -434,7 +452,7 @@ def collect(opts: CollectOptions) -> RunRecord:
     else:
         rec.not_covered.append("Power: no power source configured (power.source: none)")
     try:
-        rec.environment = _environment(info, run.meter, spec)
+        rec.environment = environment_from(info, run.meter, spec)
         run.checkpoint()
         with run.progress:
             run.measure()

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tokenwatt.collect.modes import Mode, apply_mode
+from tokenwatt.collect.probes import EngineInfo
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.records.load import load_spec, validate
-from tokenwatt.records.run import RunRecord
+from tokenwatt.records.run import Environment, RunRecord
 from tokenwatt.records.spec import EngineSpec, Spec
 
 
@@ -100,3 +103,20 @@ def suite_path(spec: Spec, spec_path: Path) -> Path | None:
     if not p.is_absolute() and not p.exists():
         p = spec_path.parent / p
     return p
+
+
+def environment_from(info: EngineInfo, meter: Any, spec: Spec) -> Environment:
+    """The record's environment: engine (from the probe), accelerators (from the meter)."""
+    env = Environment(engine_flags=list(spec.engine.flags), hostname=socket.gethostname())
+    env = info.apply_to(env)
+    if meter is not None:
+        ident = meter.identity()
+        env = env.model_copy(
+            update={
+                "gpu_name": ident.accelerator,
+                "gpu_count": ident.count,
+                "driver": ident.driver,
+                "rated_bw_tbs_per_gpu": ident.rated_bw_tbs_per_gpu,
+            }
+        )
+    return env
