@@ -134,7 +134,9 @@ class _Run:
             )
             self.search_options = SearchOptions(bisect_until_rel=0.05, geometric_bisect=True)
         self.record = RunRecord(
-            tool=ToolInfo(version=__version__, git_commit=git_commit(Path.cwd())),
+            tool=ToolInfo(
+                version=__version__, git_commit=git_commit(Path(__file__).resolve().parent)
+            ),
             label=opts.label,
             role=opts.role,
             mode=opts.mode,
@@ -453,6 +455,9 @@ def collect(opts: CollectOptions) -> RunRecord:
         rec.not_covered.append("Power: no power source configured (power.source: none)")
     try:
         rec.environment = environment_from(info, run.meter, spec)
+        if (info.engine_version or "").startswith(SIM_VERSION.split()[0]):
+            # It speaks vLLM's metric names, but it is the simulator.
+            rec.environment.engine_name = SIM_VERSION.split()[0]
         run.checkpoint()
         with run.progress:
             run.measure()
