@@ -1,0 +1,221 @@
+"""Scrape an engine's Prometheus ``/metrics`` during a window and reduce it to EngineMetrics.
+
+Parsing is ``prometheus_client``'s own text parser. The names each quantity is read from,
+first present wins (checked against the servers named in :mod:`tokenwatt.collect.probes`):
+
+=================  ================================================================
+running requests   ``vllm:num_requests_running``, ``sglang:num_running_reqs``,
+                   ``llamacpp:requests_processing``, ``tgi_batch_current_size``
+waiting requests   ``vllm:num_requests_waiting``, ``sglang:num_queue_reqs``,
+                   ``llamacpp:requests_deferred``, ``tgi_queue_size``
+KV-cache usage     ``vllm:kv_cache_usage_perc`` (a fraction, 1 = full, despite the name),
+                   ``vllm:gpu_cache_usage_perc`` (its name before vLLM 0.10),
+                   ``sglang:token_usage`` (fraction), ``llamacpp:kv_cache_usage_ratio``
+                   (fraction; older llama.cpp servers only)
+preemptions        ``vllm:num_preemptions_total`` (counter),
+                   ``sglang:num_retracted_requests_total`` (counter)
+=================  ================================================================
+
+Gauges are summed over their label sets (one series per data-parallel engine or model),
+except KV usage, where the fullest series counts. Counters are differenced between the
+first and the last scrape of the window (a reset counts from zero).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from dataclasses import dataclass, field
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from tokenwatt.collect.endpoints import server_root_url
+from tokenwatt.records.run import EngineMetrics
+
+# sample name -> list of (labels, value)
+Families = dict[str, list[tuple[dict[str, str], float]]]
+
+RUNNING_NAMES = (
+    "vllm:num_requests_running",
+    "sglang:num_running_reqs",
+    "llamacpp:requests_processing",
+    "tgi_batch_current_size",
+)
+WAITING_NAMES = (
+    "vllm:num_requests_waiting",
+    "sglang:num_queue_reqs",
+    "llamacpp:requests_deferred",
+    "tgi_queue_size",
+)
+KV_USAGE_FRACTION_NAMES = (
+    "vllm:kv_cache_usage_perc",
+    "vllm:gpu_cache_usage_perc",
+    "sglang:token_usage",
+    "llamacpp:kv_cache_usage_ratio",
+)
+PREEMPTION_COUNTER_NAMES = (
+    "vllm:num_preemptions_total",
+    "sglang:num_retracted_requests_total",
+)
+
+
+def parse_metrics_text(text: str) -> Families:
+    """Parse Prometheus text exposition into ``{sample name: [(labels, value), …]}``.
+
+    Sample names are as exposed (counters keep their ``_total``). Samples whose value is
+    NaN are dropped.
+
+    Raises:
+        ValueError: the text is not Prometheus exposition format (from prometheus_client).
+    """
+    out: Families = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            value = float(sample.value)
+            if value != value:  # NaN
+                continue
+            out.setdefault(sample.name, []).append((dict(sample.labels), value))
+    return out
+
+
+def _first_present(families: Families, names: tuple[str, ...]) -> list[float] | None:
+    for name in names:
+        if name in families:
+            return [v for _, v in families[name]]
+    return None
+
+
+@dataclass(frozen=True)
+class Scrape:
+    """The quantities read from one scrape (None: the engine exposes no such metric).
+
+    ``t_s`` is a monotonic time in seconds; ``kv_usage_frac`` is 0–1.
+    """
+
+    t_s: float
+    running: float | None
+    waiting: float | None
+    kv_usage_frac: float | None
+    preemptions_total: float | None
+
+
+def reduce_families(families: Families, t_s: float) -> Scrape:
+    """The quantities of one parsed scrape (module docstring for the names)."""
+    running = _first_present(families, RUNNING_NAMES)
+    waiting = _first_present(families, WAITING_NAMES)
+    kv = _first_present(families, KV_USAGE_FRACTION_NAMES)
+    pre = _first_present(families, PREEMPTION_COUNTER_NAMES)
+    return Scrape(
+        t_s=t_s,
+        running=sum(running) if running is not None else None,
+        waiting=sum(waiting) if waiting is not None else None,
+        kv_usage_frac=max(kv) if kv else None,
+        preemptions_total=sum(pre) if pre is not None else None,
+    )
+
+
+def summarize_scrapes(scrapes: list[Scrape]) -> EngineMetrics:
+    """Reduce a window's scrapes: mean running/waiting, max waiting, max KV usage (%),
+    preemptions (counter difference, last − first; a counter that went down was reset and
+    counts from zero). Quantities no scrape had stay None."""
+    running = [s.running for s in scrapes if s.running is not None]
+    waiting = [s.waiting for s in scrapes if s.waiting is not None]
+    kv = [s.kv_usage_frac for s in scrapes if s.kv_usage_frac is not None]
+    pre = [s.preemptions_total for s in scrapes if s.preemptions_total is not None]
+    preemptions: int | None = None
+    if pre:
+        delta = 0.0
+        for prev, cur in itertools.pairwise(pre):
+            delta += cur - prev if cur >= prev else cur
+        preemptions = round(delta)
+    return EngineMetrics(
+        running_mean=sum(running) / len(running) if running else None,
+        waiting_mean=sum(waiting) / len(waiting) if waiting else None,
+        waiting_max=max(waiting) if waiting else None,
+        kv_usage_max_pct=min(100.0, max(0.0, max(kv) * 100.0)) if kv else None,
+        preemptions=preemptions,
+        scrapes=len(scrapes),
+    )
+
+
+@dataclass
+class MetricsScraper:
+    """Scrape ``<server root>/metrics`` every ``interval_s`` seconds between start and stop.
+
+    ``await start()`` takes a first scrape at once (the counters' baseline) and then one per
+    interval in a background task; ``await stop()`` takes a last scrape and returns the
+    window's :class:`EngineMetrics`. A scrape that fails (connection error, non-200, text
+    that does not parse) is counted in ``failed`` and otherwise skipped, so a missing
+    ``/metrics`` gives ``scrapes == 0`` rather than an error.
+
+    Args:
+        endpoint: the engine's URL, with or without ``/v1``.
+        interval_s: seconds between scrapes (vLLM updates its gauges about every second).
+        api_key: sent as a bearer token when given.
+        timeout_s: timeout of one scrape, seconds.
+    """
+
+    endpoint: str
+    interval_s: float = 1.0
+    api_key: str | None = None
+    timeout_s: float = 5.0
+    scrapes: list[Scrape] = field(default_factory=list)
+    failed: int = 0
+    names_seen: set[str] = field(default_factory=set)
+    _client: httpx.AsyncClient | None = field(default=None, repr=False)
+    _task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        """The ``/metrics`` URL scraped."""
+        return server_root_url(self.endpoint) + "/metrics"
+
+    async def scrape_once(self) -> Scrape | None:
+        """One scrape, appended to ``scrapes``; None when it failed."""
+        if self._client is None:
+            raise RuntimeError("MetricsScraper.scrape_once() before start()")
+        t = time.monotonic()
+        try:
+            r = await self._client.get(self.url)
+            if r.status_code != 200:
+                raise ValueError(f"HTTP {r.status_code}")
+            families = parse_metrics_text(r.text)
+        except (httpx.HTTPError, ValueError):
+            self.failed += 1
+            return None
+        self.names_seen.update(families)
+        s = reduce_families(families, t)
+        self.scrapes.append(s)
+        return s
+
+    async def _loop(self) -> None:
+        next_t = time.monotonic() + self.interval_s
+        while True:
+            await asyncio.sleep(max(0.0, next_t - time.monotonic()))
+            next_t += self.interval_s
+            await self.scrape_once()
+
+    async def start(self) -> None:
+        """Open the client, scrape once, and keep scraping in the background."""
+        if self._task is not None:
+            raise RuntimeError("MetricsScraper already started")
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        self._client = httpx.AsyncClient(timeout=self.timeout_s, headers=headers)
+        await self.scrape_once()
+        self._task = asyncio.create_task(self._loop(), name="tokenwatt-metrics-scraper")
+
+    async def stop(self) -> EngineMetrics:
+        """Stop scraping, take a last scrape, close the client, and summarize the window."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._client is not None:
+            await self.scrape_once()
+            await self._client.aclose()
+            self._client = None
+        return summarize_scrapes(self.scrapes)
