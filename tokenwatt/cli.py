@@ -74,6 +74,120 @@ def build(reports_dir: Path, docs_dir: Path, check: bool) -> None:
     click.echo(result.summary)
 
 
+def _collect_options(func: F) -> F:
+    """The options shared by ``collect`` and its alias ``run``."""
+    options = [
+        click.option(
+            "--spec",
+            "spec_path",
+            type=click.Path(path_type=Path, dir_okay=False),
+            required=True,
+            help="Benchmark spec (specs/*.spec.yaml).",
+        ),
+        click.option("--label", required=True, help="Configuration name, e.g. vllm-fp8kv."),
+        click.option(
+            "--role", type=click.Choice(["baseline", "tuned"]), required=True, help="Its role."
+        ),
+        click.option(
+            "--out",
+            type=click.Path(path_type=Path, dir_okay=False),
+            required=True,
+            help="Run record to write (runs/X.json), atomically.",
+        ),
+        click.option(
+            "--mode",
+            type=click.Choice(["smoke", "quick", "full"]),
+            default="quick",
+            show_default=True,
+            help="Preset of windows, repeats and accuracy sample (smoke: never reported).",
+        ),
+        click.option(
+            "--engine-log",
+            type=click.Path(path_type=Path, dir_okay=False, exists=True),
+            default=None,
+            help="Engine log to scan for known warnings (e.g. uncalibrated KV scales).",
+        ),
+        click.option("--endpoint", default=None, help="Overrides the spec's engine.endpoint."),
+        click.option("--no-accuracy", is_flag=True, help="Skip the accuracy suite."),
+        click.option("--no-progress", is_flag=True, help="No live display on stderr."),
+        click.option(
+            "--fast-search",
+            is_flag=True,
+            help="Cheaper SLO search (short warm-ups after a pass, scout windows, bisect to 5%).",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _collect(
+    spec_path: Path,
+    label: str,
+    role: str,
+    out: Path,
+    mode: str,
+    engine_log: Path | None,
+    endpoint: str | None,
+    no_accuracy: bool,
+    no_progress: bool,
+    fast_search: bool,
+) -> None:
+    import shlex
+
+    from tokenwatt.collect.run import CollectOptions, collect
+
+    record = collect(
+        CollectOptions(
+            spec_path=spec_path,
+            label=label,
+            role=role,  # type: ignore[arg-type]
+            out=out,
+            mode=mode,  # type: ignore[arg-type]
+            engine_log=engine_log,
+            endpoint=endpoint,
+            accuracy=not no_accuracy,
+            command=shlex.join(["tokenwatt", *sys.argv[1:]]),
+            progress=not no_progress,
+            fast_search=fast_search,
+        )
+    )
+    r = record.result
+    if r is not None:
+        click.echo(
+            f"{record.label}: {r.rate_rps:.4g} req/s, goodput {r.goodput_tok_s:,.1f} tok/s "
+            f"({r.slo_pass_count}/{r.repeats} repeats met the SLO; "
+            f"{r.gpu_seconds / 60:.1f} GPU-min, "
+            f"{r.gpu_seconds_saved / 60:.1f} saved by early stops)"
+        )
+        for warning in r.warnings:
+            click.echo(f"warning: {warning}", err=True)
+    if record.accuracy is not None:
+        click.echo(f"accuracy: {record.accuracy.score_pct:.1f}% ({record.accuracy.name})")
+    if record.simulated:
+        click.echo("note: simulated engine; these numbers are not measurements", err=True)
+    click.echo(f"wrote {out}")
+    if not record.complete:
+        click.echo(f"incomplete: {record.incomplete_reason}", err=True)
+        sys.exit(130 if "Ctrl-C" in (record.incomplete_reason or "") else 1)
+
+
+@cli.command()
+@_collect_options
+@_errors_to_exit
+def collect(**kwargs: Any) -> None:
+    """Measure a configuration (SLO search, repeats, power, MBU, accuracy) into a run record."""
+    _collect(**kwargs)
+
+
+@cli.command("run")
+@_collect_options
+@_errors_to_exit
+def run_command(**kwargs: Any) -> None:
+    """Same as ``collect``."""
+    _collect(**kwargs)
+
+
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(

@@ -99,7 +99,9 @@ def _spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None) -> subpro
         log.close()
 
 
-def start_llamacpp(gguf: Path, log_path: Path, *, parallel: int = 4, ctx: int = 8192) -> EngineServer:
+def start_llamacpp(
+    gguf: Path, log_path: Path, *, parallel: int = 4, ctx: int = 8192
+) -> EngineServer:
     """llama.cpp's server for ``gguf`` on a free port of 127.0.0.1, with ``/metrics`` on."""
     port = free_port()
     t0 = time.monotonic()
@@ -134,7 +136,9 @@ VLLM_ENV = {
 }
 
 
-def start_vllm(python: Path, hf_dir: Path, log_path: Path, *, timeout_s: float = 600) -> EngineServer:
+def start_vllm(
+    python: Path, hf_dir: Path, log_path: Path, *, timeout_s: float = 600
+) -> EngineServer:
     """vLLM's OpenAI server for ``hf_dir`` on a free port of 127.0.0.1.
 
     ``--enforce-eager`` skips the torch.compile warm-up (about a minute here) — the tests

@@ -118,9 +118,9 @@ async def _concurrent_streams(base_url: str, n: int, max_tokens: int, prompt: li
 async def test_scraper_sees_running_and_deferred_requests(
     llamacpp_server: EngineServer, tiny_model: TinyModel
 ) -> None:
-    before = parse_metrics_text(
-        httpx.get(llamacpp_server.base_url + "/metrics", timeout=5).text
-    )["llamacpp:tokens_predicted_total"][0][1]
+    before = parse_metrics_text(httpx.get(llamacpp_server.base_url + "/metrics", timeout=5).text)[
+        "llamacpp:tokens_predicted_total"
+    ][0][1]
     scraper = MetricsScraper(llamacpp_server.endpoint, interval_s=0.05)
     await scraper.start()
     # Six requests on four slots: two wait ("deferred") until a slot frees up.

@@ -83,7 +83,7 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "bf16-kv": Profile(
         name="bf16-kv",
-        kv_capacity_tokens=2048,
+        kv_capacity_tokens=1280,
         step_base_ms=40.0,
         step_per_seq_ms=0.8,
         prefill_ms_per_token=0.02,
@@ -92,7 +92,7 @@ PROFILES: dict[str, Profile] = {
     ),
     "fp8-kv": Profile(
         name="fp8-kv",
-        kv_capacity_tokens=4096,
+        kv_capacity_tokens=2560,
         step_base_ms=42.0,
         step_per_seq_ms=0.84,
         prefill_ms_per_token=0.02,
@@ -142,6 +142,9 @@ class Engine:
         self.running: list[SimRequest] = []
         self.blocks_used = 0
         self.finished = 0
+        self.queued = 0
+        """Requests left waiting by the last admission: vLLM records its waiting gauge after
+        scheduling, so arrivals between two iterations are not counted as queued."""
 
     def blocks_for(self, req: SimRequest) -> int:
         """KV blocks a request reserves: prompt + max_tokens, rounded up to blocks."""
@@ -199,6 +202,7 @@ class Engine:
             self.running.append(head)
             new_tokens += head.prompt_tokens
             admitted += 1
+        self.queued = len(self.waiting)
         if not self.running:
             return None
         batch = list(self.running)
