@@ -99,7 +99,9 @@ def _spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None) -> subpro
         log.close()
 
 
-def start_llamacpp(gguf: Path, log_path: Path, *, parallel: int = 4, ctx: int = 8192) -> EngineServer:
+def start_llamacpp(
+    gguf: Path, log_path: Path, *, parallel: int = 4, ctx: int = 8192
+) -> EngineServer:
     """llama.cpp's server for ``gguf`` on a free port of 127.0.0.1, with ``/metrics`` on."""
     port = free_port()
     t0 = time.monotonic()
@@ -134,7 +136,9 @@ VLLM_ENV = {
 }
 
 
-def start_vllm(python: Path, hf_dir: Path, log_path: Path, *, timeout_s: float = 600) -> EngineServer:
+def start_vllm(
+    python: Path, hf_dir: Path, log_path: Path, *, timeout_s: float = 600
+) -> EngineServer:
     """vLLM's OpenAI server for ``hf_dir`` on a free port of 127.0.0.1.
 
     ``--enforce-eager`` skips the torch.compile warm-up (about a minute here) — the tests
@@ -198,6 +202,7 @@ class StreamResult:
     finish_reason: str | None = None
     done: bool = False
     last: float = 0.0
+    error: dict[str, Any] | None = None
 
     @property
     def ttft_s(self) -> float:
@@ -235,6 +240,8 @@ def stream_completion(base_url: str, body: dict[str, Any], timeout_s: float = 60
             event = json.loads(data)
             now = time.monotonic()
             res.last = now
+            if isinstance(event.get("error"), dict):
+                res.error = event["error"]
             choices = event.get("choices") or []
             if event.get("usage"):
                 res.usage = event["usage"]

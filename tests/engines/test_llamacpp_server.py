@@ -115,12 +115,16 @@ async def _concurrent_streams(base_url: str, n: int, max_tokens: int, prompt: li
         return sum(await asyncio.gather(*(one(i) for i in range(n))))
 
 
+async def _predicted_total(base_url: str) -> float:
+    async with httpx.AsyncClient(timeout=5) as client:
+        text = (await client.get(base_url + "/metrics")).text
+    return parse_metrics_text(text)["llamacpp:tokens_predicted_total"][0][1]
+
+
 async def test_scraper_sees_running_and_deferred_requests(
     llamacpp_server: EngineServer, tiny_model: TinyModel
 ) -> None:
-    before = parse_metrics_text(
-        httpx.get(llamacpp_server.base_url + "/metrics", timeout=5).text
-    )["llamacpp:tokens_predicted_total"][0][1]
+    before = await _predicted_total(llamacpp_server.base_url)
     scraper = MetricsScraper(llamacpp_server.endpoint, interval_s=0.05)
     await scraper.start()
     # Six requests on four slots: two wait ("deferred") until a slot frees up.
@@ -135,5 +139,4 @@ async def test_scraper_sees_running_and_deferred_requests(
     # This llama.cpp exports neither a KV-usage gauge nor preemptions.
     assert metrics.kv_usage_max_pct is None
     assert metrics.preemptions is None
-    after = parse_metrics_text(httpx.get(llamacpp_server.base_url + "/metrics", timeout=5).text)
-    assert after["llamacpp:tokens_predicted_total"][0][1] - before == sent
+    assert await _predicted_total(llamacpp_server.base_url) - before == sent

