@@ -127,7 +127,8 @@ def start_llamacpp(
 
 
 VLLM_ENV = {
-    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache on the CPU backend
+    # GiB of memory the CPU backend sets aside for the KV cache (blocks are then overridden)
+    "VLLM_CPU_KVCACHE_SPACE": "1",
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "VLLM_NO_USAGE_STATS": "1",
@@ -136,13 +137,22 @@ VLLM_ENV = {
 }
 
 
+VLLM_KV_BLOCKS = 16
+"""KV-cache blocks the test server gets (``--num-gpu-blocks-override``): 16 blocks of 128
+tokens hold 2,048 tokens. Sixteen concurrent 264-token sequences need three times that, so
+a modest burst fills the cache, queues requests and preempts some, as on a loaded GPU."""
+VLLM_BLOCK_SIZE = 128  # vLLM's CPU backend block size (tokens)
+VLLM_MAX_MODEL_LEN = 1024
+VLLM_MAX_NUM_SEQS = 16
+
+
 def start_vllm(
     python: Path, hf_dir: Path, log_path: Path, *, timeout_s: float = 600
 ) -> EngineServer:
     """vLLM's OpenAI server for ``hf_dir`` on a free port of 127.0.0.1.
 
-    ``--enforce-eager`` skips the torch.compile warm-up (about a minute here) — the tests
-    check the server's protocol and metrics, not its speed.
+    ``--enforce-eager`` skips the torch.compile warm-up — the tests check the server's
+    protocol and metrics, not its speed. The KV cache is cut to :data:`VLLM_KV_BLOCKS`.
     """
     port = free_port()
     t0 = time.monotonic()
@@ -162,9 +172,11 @@ def start_vllm(
         "--dtype",
         "float32",
         "--max-model-len",
-        "2048",
+        str(VLLM_MAX_MODEL_LEN),
         "--max-num-seqs",
-        "16",
+        str(VLLM_MAX_NUM_SEQS),
+        "--num-gpu-blocks-override",
+        str(VLLM_KV_BLOCKS),
         "--enforce-eager",
     ]
     proc = _spawn(cmd, log_path, env)
