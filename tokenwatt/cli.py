@@ -74,6 +74,360 @@ def build(reports_dir: Path, docs_dir: Path, check: bool) -> None:
     click.echo(result.summary)
 
 
+def _collect_options(func: F) -> F:
+    """The options shared by ``collect`` and its alias ``run``."""
+    options = [
+        click.option(
+            "--spec",
+            "spec_path",
+            type=click.Path(path_type=Path, dir_okay=False),
+            required=True,
+            help="Benchmark spec (specs/*.spec.yaml).",
+        ),
+        click.option("--label", required=True, help="Configuration name, e.g. vllm-fp8kv."),
+        click.option(
+            "--role", type=click.Choice(["baseline", "tuned"]), required=True, help="Its role."
+        ),
+        click.option(
+            "--out",
+            type=click.Path(path_type=Path, dir_okay=False),
+            required=True,
+            help="Run record to write (runs/X.json), atomically.",
+        ),
+        click.option(
+            "--mode",
+            type=click.Choice(["smoke", "quick", "full"]),
+            default="quick",
+            show_default=True,
+            help="Preset of windows, repeats and accuracy sample (smoke: never reported).",
+        ),
+        click.option(
+            "--engine-log",
+            type=click.Path(path_type=Path, dir_okay=False, exists=True),
+            default=None,
+            help="Engine log to scan for known warnings (e.g. uncalibrated KV scales).",
+        ),
+        click.option("--endpoint", default=None, help="Overrides the spec's engine.endpoint."),
+        click.option("--no-accuracy", is_flag=True, help="Skip the accuracy suite."),
+        click.option("--no-progress", is_flag=True, help="No live display on stderr."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _collect(
+    spec_path: Path,
+    label: str,
+    role: str,
+    out: Path,
+    mode: str,
+    engine_log: Path | None,
+    endpoint: str | None,
+    no_accuracy: bool,
+    no_progress: bool,
+) -> None:
+    import shlex
+
+    from tokenwatt.collect.run import CollectOptions, collect
+
+    record = collect(
+        CollectOptions(
+            spec_path=spec_path,
+            label=label,
+            role=role,  # type: ignore[arg-type]
+            out=out,
+            mode=mode,  # type: ignore[arg-type]
+            engine_log=engine_log,
+            endpoint=endpoint,
+            accuracy=not no_accuracy,
+            command=shlex.join(["tokenwatt", *sys.argv[1:]]),
+            progress=not no_progress,
+        )
+    )
+    r = record.result
+    if r is not None:
+        click.echo(
+            f"{record.label}: {r.rate_rps:.4g} req/s, goodput {r.goodput_tok_s:,.1f} tok/s "
+            f"({r.slo_pass_count}/{r.repeats} repeats met the SLO; "
+            f"{r.gpu_seconds / 60:.1f} GPU-min, "
+            f"{r.gpu_seconds_saved / 60:.1f} saved by early stops)"
+        )
+        for warning in r.warnings:
+            click.echo(f"warning: {warning}", err=True)
+    if record.accuracy is not None:
+        click.echo(f"accuracy: {record.accuracy.score_pct:.1f}% ({record.accuracy.name})")
+    if record.simulated:
+        click.echo("note: simulated engine; these numbers are not measurements", err=True)
+    click.echo(f"wrote {out}")
+    if not record.complete:
+        click.echo(f"incomplete: {record.incomplete_reason}", err=True)
+        sys.exit(130 if "Ctrl-C" in (record.incomplete_reason or "") else 1)
+
+
+@cli.command()
+@_collect_options
+@_errors_to_exit
+def collect(**kwargs: Any) -> None:
+    """Measure a configuration (SLO search, repeats, power, MBU, accuracy) into a run record."""
+    _collect(**kwargs)
+
+
+@cli.command("run")
+@_collect_options
+@_errors_to_exit
+def run_command(**kwargs: Any) -> None:
+    """Same as ``collect``."""
+    _collect(**kwargs)
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port (0: a free one).")
+@click.option(
+    "--profile",
+    default="bf16-kv",
+    show_default=True,
+    help="Simulated configuration: bf16-kv, or fp8-kv (twice the KV cache, slower steps).",
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of its behaviour.")
+@click.option("--model", default="tokenwatt-sim", show_default=True, help="Model name served.")
+@click.option(
+    "--accuracy-suite",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="JSON Lines suite whose prompts it answers (right with probability --accuracy-p).",
+)
+@click.option("--accuracy-p", default=0.96, show_default=True, type=float)
+@_errors_to_exit
+def sim(
+    host: str,
+    port: int,
+    profile: str,
+    seed: int,
+    model: str,
+    accuracy_suite: Path | None,
+    accuracy_p: float,
+) -> None:
+    """Serve a simulated engine (OpenAI-compatible API, /metrics) for trying the pipeline."""
+    from tokenwatt.sim.serve import make_server, serve
+
+    server = make_server(
+        profile, seed=seed, model=model, accuracy_suite=accuracy_suite, accuracy_p=accuracy_p
+    )
+    serve(server, host, port)
+
+
+@cli.group()
+def suites() -> None:
+    """Accuracy suites: fetch GSM8K and build a seeded 5-shot suite file."""
+
+
+@suites.command("fetch")
+@click.argument("name", type=click.Choice(["gsm8k"]))
+@click.option(
+    "--dest",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("data/gsm8k"),
+    show_default=True,
+    help="Folder to download test.jsonl and train.jsonl into.",
+)
+@click.option(
+    "--base-url",
+    default=None,
+    help="A mirror of grade_school_math/data (files are checked against the same pinned SHA-256).",
+)
+@_errors_to_exit
+def suites_fetch(name: str, dest: Path, base_url: str | None) -> None:
+    """Download a suite's source files, verified against pinned SHA-256 hashes."""
+    from tokenwatt.collect.suites import GSM8K_BASE_URL, fetch_gsm8k
+
+    for got in fetch_gsm8k(dest, base_url=base_url or GSM8K_BASE_URL):
+        how = "already present" if got.already_present else "downloaded"
+        click.echo(f"{got.path}: {how}, SHA-256 {got.sha256} verified")
+
+
+@suites.command("build")
+@click.argument("name", type=click.Choice(["gsm8k"]))
+@click.option(
+    "--test",
+    "test_path",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="GSM8K test split (JSON Lines).",
+)
+@click.option(
+    "--train",
+    "train_path",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="GSM8K train split (JSON Lines); five exemplars are drawn from it.",
+)
+@click.option("--n", "n", type=int, default=200, show_default=True, help="Items to sample.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="Suite file to write.")
+@_errors_to_exit
+def suites_build(
+    name: str, test_path: Path, train_path: Path, n: int, seed: int, out: Path
+) -> None:
+    """Build a seeded 5-shot suite file (JSON Lines: id, question, prompt, gold)."""
+    from tokenwatt.collect.suites import build_suite_file
+
+    built = build_suite_file(test_path, train_path, n, seed, out)
+    click.echo(
+        f"{built.path}: {built.items} items, SHA-256 {built.sha256} "
+        f"(test {built.test_sha256[:12]}, train {built.train_sha256[:12]}, seed {seed})"
+    )
+
+
+@cli.command()
+@click.argument("run_files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--title", required=True, help="The lab note's title.")
+@click.option("--id", "report_id", help="Report id (default: from the title).")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Report file to write (default: reports/ID.json).",
+)
+@click.option(
+    "--cards", type=click.IntRange(min=1), default=64, show_default=True, help="fleet.cards."
+)
+@click.option("--demo", is_flag=True, help="Allow smoke-mode and simulated runs (a demo report).")
+@click.option("--force", is_flag=True, help="Replace the report file if it exists.")
+@_errors_to_exit
+def report(
+    run_files: tuple[Path, ...],
+    title: str,
+    report_id: str | None,
+    out: Path | None,
+    cards: int,
+    demo: bool,
+    force: bool,
+) -> None:
+    """Summarise run records (one per configuration) into a report record."""
+    from tokenwatt.analysis.summarise import report_command, slug, summarise
+    from tokenwatt.records.runs_io import load_runs, write_report
+
+    runs = load_runs(list(run_files))
+    command = report_command(
+        [r.name for r in runs],
+        title=title,
+        report_id=report_id,
+        out=out.as_posix() if out is not None else None,
+        cards=cards if cards != 64 else None,
+        demo=demo,
+    )
+    record = summarise(
+        runs, title=title, report_id=report_id, cards=cards, demo=demo, command=command
+    )
+    target = out if out is not None else Path("reports") / f"{report_id or slug(title)}.json"
+    write_report(record, target, force=force)
+    click.echo(f"wrote {target} ({len(record.configs)} configurations)")
+
+
+@cli.command()
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("schemas"),
+    show_default=True,
+    help="Folder for report.schema.json, run.schema.json and spec.schema.json.",
+)
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when the files are stale.")
+@_errors_to_exit
+def schema(out_dir: Path, check: bool) -> None:
+    """Export the JSON Schema of every record (report, run, spec)."""
+    from tokenwatt.records.schema import export_schemas
+
+    result = export_schemas(out_dir, check=check)
+    for path in result.written:
+        click.echo(f"wrote {path}")
+    if check or not result.written:
+        click.echo(f"{len(result.current)} schema files are current in {out_dir}")
+
+
+_WEIGHT_DTYPES = (
+    "bf16",
+    "fp16",
+    "fp32",
+    "fp8",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "int8",
+    "int4",
+    "awq",
+    "gptq",
+)
+_KV_DTYPES = ("bf16", "fp16", "fp32", "fp8", "fp8_e4m3", "fp8_e5m2")
+
+
+@cli.command("model-info")
+@click.argument("config_path", metavar="CONFIG.json", type=click.Path(path_type=Path))
+@click.option(
+    "--weight-dtype",
+    type=click.Choice(_WEIGHT_DTYPES),
+    default=None,
+    help="Weight dtype [default: from the config's quantization_config/torch_dtype, else bf16].",
+)
+@click.option(
+    "--kv-dtype",
+    type=click.Choice(_KV_DTYPES),
+    default="bf16",
+    show_default=True,
+    help="KV-cache dtype.",
+)
+@click.option(
+    "--kv-cache-gib",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="KV-cache size (GiB, as vLLM logs it) to turn into a capacity in tokens.",
+)
+@click.option(
+    "--batch",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Running batch: weights read per decode step (MoE: expected distinct experts).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@_errors_to_exit
+def model_info_cmd(
+    config_path: Path,
+    weight_dtype: str | None,
+    kv_dtype: str,
+    kv_cache_gib: float | None,
+    batch: float | None,
+    as_json: bool,
+) -> None:
+    """Geometry, parameters, weight bytes, KV bytes per token and KV capacity of a model."""
+    import json
+
+    from tokenwatt.analysis.model_info import info_rows, model_info
+    from tokenwatt.records.load import read_json
+
+    config = read_json(config_path, InputError)
+    info = model_info(
+        config,
+        str(config_path),
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+        kv_cache_gib=kv_cache_gib,
+        batch=batch,
+    )
+    if as_json:
+        click.echo(json.dumps(info.as_dict(), indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="model-info", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    for label, value in info_rows(info):
+        table.add_row(label, value)
+    Console().print(table)
+
+
 def main() -> None:
     """Entry point of the ``tokenwatt`` console script."""
     cli()

@@ -22,7 +22,15 @@ def tokens_per_joule(goodput_tok_s: float, mean_power_w: float) -> float:
 
 
 def tokens_per_joule_from_energy(output_tokens: float, energy_j: float) -> float:
-    """Tokens per joule from a window's goodput tokens and its measured energy (J)."""
+    """Tokens per joule from a window's goodput tokens and its measured energy (J).
+
+    DESIGN.md, "Tokens per joule": goodput tokens in the window / energy in the window.
+
+    Raises:
+        ValueError: energy not positive or either input not finite.
+    """
+    if not (math.isfinite(output_tokens) and math.isfinite(energy_j)):
+        raise ValueError("tokens and energy must be finite")
     if energy_j <= 0:
         raise ValueError(f"energy must be positive, got {energy_j} J")
     return output_tokens / energy_j

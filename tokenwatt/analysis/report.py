@@ -15,6 +15,8 @@ from tokenwatt.records.report_v2 import ConfigV2, ReportV2
 
 # Stored deltas and spreads carry one decimal; a difference below this is rounding.
 _TOLERANCE_PTS = 0.05
+# node_power_kw is stored with three decimals (W resolution); allow that rounding.
+_POWER_TOLERANCE_KW = 0.0005 + 1e-9
 
 
 @dataclass(frozen=True)
@@ -129,10 +131,16 @@ def _check_stored(
         passes = sum(1 for r in cfg.repeats_detail if r.slo_pass)
         if passes != cfg.slo_pass_count:
             out.append(Disagreement(f"configs[{index}].slo_pass_count", cfg.slo_pass_count, passes))
-    if cfg.accuracy is not None and cfg.accuracy.spread_pts > 0 and (cfg.accuracy.seeds or 1) == 1:
+    # One seed has no spread; an unknown seed count (v1 records) cannot be checked.
+    if cfg.accuracy is not None and cfg.accuracy.spread_pts > 0 and cfg.accuracy.seeds == 1:
         out.append(
             Disagreement(f"configs[{index}].accuracy.spread_pts", cfg.accuracy.spread_pts, 0)
         )
+    powers = [r.mean_power_w for r in cfg.repeats_detail]
+    if cfg.node_power_kw is not None and powers and all(w is not None for w in powers):
+        mean_kw = sum(w for w in powers if w is not None) / len(powers) / 1000.0
+        if abs(mean_kw - cfg.node_power_kw) > _POWER_TOLERANCE_KW:
+            out.append(Disagreement(f"configs[{index}].node_power_kw", cfg.node_power_kw, mean_kw))
     del base
     return out
 

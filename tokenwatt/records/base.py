@@ -19,3 +19,16 @@ NonNegInt = Annotated[int, Field(ge=0)]
 PosInt = Annotated[int, Field(ge=1)]
 Percent = Annotated[float, Field(ge=0, le=100)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
+
+
+class FieldValueError(ValueError):
+    """A validator's error about one field below the model being validated.
+
+    Raised from ``model_validator``s so that the loader can name the exact field path
+    (``configs[1].key``) rather than the model that holds it. ``field`` is relative to that
+    model; empty means the model itself.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field

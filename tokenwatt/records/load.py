@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, Discriminator, Tag, TypeAdapter, ValidationError
 
 from tokenwatt.errors import InputError, Problem, RecordError, SpecError
+from tokenwatt.records.base import FieldValueError
 from tokenwatt.records.report_v1 import ReportV1
 from tokenwatt.records.report_v2 import ReportV2, v1_to_v2
 from tokenwatt.records.spec import Spec
@@ -36,6 +37,7 @@ AnyReport = Annotated[
 _REPORT_ADAPTER: TypeAdapter[ReportV1 | ReportV2] = TypeAdapter(AnyReport)
 
 NEWEST_REPORT_VERSION = 2
+KNOWN_REPORT_VERSIONS = (1, 2)
 
 
 def field_path(loc: tuple[int | str, ...]) -> str:
@@ -53,27 +55,124 @@ def field_path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _json_kind(value: Any) -> str:
+    """The JSON name of a Python value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _shown(value: Any) -> str:
+    """A short rendering of a bad input value (scalars only; containers by kind)."""
+    if isinstance(value, dict | list) or value is None:
+        return _json_kind(value)
+    text = json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_TYPE_MESSAGES = {
+    "model_type": "must be a JSON object",
+    "model_attributes_type": "must be a JSON object",
+    "dict_type": "must be a JSON object",
+    "list_type": "must be a JSON array",
+    "tuple_type": "must be a JSON array",
+    "string_type": "must be a string",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "finite_number": "must be a finite number",
+}
+
+
+_SECRET_NAMES = frozenset({"api_key", "apikey", "password", "token", "secret"})
+
+
+def _message(err: Any) -> tuple[str, str]:
+    """(extra field path, message) for one pydantic error."""
+    kind = err["type"]
+    value = err.get("input")
+    if kind == "extra_forbidden":
+        if str(err["loc"][-1]) in _SECRET_NAMES:
+            return "", (
+                "secrets never go in a file: put the secret in an environment variable and "
+                "give its name instead (api_key_env, password_env)"
+            )
+        return "", "unknown field (not in the schema; check the spelling)"
+    if kind == "missing":
+        return "", "required field is missing"
+    if kind in _TYPE_MESSAGES:
+        return "", f"{_TYPE_MESSAGES[kind]}, got {_shown(value)}"
+    if kind == "value_error":
+        cause = err.get("ctx", {}).get("error")
+        text = str(cause) if cause is not None else err["msg"].removeprefix("Value error, ")
+        return (cause.field if isinstance(cause, FieldValueError) else ""), text
+    if kind == "too_short":
+        return "", "must not be empty (at least one item)"
+    if kind == "string_pattern_mismatch" and err["loc"][-1:] == ("id",):
+        return "", (
+            f"{_shown(value)} is not a valid id: use lower-case letters, digits, '.', '_' and"
+            " '-', starting with a letter or digit (it becomes a file and page name)"
+        )
+    msg = str(err["msg"]).replace("Input should be", "must be")
+    msg = msg.replace("String should", "must").replace("List should", "must")
+    if kind.startswith(("date_", "datetime_")):
+        return "", f"must be a date as YYYY-MM-DD, got {_shown(value)} ({msg})"
+    if isinstance(value, dict | list) or value is None:
+        return "", msg
+    return "", f"{msg}, got {_shown(value)}"
+
+
 def problems_from(file: str, error: ValidationError) -> list[Problem]:
-    """One :class:`Problem` per pydantic error, in the order pydantic reports them."""
+    """One :class:`Problem` per pydantic error, in the order pydantic reports them.
+
+    Messages are rewritten into plain words with the offending value (``must be greater
+    than 0, got -0.6``); a validator's :class:`FieldValueError` adds its field to the path.
+    """
     problems = []
     for err in error.errors(include_url=False):
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field (not in the schema; check the spelling)"
-        elif err["type"] == "missing":
-            msg = "required field is missing"
-        elif err["type"] == "union_tag_invalid":
-            msg = f"unknown schema_version {err.get('input')!r}; known: 1, 2"
-        problems.append(Problem(file, field_path(tuple(err["loc"])), msg))
+        extra, msg = _message(err)
+        path = field_path(tuple(err["loc"]))
+        if extra:
+            path = f"{path}.{extra}" if path and not extra.startswith("[") else path + extra
+        problems.append(Problem(file, path, msg))
     return problems
 
 
 def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number JSON allows")
+    raise ValueError(
+        f"{name} is not a number JSON allows; write a number, or null where the field allows"
+    )
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} appears twice in one object")
+        out[key] = value
+    return out
 
 
 def read_json(path: Path, error: type[InputError] = RecordError) -> Any:
-    """Parse a JSON file; NaN/Infinity literals and syntax errors become ``error``."""
+    """Parse a JSON file strictly.
+
+    NaN/Infinity literals, duplicate keys in one object and syntax errors become ``error``
+    (one :class:`Problem` naming the file, with line and column for syntax errors).
+    """
     file = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -81,13 +180,24 @@ def read_json(path: Path, error: type[InputError] = RecordError) -> Any:
         raise error([Problem(file, "", f"cannot read the file: {exc.strerror or exc}")]) from exc
     except UnicodeDecodeError as exc:
         raise error([Problem(file, "", "the file is not UTF-8 text")]) from exc
+    if not text.strip():
+        raise error(
+            [Problem(file, "", "not valid JSON: the file is empty (expected a JSON object)")]
+        )
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(
+            text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys
+        )
     except json.JSONDecodeError as exc:
+        hint = ""
+        if exc.msg.startswith("Unterminated string") or exc.pos >= len(text.rstrip()) - 1:
+            hint = "; the file ends early (truncated?)"
         raise error(
             [
                 Problem(
-                    file, "", f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+                    file,
+                    "",
+                    f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}){hint}",
                 )
             ]
         ) from exc
@@ -106,7 +216,23 @@ def validate(model: type[M], data: Any, file: str, error: type[InputError] = Rec
 def parse_report(data: Any, file: str) -> ReportV1 | ReportV2:
     """Validate a report record of any known version, as stored (no migration)."""
     if not isinstance(data, dict):
-        raise RecordError([Problem(file, "", "a report record must be a JSON object")])
+        raise RecordError(
+            [Problem(file, "", f"a report record must be a JSON object, got {_json_kind(data)}")]
+        )
+    if "schema_version" in data:
+        version = data["schema_version"]
+        if isinstance(version, bool) or version not in KNOWN_REPORT_VERSIONS:
+            known = ", ".join(str(v) for v in KNOWN_REPORT_VERSIONS)
+            raise RecordError(
+                [
+                    Problem(
+                        file,
+                        "schema_version",
+                        f"unknown schema_version {_shown(version)}; known versions are {known}"
+                        " (a JSON number; leave it out for version 1)",
+                    )
+                ]
+            )
     try:
         return _REPORT_ADAPTER.validate_python(data)
     except ValidationError as exc:
@@ -143,13 +269,55 @@ def load_spec(path: Path) -> Spec:
             [Problem(file, "", f"cannot read the file: {exc.strerror or exc}")]
         ) from exc
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_StrictYamlLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
-        raise SpecError([Problem(file, "", f"not valid YAML: {exc}")]) from exc
+        raise SpecError([Problem(file, "", f"not valid YAML: {_yaml_message(exc)}")]) from exc
     if not isinstance(data, dict):
-        raise SpecError([Problem(file, "", "a spec must be a mapping of sections")])
+        raise SpecError(
+            [
+                Problem(
+                    file,
+                    "",
+                    f"a spec must be a mapping of sections (name, hardware, engine, ...), "
+                    f"got {_json_kind(data)}",
+                )
+            ]
+        )
     _reject_nonfinite(data, file)
     return validate(Spec, data, file, SpecError)
+
+
+class _StrictYamlLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the key {key!r} appears twice in one mapping", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictYamlLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,
+)
+
+
+def _yaml_message(exc: yaml.YAMLError) -> str:
+    """A one-line YAML error: what was wrong, and where (1-based line and column)."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        what = exc.problem or exc.context or "syntax error"
+        mark = exc.problem_mark or exc.context_mark
+        if mark is not None:
+            return f"{what} (line {mark.line + 1}, column {mark.column + 1})"
+        return what
+    return str(exc).splitlines()[0]
 
 
 def _reject_nonfinite(data: Any, file: str, path: str = "") -> None:

@@ -37,3 +37,11 @@ class PowerWindow(StrictModel):
     """(seconds from window start, W) pairs for the timeline chart."""
     timeline_throttle: list[list[str]] = Field(default_factory=list)
     """Active throttle reasons per timeline sample, same length as ``timeline``."""
+    power_method: Literal["instant", "average", "reading"] | None = None
+    """How the power samples were read: ``instant`` (NVML field value / socket power),
+    ``average`` (a driver-side running average, e.g. ``nvmlDeviceGetPowerUsage``: flagged,
+    transients are smoothed), ``reading`` (whatever a BMC, exporter or command reported)."""
+    devices: NonNegInt | None = None
+    """How many devices (GPUs, or series for Prometheus) the figures are summed over."""
+    notes: list[str] = Field(default_factory=list)
+    """Remarks that do not invalidate the window (fallbacks used, reads that failed)."""

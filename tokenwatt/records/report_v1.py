@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from tokenwatt.records.base import (
+    FieldValueError,
     NonEmptyStr,
     NonNegFloat,
     NonNegInt,
@@ -120,23 +121,39 @@ class ConfigV1(StrictModel):
     @model_validator(mode="after")
     def _passes_within_repeats(self) -> ConfigV1:
         if self.slo_pass_count > self.repeats:
-            raise ValueError(
-                f"slo_pass_count ({self.slo_pass_count}) exceeds repeats ({self.repeats})"
+            raise FieldValueError(
+                "slo_pass_count",
+                f"{self.slo_pass_count} passes cannot exceed repeats ({self.repeats})",
             )
         return self
 
 
-def check_configs(configs: list[ConfigV1], baseline_keys: list[str]) -> None:
-    """Raise ``ValueError`` unless keys are unique and exactly one baseline exists."""
-    seen: set[str] = set()
-    for c in configs:
+def check_configs(configs: list[ConfigV1], baseline_indices: list[int], role_field: str) -> None:
+    """Raise :class:`FieldValueError` unless keys are unique and exactly one baseline exists.
+
+    ``baseline_indices`` are the positions of the baseline configurations; ``role_field`` is
+    the field that makes a configuration the baseline (``key`` in v1, ``role`` in v2).
+    """
+    seen: dict[str, int] = {}
+    for index, c in enumerate(configs):
         if c.key in seen:
-            raise ValueError(f"two configurations have the key {c.key!r}; keys must be unique")
-        seen.add(c.key)
-    if not baseline_keys:
-        raise ValueError("no baseline configuration (one config must be the baseline)")
-    if len(baseline_keys) > 1:
-        raise ValueError(f"more than one baseline configuration: {', '.join(baseline_keys)}")
+            raise FieldValueError(
+                f"configs[{index}].key",
+                f"configs[{seen[c.key]}] already has the key {c.key!r}; keys must be unique",
+            )
+        seen[c.key] = index
+    if not baseline_indices:
+        raise FieldValueError(
+            "configs",
+            f"no baseline configuration: exactly one must have {role_field} 'baseline'",
+        )
+    if len(baseline_indices) > 1:
+        first, second = baseline_indices[0], baseline_indices[1]
+        raise FieldValueError(
+            f"configs[{second}].{role_field}",
+            f"a second baseline (configs[{first}] is already the baseline); "
+            "exactly one configuration may be the baseline",
+        )
 
 
 class ReportV1(StrictModel):
@@ -165,5 +182,7 @@ class ReportV1(StrictModel):
 
     @model_validator(mode="after")
     def _one_baseline(self) -> ReportV1:
-        check_configs(self.configs, [c.key for c in self.configs if c.key == "baseline"])
+        check_configs(
+            self.configs, [i for i, c in enumerate(self.configs) if c.key == "baseline"], "key"
+        )
         return self

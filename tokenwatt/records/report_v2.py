@@ -8,9 +8,9 @@ the hashes of the run files a report was made from, and ``simulated``/``demo`` f
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from tokenwatt.records.base import (
     NonEmptyStr,
@@ -109,9 +109,18 @@ class RunFileV2(StrictModel):
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
-class ReportV2(ReportV1):
-    """Report record v2 (the newest)."""
+def _require_schema_version(schema: dict[str, Any]) -> None:
+    # A record without schema_version is v1, so in the exported JSON Schema a v2 record must
+    # say so; otherwise the report schema's oneOf would match the seed twice (v1 and v2).
+    required = schema.setdefault("required", [])
+    if "schema_version" not in required:
+        required.insert(0, "schema_version")
 
+
+class ReportV2(ReportV1):
+    """Report record v2 (the newest). Its ``schema_version`` (2) is required in files."""
+
+    model_config = ConfigDict(json_schema_extra=_require_schema_version)
     schema_version: Literal[2] = 2  # type: ignore[assignment]
     configs: list[ConfigV2] = Field(min_length=1)  # type: ignore[assignment]
     updates: list[UpdateV2] = Field(default_factory=list)
@@ -121,8 +130,8 @@ class ReportV2(ReportV1):
 
     @model_validator(mode="after")
     def _one_baseline(self) -> ReportV2:
-        baselines = [c.key for c in self.configs if c.effective_role == "baseline"]
-        check_configs(list(self.configs), baselines)
+        baselines = [i for i, c in enumerate(self.configs) if c.effective_role == "baseline"]
+        check_configs(list(self.configs), baselines, "role")
         return self
 
     def baseline(self) -> ConfigV2:

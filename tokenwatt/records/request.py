@@ -16,7 +16,9 @@ class RequestResult:
 
     Attributes:
         scheduled_s: when the Poisson schedule said to send it (s).
-        sent_s: when it was actually sent (s); ``sent_s - scheduled_s`` is the send lag.
+        sent_s: when it was actually sent (s), after any wait for a concurrency slot.
+        dispatched_s: when the client got round to it (s), before any wait for a slot;
+            ``dispatched_s - scheduled_s`` is the send lag (None: use ``sent_s``).
         first_token_s: arrival of the first chunk carrying generated text (s), or None.
         chunk_s: arrival time of every chunk carrying generated text (s).
         last_token_s: arrival of the last such chunk (s), or None.
@@ -25,6 +27,7 @@ class RequestResult:
         usage_missing: True when ``output_tokens`` was counted by the client (no usage).
         status: HTTP status, or None when no response arrived.
         error: error kind (``timeout``, ``http_503``, ``connect``, ``empty``, …) or None.
+        finished_s: when the request ended, answered or failed (s); None while in flight.
         in_window: True when the request arrived inside the measurement window.
     """
 
@@ -39,6 +42,8 @@ class RequestResult:
     status: int | None = None
     error: str | None = None
     in_window: bool = True
+    dispatched_s: float | None = None
+    finished_s: float | None = None
 
     @property
     def ok(self) -> bool:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter
 
+from tokenwatt.errors import TokenwattError
 from tokenwatt.records.load import AnyReport
 from tokenwatt.records.run import RunRecord
 from tokenwatt.records.spec import Spec
@@ -28,3 +33,68 @@ def json_schemas() -> dict[str, dict[str, Any]]:
 def schema_text(schema: dict[str, Any]) -> str:
     """Canonical text of a schema: sorted keys, two-space indent, trailing newline."""
     return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+class StaleSchemaError(TokenwattError):
+    """``tokenwatt schema --check`` found committed schema files that differ from the models."""
+
+
+@dataclass(frozen=True)
+class SchemaExport:
+    """What :func:`export_schemas` did: files written, and files already current."""
+
+    written: list[Path]
+    current: list[Path]
+
+
+def schema_files(out_dir: Path) -> dict[Path, str]:
+    """Each schema's file (``<out_dir>/<name>.schema.json``) and its canonical text."""
+    return {
+        out_dir / f"{name}.schema.json": schema_text(schema)
+        for name, schema in json_schemas().items()
+    }
+
+
+def export_schemas(out_dir: Path, *, check: bool = False) -> SchemaExport:
+    """Write the JSON Schema files into ``out_dir``, or with ``check`` only compare them.
+
+    Each file is written atomically (temporary file in the same folder, then ``os.replace``),
+    and only when its text changed, so an up-to-date folder is left untouched.
+
+    Raises:
+        StaleSchemaError: with ``check``, when a file is missing or differs (names each one).
+    """
+    written: list[Path] = []
+    current: list[Path] = []
+    stale: list[Path] = []
+    for path, text in schema_files(out_dir).items():
+        try:
+            old = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            old = None
+        if old == text:
+            current.append(path)
+        elif check:
+            stale.append(path)
+        else:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            _write_atomic(path, text)
+            written.append(path)
+    if stale:
+        names = ", ".join(str(p) for p in stale)
+        raise StaleSchemaError(
+            f"schema files are stale or missing: {names}; run `tokenwatt schema` and commit them"
+        )
+    return SchemaExport(written, current)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; these are published, committed files
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from tokenwatt.records.base import (
+    FieldValueError,
     NonEmptyStr,
     NonNegFloat,
     NonNegInt,
@@ -49,7 +50,9 @@ class EngineSpec(StrictModel):
     @model_validator(mode="after")
     def _endpoint_is_http(self) -> EngineSpec:
         if not self.endpoint.startswith(("http://", "https://")):
-            raise ValueError(f"endpoint must start with http:// or https://, got {self.endpoint!r}")
+            raise FieldValueError(
+                "endpoint", f"must start with http:// or https://, got {self.endpoint!r}"
+            )
         return self
 
 
@@ -83,7 +86,9 @@ class LengthDist(StrictModel):
     @model_validator(mode="after")
     def _p90_not_below_median(self) -> LengthDist:
         if self.p90 < self.median:
-            raise ValueError(f"p90 ({self.p90}) must not be below the median ({self.median})")
+            raise FieldValueError(
+                "p90", f"p90 ({self.p90}) must not be below the median ({self.median})"
+            )
         return self
 
 
@@ -121,12 +126,20 @@ class SweepSpec(StrictModel):
     @model_validator(mode="after")
     def _consistent(self) -> SweepSpec:
         if self.start_rps > self.max_rps:
-            raise ValueError(f"start_rps ({self.start_rps}) exceeds max_rps ({self.max_rps})")
+            raise FieldValueError(
+                "start_rps",
+                f"start_rps ({self.start_rps:g}) exceeds max_rps ({self.max_rps:g}); "
+                "the search would start above its ceiling",
+            )
         if self.rates is not None:
             if not self.rates:
-                raise ValueError("rates, when given, must list at least one rate")
-            if any(b <= a for a, b in zip(self.rates, self.rates[1:], strict=False)):
-                raise ValueError("rates must be strictly increasing")
+                raise FieldValueError("rates", "when given, must list at least one rate")
+            for i, (a, b) in enumerate(zip(self.rates, self.rates[1:], strict=False)):
+                if b <= a:
+                    raise FieldValueError(
+                        f"rates[{i + 1}]",
+                        f"rates must be strictly increasing ({b:g} follows {a:g})",
+                    )
         return self
 
 
@@ -165,9 +178,9 @@ class PowerSpec(StrictModel):
     @model_validator(mode="after")
     def _source_needs(self) -> PowerSpec:
         if self.source in ("redfish", "prometheus") and not self.url:
-            raise ValueError(f"power.source {self.source!r} needs power.url")
+            raise FieldValueError("url", f"power.source {self.source!r} needs power.url")
         if self.source == "command" and not self.command:
-            raise ValueError("power.source 'command' needs power.command")
+            raise FieldValueError("command", "power.source 'command' needs power.command")
         return self
 
 

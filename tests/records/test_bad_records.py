@@ -1,0 +1,286 @@
+"""Bad report records: one clear problem each, naming the file and the field path."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tokenwatt.errors import RecordError
+from tokenwatt.records import load_report
+
+SEED = Path(__file__).resolve().parents[1] / "fixtures" / "seed.report.json"
+SEED_TEXT = SEED.read_text(encoding="utf-8")
+SEED_DATA: dict[str, Any] = json.loads(SEED_TEXT)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A bad record: how to make it from the seed, and the one problem it must give."""
+
+    name: str
+    make: Callable[[], str]
+    field: str
+    message: str
+
+
+def edited(change: Callable[[dict[str, Any]], object]) -> Callable[[], str]:
+    def make() -> str:
+        data = copy.deepcopy(SEED_DATA)
+        change(data)
+        return json.dumps(data, ensure_ascii=False, indent=1)
+
+    return make
+
+
+def text(value: str) -> Callable[[], str]:
+    return lambda: value
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """Set a dotted path (``configs.1.accuracy.score``) in a record."""
+
+    def change(data: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node: Any = data
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return change
+
+
+def _two_v2_baselines(data: dict[str, Any]) -> None:
+    data["schema_version"] = 2
+    data["configs"][0]["role"] = "baseline"
+    data["configs"][1]["role"] = "baseline"
+
+
+def _swap_goodput_for(literal: str) -> Callable[[], str]:
+    return lambda: SEED_TEXT.replace('"goodput_tok_s": 5056.9', f'"goodput_tok_s": {literal}')
+
+
+CASES = [
+    Case("not-json", text("configs: [baseline, tuned]\n"), "", "not valid JSON: Expecting value"),
+    Case("truncated", text(SEED_TEXT[: len(SEED_TEXT) // 2]), "", "ends early (truncated?)"),
+    Case("empty-file", text("\n"), "", "the file is empty"),
+    Case("not-an-object", text("[1, 2, 3]"), "", "must be a JSON object, got an array"),
+    Case("missing-title", edited(lambda d: d.pop("title")), "title", "required field is missing"),
+    Case(
+        "missing-nested",
+        edited(lambda d: d["configs"][1].pop("goodput_tok_s")),
+        "configs[1].goodput_tok_s",
+        "required field is missing",
+    ),
+    Case(
+        "wrong-type",
+        edited(_set("configs.0.ttft_p99_ms", "fast")),
+        "configs[0].ttft_p99_ms",
+        'must be a number, got "fast"',
+    ),
+    Case(
+        "null-section",
+        edited(_set("hardware", None)),
+        "hardware",
+        "must be a JSON object, got null",
+    ),
+    Case("nan-literal", _swap_goodput_for("NaN"), "", "NaN is not a number JSON allows"),
+    Case("infinity-literal", _swap_goodput_for("-Infinity"), "", "-Infinity is not a number"),
+    Case(
+        "overflow-to-infinity",
+        _swap_goodput_for("1e999"),
+        "configs[1].goodput_tok_s",
+        "must be a finite number",
+    ),
+    Case(
+        "negative-power",
+        edited(_set("configs.1.node_power_kw", -0.616)),
+        "configs[1].node_power_kw",
+        "must be greater than 0, got -0.616",
+    ),
+    Case(
+        "negative-goodput",
+        edited(_set("configs.0.goodput_tok_s", -4572.3)),
+        "configs[0].goodput_tok_s",
+        "must be greater than or equal to 0, got -4572.3",
+    ),
+    Case(
+        "score-above-100",
+        edited(_set("configs.1.accuracy.score", 188.0)),
+        "configs[1].accuracy.score",
+        "must be less than or equal to 100, got 188.0",
+    ),
+    Case(
+        "score-below-0",
+        edited(_set("configs.0.accuracy.score", -1)),
+        "configs[0].accuracy.score",
+        "must be greater than or equal to 0, got -1",
+    ),
+    Case(
+        "duplicate-config-key",
+        edited(_set("configs.1.key", "baseline")),
+        "configs[1].key",
+        "configs[0] already has the key 'baseline'; keys must be unique",
+    ),
+    Case(
+        "no-baseline",
+        edited(_set("configs.0.key", "default")),
+        "configs",
+        "no baseline configuration",
+    ),
+    Case(
+        "two-baselines-v2",
+        edited(_two_v2_baselines),
+        "configs[1].role",
+        "a second baseline (configs[0] is already the baseline)",
+    ),
+    Case(
+        "unknown-top-level-field",
+        edited(_set("colour", "green")),
+        "colour",
+        "unknown field",
+    ),
+    Case(
+        "unknown-nested-field",
+        edited(_set("configs.1.accuracy.delta_pct", -8.0)),
+        "configs[1].accuracy.delta_pct",
+        "unknown field",
+    ),
+    Case(
+        "v2-field-in-v1-record",
+        edited(_set("updates", [])),
+        "updates",
+        "unknown field",
+    ),
+    Case(
+        "unknown-schema-version",
+        edited(_set("schema_version", 9)),
+        "schema_version",
+        "unknown schema_version 9; known versions are 1, 2",
+    ),
+    Case(
+        "schema-version-as-string",
+        edited(_set("schema_version", "2")),
+        "schema_version",
+        'unknown schema_version "2"',
+    ),
+    Case(
+        "bad-date",
+        edited(_set("published", "2026-13-06")),
+        "published",
+        'must be a date as YYYY-MM-DD, got "2026-13-06"',
+    ),
+    Case(
+        "passes-exceed-repeats",
+        edited(_set("configs.1.slo_pass_count", 3)),
+        "configs[1].slo_pass_count",
+        "3 passes cannot exceed repeats (2)",
+    ),
+    Case(
+        "empty-configs",
+        edited(_set("configs", [])),
+        "configs",
+        "must not be empty",
+    ),
+    Case(
+        "bad-id",
+        edited(_set("id", "Lab Note #1")),
+        "id",
+        '"Lab Note #1" is not a valid id',
+    ),
+    Case(
+        "bad-status",
+        edited(_set("status", "final")),
+        "status",
+        "must be 'draft', 'published' or 'retracted', got \"final\"",
+    ),
+    Case(
+        "negative-throttle-count",
+        edited(_set("configs.0.throttle_counts.sw_power_cap", -199)),
+        "configs[0].throttle_counts.sw_power_cap",
+        "must be greater than or equal to 0",
+    ),
+    Case(
+        "zero-fleet",
+        edited(_set("fleet.cards", 0)),
+        "fleet.cards",
+        "must be greater than or equal to 1, got 0",
+    ),
+    Case(
+        "bad-power-kind",
+        edited(_set("power.kind", "wall")),
+        "power.kind",
+        "must be 'board', 'node', 'module' or 'sim', got \"wall\"",
+    ),
+    Case(
+        "bad-embedded-spec",
+        edited(_set("spec.sweep.growth", 1)),
+        "spec.sweep.growth",
+        "must be greater than 1, got 1",
+    ),
+    Case(
+        "duplicate-json-key",
+        text('{"id": "a", "id": "b"}'),
+        "",
+        "the key 'id' appears twice in one object",
+    ),
+    Case(
+        "secret-in-embedded-spec",
+        edited(_set("spec.engine.api_key", "sk-live-123")),
+        "spec.engine.api_key",
+        "secrets never go in a file",
+    ),
+]
+
+
+def test_there_are_at_least_twenty_distinct_cases() -> None:
+    assert len({c.name for c in CASES}) == len(CASES) >= 20
+    assert len({c.make() for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_record_gives_one_clear_problem(case: Case, tmp_path: Path) -> None:
+    path = tmp_path / f"{case.name}.json"
+    path.write_text(case.make(), encoding="utf-8")
+    with pytest.raises(RecordError) as info:
+        load_report(path)
+    problems = info.value.problems
+    assert len(problems) == 1, [str(p) for p in problems]
+    problem = problems[0]
+    assert problem.file == str(path)
+    assert problem.field == case.field
+    assert case.message in problem.message
+    expected_prefix = f"{path}: {case.field}: " if case.field else f"{path}: "
+    assert str(problem).startswith(expected_prefix)
+    assert info.value.exit_code == 2
+
+
+def test_several_problems_are_all_reported(tmp_path: Path) -> None:
+    data = copy.deepcopy(SEED_DATA)
+    data["configs"][0]["node_power_kw"] = -1
+    data["configs"][1]["accuracy"]["score"] = 101
+    data.pop("summary")
+    path = tmp_path / "many.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(RecordError) as info:
+        load_report(path)
+    fields = sorted(p.field for p in info.value.problems)
+    assert fields == ["configs[0].node_power_kw", "configs[1].accuracy.score", "summary"]
+
+
+def test_unreadable_and_non_utf8_files(tmp_path: Path) -> None:
+    missing = tmp_path / "absent.json"
+    with pytest.raises(RecordError, match="cannot read the file"):
+        load_report(missing)
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe{\x00")
+    with pytest.raises(RecordError, match="not UTF-8 text"):
+        load_report(binary)

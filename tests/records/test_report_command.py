@@ -1,0 +1,103 @@
+"""``tokenwatt report`` end to end: run files in, a report record file out (or exit 2)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.runs_factory import make_run, seed_spec, tuned_run
+from tokenwatt.cli import cli
+from tokenwatt.records import RunRecord, load_report
+
+TWO = ["report", "runs/vllm-default.json", "runs/vllm-fp8kv.json"]
+
+
+def _write(folder: Path, run: RunRecord) -> Path:
+    path = folder / f"{run.label}.json"
+    path.write_text(run.model_dump_json(indent=2), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "runs").mkdir()
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_report_writes_a_valid_record_with_hashes(workdir: Path) -> None:
+    a = _write(workdir / "runs", make_run())
+    b = _write(workdir / "runs", tuned_run())
+    result = CliRunner().invoke(
+        cli, ["report", "runs/vllm-default.json", "runs/vllm-fp8kv.json", "--title", "KV test"]
+    )
+    assert result.exit_code == 0, result.output
+    out = workdir / "reports" / "kv-test.json"
+    assert f"wrote {Path('reports') / 'kv-test.json'}" in result.output
+    report = load_report(out)
+    assert [f.path for f in report.run_files] == ["runs/vllm-default.json", "runs/vllm-fp8kv.json"]
+    assert report.run_files[0].sha256 == hashlib.sha256(a.read_bytes()).hexdigest()
+    assert report.run_files[1].sha256 == hashlib.sha256(b.read_bytes()).hexdigest()
+    assert report.reproduce.endswith(
+        "\n\ntokenwatt report runs/vllm-default.json runs/vllm-fp8kv.json --title 'KV test'"
+    )
+    assert [c.goodput_tok_s for c in report.configs] == [4572.3, 5056.9]
+    assert not list((workdir / "reports").glob(".*.tmp"))
+
+    # an existing report is not replaced without --force
+    again = CliRunner().invoke(
+        cli, ["report", "runs/vllm-default.json", "runs/vllm-fp8kv.json", "--title", "KV test"]
+    )
+    assert again.exit_code == 2
+    assert "already exists; pass --force" in again.output
+    forced = CliRunner().invoke(
+        cli,
+        [*TWO, "--title", "KV test", "--force"],
+    )
+    assert forced.exit_code == 0, forced.output
+
+
+def test_refused_runs_exit_2_and_write_nothing(workdir: Path) -> None:
+    _write(workdir / "runs", make_run())
+    _write(workdir / "runs", tuned_run(spec=seed_spec(slo={"ttft_p99_ms": 1500.0})))
+    out = workdir / "out.json"
+    result = CliRunner().invoke(
+        cli,
+        [*TWO, "--title", "T", "--out", str(out)],
+    )
+    assert result.exit_code == 2
+    assert "error: runs/vllm-fp8kv.json: spec: cannot be compared with runs/vllm-default.json" in (
+        result.output
+    )
+    assert "slo.ttft_p99_ms" in result.output
+    assert not out.exists()
+
+
+def test_bad_run_files_are_named_with_their_fields(workdir: Path) -> None:
+    _write(workdir / "runs", make_run())
+    (workdir / "runs" / "broken.json").write_text('{"label": ""', encoding="utf-8")
+    (workdir / "runs" / "wrong.json").write_text('{"label": "x"}', encoding="utf-8")
+    result = CliRunner().invoke(
+        cli,
+        ["report", "runs/vllm-default.json", "runs/broken.json", "runs/wrong.json", "--title", "T"],
+    )
+    assert result.exit_code == 2
+    assert "error: runs/broken.json: not valid JSON" in result.output
+    assert "error: runs/wrong.json: spec: required field is missing" in result.output
+    assert not (workdir / "reports").exists()
+
+
+def test_demo_flag_allows_smoke_runs(workdir: Path) -> None:
+    _write(workdir / "runs", make_run(mode="smoke"))
+    _write(workdir / "runs", tuned_run(mode="smoke"))
+    args = ["report", "runs/vllm-default.json", "runs/vllm-fp8kv.json", "--title", "Demo"]
+    refused = CliRunner().invoke(cli, args)
+    assert refused.exit_code == 2 and "smoke-mode run" in refused.output
+    result = CliRunner().invoke(cli, [*args, "--id", "demo-kv", "--demo"])
+    assert result.exit_code == 0, result.output
+    report = load_report(workdir / "reports" / "demo-kv.json")
+    assert report.demo
+    assert report.reproduce.endswith("--title Demo --id demo-kv --demo")

@@ -1,0 +1,288 @@
+"""End to end against ``tokenwatt sim``: two configurations → two run records (→ report → site).
+
+The simulator runs as a child process on 127.0.0.1; ``collect`` runs the real load
+generator, SLO search, ``/metrics`` scraper and accuracy suite against it. The SLO boundary
+the search finds is checked against the simulator's model run in virtual time over the very
+arrival schedule the load generator used (same seed), scanned densely in rate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tokenwatt.collect.arrivals import poisson_schedule
+from tokenwatt.collect.run import RETRIED_PREFIX, CollectOptions, collect
+from tokenwatt.records import RunRecord, load_spec
+from tokenwatt.records.spec import Spec
+from tokenwatt.sim.engine import PROFILES, Profile, simulate
+from tokenwatt.sim.suite import SuiteAnswers, load_suite
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sim_process import REPO, SimProcess, start_sim
+
+FIXTURES = REPO / "tests" / "fixtures"
+SPEC = FIXTURES / "sim.spec.yaml"
+SUITE = FIXTURES / "sim-suite.jsonl"
+ACCURACY_P = {"bf16-kv": 0.96, "fp8-kv": 0.85}
+
+
+@dataclass
+class Collected:
+    profile: str
+    record: RunRecord
+    path: Path
+
+
+CONFIGS = (("bf16-kv", "sim-bf16kv", "baseline"), ("fp8-kv", "sim-fp8kv", "tuned"))
+
+
+def _collect_one(profile: str, label: str, role: str, out: Path) -> Collected:
+    sim = start_sim(
+        "--profile",
+        profile,
+        "--accuracy-suite",
+        str(SUITE),
+        "--accuracy-p",
+        str(ACCURACY_P[profile]),
+    )
+    try:
+        path = out / f"{label}.json"
+        record = collect(
+            CollectOptions(
+                spec_path=SPEC,
+                label=label,
+                role=role,  # type: ignore[arg-type]
+                out=path,
+                mode="quick",
+                endpoint=sim.endpoint,
+                command=f"tokenwatt collect --spec {SPEC.name} --label {label} --role {role}",
+                progress=False,
+            )
+        )
+    finally:
+        sim.stop()
+    return Collected(profile, record, path)
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Collected]:
+    """Collect both configurations at once (two threads, each its own event loop)."""
+    out = tmp_path_factory.mktemp("runs")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(_collect_one, *config, out) for config in CONFIGS]
+        return {f.result().profile: f.result() for f in futures}
+
+
+def model_first_miss(profile: Profile, spec: Spec, seed: int) -> float:
+    """The lowest rate (req/s, 0.5 steps) at which the model misses the SLO in virtual time.
+
+    Same schedule as the load generator (``poisson_schedule`` with the probe seed, arrivals
+    continuing past the window while it drains), same constant lengths as the spec's
+    workload, same p99 (numpy's default linear interpolation, type 7).
+    """
+    m = spec.measurement
+    assert spec.workload.input_tokens is not None and spec.workload.output_tokens is not None
+    prompt, out = spec.workload.input_tokens.median, spec.workload.output_tokens.median
+    assert spec.workload.input_tokens.p90 == prompt and spec.workload.output_tokens.p90 == out
+    warm, win = m.warmup_s, m.search_window_s
+    for rate in np.arange(10.0, 150.0, 0.5):
+        t = poisson_schedule(float(rate), warm + win + 3.0, seed)
+        reqs = simulate(profile, [(x * 1e3, prompt, out) for x in t])
+        inside = [r for r, x in zip(reqs, t, strict=True) if warm <= x < warm + win]
+        ttft = [r.first_token_ms - r.arrival_ms for r in inside if r.first_token_ms is not None]
+        tpot = [
+            (r.last_token_ms - r.first_token_ms) / (out - 1)
+            for r in inside
+            if r.last_token_ms is not None and r.first_token_ms is not None
+        ]
+        if (
+            np.percentile(ttft, 99) > spec.slo.ttft_p99_ms
+            or np.percentile(tpot, 99) > spec.slo.tpot_p99_ms
+        ):
+            return float(rate)
+    raise AssertionError("the model never missed the SLO up to 150 req/s")
+
+
+def search_bounds(record: RunRecord) -> tuple[float, float]:
+    """(last pass, first miss) among the search probes (req/s), retried probes left out."""
+    probes = [
+        p for p in record.probes if not (p.window.failure_reason or "").startswith(RETRIED_PREFIX)
+    ]
+    misses = [p.window.rate_rps for p in probes if not p.window.slo_pass]
+    first_miss = min(misses)
+    last_pass = max(p.window.rate_rps for p in probes if p.window.rate_rps < first_miss)
+    return last_pass, first_miss
+
+
+def test_both_run_records_are_valid_complete_and_simulated(
+    collected: dict[str, Collected],
+) -> None:
+    for c in collected.values():
+        record = RunRecord.model_validate_json(c.path.read_text())
+        assert record.complete and record.incomplete_reason is None
+        assert record.simulated is True
+        assert record.mode == "quick"
+        assert record.environment.engine_version is not None
+        assert record.environment.engine_version.startswith("tokenwatt-sim")
+        assert record.environment.kv_capacity_tokens == PROFILES[c.profile].kv_capacity_tokens
+        assert record.result is not None and record.result.goodput_tok_s > 0
+        assert record.result.repeats >= 1 and record.result.slo_pass_count >= 1
+        assert record.probes and record.repeats
+        assert all(p.metrics is not None and p.metrics.scrapes > 0 for p in record.probes)
+        assert record.result.gpu_seconds > 0
+    baseline = collected["bf16-kv"].record
+    tuned = collected["fp8-kv"].record
+    assert baseline.fingerprint == tuned.fingerprint
+    assert (baseline.role, tuned.role) == ("baseline", "tuned")
+
+
+@pytest.mark.parametrize("profile", ["bf16-kv", "fp8-kv"])
+def test_search_finds_the_model_boundary_within_ten_percent(
+    collected: dict[str, Collected], profile: str
+) -> None:
+    record = collected[profile].record
+    boundary = model_first_miss(PROFILES[profile], record.spec, record.spec.workload.seed)
+    last_pass, first_miss = search_bounds(record)
+    assert abs(last_pass - boundary) / boundary <= 0.10, (last_pass, first_miss, boundary)
+
+
+def test_the_two_configurations_fail_in_different_ways(collected: dict[str, Collected]) -> None:
+    """BF16 KV runs out of cache first (TTFT); FP8 KV's bigger batches slow each token."""
+
+    def boundary_failure(record: RunRecord) -> str:
+        _, first_miss = search_bounds(record)
+        probe = next(
+            p
+            for p in record.probes
+            if p.window.rate_rps == first_miss
+            and not (p.window.failure_reason or "").startswith(RETRIED_PREFIX)
+        )
+        assert probe.window.failure_reason is not None
+        return probe.window.failure_reason
+
+    assert boundary_failure(collected["bf16-kv"].record).startswith("queueing/KV-bound")
+    assert boundary_failure(collected["fp8-kv"].record).startswith("per-token-latency-bound")
+    # ... and FP8 KV holds the SLO to a higher rate.
+    assert (
+        search_bounds(collected["fp8-kv"].record)[0] > search_bounds(collected["bf16-kv"].record)[0]
+    )
+
+
+def test_accuracy_scores_are_the_simulators_coin(collected: dict[str, Collected]) -> None:
+    items = load_suite(SUITE)
+    for profile, c in collected.items():
+        acc = c.record.accuracy
+        assert acc is not None
+        answers = SuiteAnswers(items, ACCURACY_P[profile], seed=0)
+        limit = c.record.spec.accuracy.limit or len(items)
+        expected = [answers.is_right(item, 0) for item in items[:limit]]
+        assert [i.correct for i in acc.seeds[0].items] == expected
+        assert acc.score_pct == pytest.approx(100 * sum(expected) / len(expected))
+
+
+def _collect_cli(sim: SimProcess, out: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tokenwatt",
+            "collect",
+            "--spec",
+            str(SPEC),
+            "--label",
+            "interrupted",
+            "--role",
+            "baseline",
+            "--out",
+            str(out),
+            "--endpoint",
+            sim.endpoint,
+            "--no-accuracy",
+            "--no-progress",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
+
+
+def _wait_for_probes(out: Path, proc: subprocess.Popen[str], n: int, timeout_s: float) -> None:
+    """Poll the checkpointed record until it holds ``n`` probes (bounded in time)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.exists():
+            data = json.loads(out.read_text())
+            if len(data["probes"]) >= n:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"no {n} probes in {out} within {timeout_s} s")
+
+
+def test_ctrl_c_leaves_a_valid_incomplete_record(tmp_path: Path) -> None:
+    sim = start_sim("--profile", "bf16-kv")
+    out = tmp_path / "interrupted.json"
+    try:
+        proc = _collect_cli(sim, out)
+        try:
+            _wait_for_probes(out, proc, 1, timeout_s=20)
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    finally:
+        sim.stop()
+    assert proc.returncode == 130, stderr
+    record = RunRecord.model_validate_json(out.read_text())
+    assert record.complete is False
+    assert record.incomplete_reason is not None and "Ctrl-C" in record.incomplete_reason
+    assert len(record.probes) >= 1
+    assert record.finished is not None
+    assert not list(tmp_path.glob(".*.tmp")), "a temporary file was left behind"
+
+
+def test_a_dying_engine_leaves_a_valid_incomplete_record(tmp_path: Path) -> None:
+    sim = start_sim("--profile", "bf16-kv")
+    out = tmp_path / "died.json"
+    proc = _collect_cli(sim, out)
+    try:
+        _wait_for_probes(out, proc, 1, timeout_s=20)
+        sim.kill()
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        sim.stop()
+    assert proc.returncode == 1, stderr
+    record = RunRecord.model_validate_json(out.read_text())
+    assert record.complete is False
+    assert record.incomplete_reason is not None
+    assert "stopped answering" in record.incomplete_reason
+    assert len(record.probes) >= 1
+    assert any(p.window.errors > 0 for p in record.probes)
+
+
+def test_spec_is_the_one_the_records_carry(collected: dict[str, Collected]) -> None:
+    spec = load_spec(SPEC)
+    record = collected["bf16-kv"].record
+    # quick mode caps nothing in this short spec: the record's spec equals the file's,
+    # except the endpoint the test pointed at the simulator.
+    assert record.spec.measurement == spec.measurement
+    assert record.spec.slo == spec.slo
+    assert record.spec.engine.endpoint != spec.engine.endpoint

@@ -1,0 +1,184 @@
+"""The built site in a real headless browser (Debian's chromium, driven by Playwright).
+
+Served from 127.0.0.1 by a threaded ``http.server``; every request to anywhere else is
+aborted and fails the test. Checks: each chart element holds an SVG, the palette switch
+re-renders the charts with the dark theme, a hostile label is shown as text and runs
+nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import pytest
+from sitecase import HOSTILE, REPO, hostile_data, rich_data, write_record
+
+from tokenwatt.site.build import build_site
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = pytest.mark.browser
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def site_url(tmp_path_factory: pytest.TempPathFactory, bundle_cache: Path) -> Iterator[str]:
+    """Build seed + hostile + rich records, run mkdocs, serve the result on 127.0.0.1."""
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    pytest.importorskip("playwright.sync_api")
+    root = tmp_path_factory.mktemp("browser-site")
+    reports = root / "reports"
+    reports.mkdir()
+    shutil.copy2(REPO / "reports" / "lab-h100-qwen3-30b-a3b-kv-cache.json", reports)
+    write_record(reports, hostile_data())
+    write_record(reports, rich_data())
+    cache = root / "cache"
+    shutil.copytree(bundle_cache, cache)
+    build_site(reports, root / "docs", cache_dir=cache)
+    shutil.copy2(REPO / "mkdocs.yml", root / "mkdocs.yml")
+    shutil.copytree(REPO / "site_templates" / "overrides", root / "site_templates" / "overrides")
+    subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(root / "site")],
+        cwd=root,
+        check=True,
+        timeout=120,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    handler = partial(QuietHandler, directory=str(root / "site"))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@pytest.fixture
+def browser_page(site_url: str) -> Iterator[tuple[Page, list[str], list[str]]]:
+    """A fresh page that aborts off-host requests and records dialogs and page errors."""
+    from playwright.sync_api import Route, sync_playwright
+
+    off_host: list[str] = []
+    events: list[str] = []
+
+    def guard(route: Route) -> None:
+        if urlsplit(route.request.url).hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            off_host.append(route.request.url)
+            route.abort()
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(color_scheme="light", service_workers="block")
+            context.route("**/*", guard)
+            page = context.new_page()
+            page.set_default_timeout(10_000)
+            page.on("dialog", lambda d: (events.append(f"dialog: {d.message}"), d.dismiss()))
+            page.on("pageerror", lambda e: events.append(f"pageerror: {e}"))
+            yield page, off_host, events
+        finally:
+            browser.close()
+    assert off_host == [], f"requests left 127.0.0.1: {off_host}"
+
+
+def chart_state(page: Page) -> list[dict[str, object]]:
+    states: list[dict[str, object]] = page.eval_on_selector_all(
+        ".tw-chart",
+        """els => els.map(el => ({
+            id: el.id,
+            svg: el.querySelectorAll('svg').length + el.querySelectorAll('canvas').length,
+            renders: Number(el.getAttribute('data-tw-renders') || 0),
+            theme: el.getAttribute('data-tw-theme'),
+            error: el.getAttribute('data-tw-error'),
+            background: getComputedStyle(el.querySelector('svg') || el).backgroundColor,
+        }))""",
+    )
+    return states
+
+
+def test_charts_render_and_follow_the_palette(
+    site_url: str, browser_page: tuple[Page, list[str], list[str]]
+) -> None:
+    page, _off_host, events = browser_page
+    page.goto(f"{site_url}/reports/rich-v2-detail/")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.tw-chart')].every(e => e.getAttribute('data-tw-renders'))"
+    )
+    light = chart_state(page)
+    assert [c["id"] for c in light] == [
+        "tw-chart-goodput",
+        "tw-chart-tokens-per-joule",
+        "tw-chart-accuracy",
+        "tw-chart-sweep",
+        "tw-chart-power",
+        "tw-chart-mbu",
+    ]
+    assert all(c["svg"] == 1 and c["theme"] == "light" and not c["error"] for c in light), light
+    # The palette toggle: MkDocs Material's label for the next scheme's radio input.
+    page.locator("form[data-md-component=palette] label:visible").first.click()
+    page.wait_for_function(
+        "[...document.querySelectorAll('.tw-chart')]"
+        ".every(e => e.getAttribute('data-tw-renders') === '2')"
+    )
+    assert page.get_attribute("body", "data-md-color-scheme") == "slate"
+    dark = chart_state(page)
+    assert all(c["svg"] == 1 and c["theme"] == "dark" for c in dark), dark
+    # vega-embed's dark theme paints the chart background dark grey; the light one white.
+    for before, after in zip(light, dark, strict=True):
+        assert before["background"] != after["background"], (before, after)
+    assert events == []
+
+
+def test_seed_page_charts_and_hostile_label(
+    site_url: str, browser_page: tuple[Page, list[str], list[str]]
+) -> None:
+    page, _off_host, events = browser_page
+    page.goto(f"{site_url}/reports/lab-h100-qwen3-30b-a3b-kv-cache/")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.tw-chart')].every(e => e.querySelector('svg'))"
+    )
+    assert len(chart_state(page)) == 3
+    page.goto(f"{site_url}/reports/hostile-labels/")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.tw-chart')].every(e => e.querySelector('svg'))"
+    )
+    cell = page.locator("article table td", has_text=HOSTILE).first
+    assert cell.inner_text() == HOSTILE
+    assert page.locator("article img").count() == 0
+    # The label is drawn as SVG text by Vega too.
+    svg_text = page.locator("#tw-chart-goodput svg").text_content()
+    assert HOSTILE in svg_text
+    assert events == []

@@ -1,0 +1,115 @@
+"""``ipmitool dcmi power reading`` output fixtures and the ``command`` source's field picking.
+
+The sources run real subprocesses: a small script stands in for ipmitool and prints a
+recorded output, so argument building and the password hand-off are checked too.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.telemetry.conftest import run_window
+from tokenwatt.errors import TelemetryError
+from tokenwatt.records.spec import PowerSpec
+from tokenwatt.telemetry import ManualClock, PowerMeter
+from tokenwatt.telemetry.command import CommandSource, pick_reading
+from tokenwatt.telemetry.ipmi import IpmiSource, parse_dcmi_power_reading
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ipmitool"
+
+
+def _fake_ipmitool(tmp_path: Path, fixture: str, exit_code: int = 0) -> Path:
+    """A stand-in ipmitool: logs its argv and IPMI_PASSWORD, prints a fixture."""
+    script = tmp_path / "ipmitool"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, sys\n"
+        f"log = {str(tmp_path / 'calls.jsonl')!r}\n"
+        "with open(log, 'a') as f:\n"
+        "    f.write(json.dumps([sys.argv[1:], os.environ.get('IPMI_PASSWORD')]) + '\\n')\n"
+        f"sys.stdout.write(open({str(FIXTURES / fixture)!r}).read())\n"
+        f"sys.exit({exit_code})\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+def test_parse_recorded_outputs() -> None:
+    assert parse_dcmi_power_reading((FIXTURES / "dcmi-power-reading.txt").read_text()) == 412.0
+    with pytest.raises(ValueError, match="deactivated"):
+        parse_dcmi_power_reading((FIXTURES / "dcmi-power-reading-deactivated.txt").read_text())
+    with pytest.raises(ValueError, match="Invalid command"):
+        parse_dcmi_power_reading((FIXTURES / "dcmi-unsupported.txt").read_text())
+
+
+def test_local_bmc_window(tmp_path: Path, clock: ManualClock) -> None:
+    exe = _fake_ipmitool(tmp_path, "dcmi-power-reading.txt")
+    source = IpmiSource(PowerSpec(source="ipmi"), environ={}, executable=str(exe))
+    meter = PowerMeter(source, 1.0, clock=clock)
+    w = run_window(meter, clock, 4.0)
+    meter.close()
+    assert w.valid and w.scope == "node" and w.energy_method == "integrated"
+    assert w.energy_j == pytest.approx(4 * 412.0)
+    calls = [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert calls[0] == [["dcmi", "power", "reading"], None]
+
+
+def test_remote_bmc_password_via_environment(tmp_path: Path) -> None:
+    exe = _fake_ipmitool(tmp_path, "dcmi-power-reading.txt")
+    spec = PowerSpec(source="ipmi", host="10.0.0.5", username="admin", password_env="BMC_PW")
+    IpmiSource(spec, environ={"BMC_PW": "hunter2"}, executable=str(exe))
+    argv, password = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[0])
+    assert argv == [
+        "-I",
+        "lanplus",
+        "-H",
+        "10.0.0.5",
+        "-U",
+        "admin",
+        "-E",
+        "dcmi",
+        "power",
+        "reading",
+    ]
+    assert password == "hunter2"
+    assert "hunter2" not in argv
+
+
+def test_ipmi_failures(tmp_path: Path) -> None:
+    exe = _fake_ipmitool(tmp_path, "dcmi-unsupported.txt", exit_code=1)
+    with pytest.raises(TelemetryError, match="exit status 1"):
+        IpmiSource(PowerSpec(source="ipmi"), environ={}, executable=str(exe))
+    with pytest.raises(TelemetryError, match="not found"):
+        IpmiSource(PowerSpec(source="ipmi"), environ={}, executable=str(tmp_path / "nope"))
+
+
+def test_pick_reading_forms() -> None:
+    assert pick_reading(" 412.5\n", None) == 412.5
+    nvsmi = "    Power Draw                        : 612.34 W\n"
+    assert pick_reading(nvsmi, r"re:Power Draw\s*:\s*([0-9.]+)") == 612.34
+    assert pick_reading("total=1.5kW watts=1500", r"re:watts=(?P<watts>\d+)") == 1500.0
+    doc = json.dumps({"readings": [{"watts": 412.5}], "node": {"power": {"w": "377"}}})
+    assert pick_reading(doc, "readings.0.watts") == 412.5
+    assert pick_reading(doc, "node.power.w") == 377.0
+    with pytest.raises(ValueError, match="not found"):
+        pick_reading(doc, "readings.3.watts")
+    with pytest.raises(ValueError, match="did not match"):
+        pick_reading("nothing", "re:(\\d+) W")
+
+
+def test_command_source(tmp_path: Path, clock: ManualClock) -> None:
+    script = tmp_path / "reading.py"
+    script.write_text('import json; print(json.dumps({"power": {"watts": 350.0}}))\n')
+    spec = PowerSpec(source="command", command=f"{sys.executable} {script}", field="power.watts")
+    meter = PowerMeter(CommandSource(spec), 1.0, clock=clock)
+    w = run_window(meter, clock, 3.0)
+    meter.close()
+    assert w.valid and w.energy_j == pytest.approx(1050.0)
+    bad = PowerSpec(source="command", command=f"{sys.executable} {script}", field="power.volts")
+    with pytest.raises(TelemetryError, match="key path"):
+        CommandSource(bad)

@@ -1,0 +1,112 @@
+"""``tokenwatt model-info``: table and JSON output, bad files exit 2 naming file and field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tokenwatt.cli import cli
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+QWEN3 = str(FIXTURES / "qwen3-30b-a3b.config.json")
+LLAMA2 = str(FIXTURES / "llama-2-7b.config.json")
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["model-info", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_json_for_qwen3_bf16_kv_with_capacity() -> None:
+    code, out, _ = run(QWEN3, "--kv-cache-gib", "40.74", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["geometry"]["layers"] == 48
+    assert data["geometry"]["kv_heads"] == 4
+    assert data["geometry"]["head_dim"] == 128
+    assert data["geometry"]["moe"]["num_experts"] == 128
+    assert data["parameters"]["total"] == 30_532_122_624
+    assert data["parameters"]["active_per_token"] == 3_353_032_704
+    assert data["kv_dtype"] == "bf16"
+    assert data["kv_bytes_per_token"] == 98_304
+    assert data["kv_capacity_tokens"] == 444_976
+    assert data["weight_dtype"] == "bf16" and data["weight_dtype_from"] == "config"
+    assert data["weight_bytes"]["total"] == 2 * 30_532_122_624
+
+
+def test_fp8_kv_doubles_capacity_and_batch_gives_step_bytes() -> None:
+    code, out, _ = run(
+        QWEN3,
+        "--kv-dtype",
+        "fp8",
+        "--weight-dtype",
+        "fp8",
+        "--kv-cache-gib",
+        "40.74",
+        "--batch",
+        "145",
+        "--json",
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert data["kv_bytes_per_token"] == 49_152
+    assert data["kv_capacity_tokens"] == 889_968  # 55,623 FP8 blocks of 16 in 40.74 GiB
+    assert data["weight_dtype_from"] == "option"
+    assert data["weight_bytes"]["total"] == 29_896_998_912 + 2 * 635_123_712
+    assert data["distinct_experts"] == pytest.approx(127.99, abs=0.01)
+    assert data["weights_bytes_per_step"] == pytest.approx(30.54e9, rel=1e-3)
+    assert data["weight_bytes"]["notes"]
+
+
+def test_table_shows_the_figures() -> None:
+    code, out, _ = run(QWEN3, "--kv-cache-gib", "40.74")
+    assert code == 0
+    for text in (
+        "qwen3_moe",
+        "98,304 B",
+        "444,976 tokens",
+        "30.53 B",
+        "3.35 B",
+        "128, 8 per token",
+    ):
+        assert text in out
+
+
+def test_dense_model_table_and_json() -> None:
+    code, out, _ = run(LLAMA2, "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["geometry"]["moe"] is None
+    assert data["parameters"]["total"] == data["parameters"]["active_per_token"] == 6_738_415_616
+    assert data["kv_bytes_per_token"] == 524_288
+    assert data["kv_capacity_tokens"] is None
+    code, out, _ = run(LLAMA2)
+    assert code == 0 and "524,288 B" in out and "experts" not in out
+
+
+def test_missing_field_exits_2_naming_file_and_field(tmp_path: Path) -> None:
+    config = json.loads(Path(QWEN3).read_text())
+    del config["num_experts_per_tok"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code, out, err = run(str(path))
+    assert code == 2
+    assert out == ""
+    assert f"{path}: num_experts_per_tok: missing" in err
+
+
+def test_invalid_json_and_absent_file_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text('{"num_hidden_layers": 48,')
+    code, _, err = run(str(path))
+    assert code == 2 and str(path) in err and "not valid JSON" in err
+    code, _, err = run(str(tmp_path / "absent.json"))
+    assert code == 2 and "cannot read" in err
+
+
+def test_unknown_dtype_is_a_usage_error() -> None:
+    code, _, err = run(QWEN3, "--kv-dtype", "int3")
+    assert code == 2 and "int3" in err

@@ -1,0 +1,218 @@
+"""The descriptive parts of a report made from runs: setup tables, not-covered, summary.
+
+Pure helpers of :mod:`tokenwatt.analysis.summarise` (no I/O). The sentences are written for
+readers of the lab note; every fact in them comes from the run records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tokenwatt.records.power import PowerWindow
+from tokenwatt.records.report_v1 import HardwareV1, ModelV1, PowerV1, WorkloadV1
+from tokenwatt.records.report_v2 import ConfigV2
+from tokenwatt.records.run import Repeat, RunRecord
+from tokenwatt.records.runs_io import RunInput
+from tokenwatt.records.spec import Spec
+
+# chat-mix-v1's lengths when a spec does not restate them (DESIGN.md, "Workloads").
+_CHAT_MIX_V1 = ("median 1,024 · p90 4,096", "median 256 · p90 1,024")
+
+NOT_COVERED_BOARD_POWER = (
+    "Whole-node power: energy is the GPUs' board power only; CPUs, memory, NICs, fans and "
+    "power-supply losses are not counted"
+)
+NOT_COVERED_SMOKE = (
+    "Smoke mode: a pipeline check with very short windows; these numbers are not measurements"
+)
+NOT_COVERED_QUICK = "Quick mode: short windows and few repeats; a validation run, not a decision"
+NOT_COVERED_SIMULATED = "Simulated engine: no real hardware or engine was measured"
+
+
+def final_repeats(run: RunRecord) -> list[Repeat]:
+    """The repeats at the final rate: those after the last back-off."""
+    if not run.repeats:
+        return []
+    last = max(r.backoff for r in run.repeats)
+    return [r for r in run.repeats if r.backoff == last]
+
+
+def valid_power(repeats: Sequence[Repeat]) -> list[PowerWindow]:
+    """The repeats' power windows that are valid and carry a mean power (W)."""
+    return [
+        r.power
+        for r in repeats
+        if r.power is not None and r.power.valid and r.power.mean_power_w is not None
+    ]
+
+
+def hardware_of(run: RunRecord) -> HardwareV1:
+    """The hardware table: accelerator, count, rated bandwidth (TB/s), driver, host."""
+    env, spec = run.environment, run.spec
+    name = env.gpu_name or ("simulated accelerator" if run.simulated else spec.hardware.adapter)
+    lowered = name.lower()
+    if run.simulated or spec.hardware.adapter == "sim":
+        vendor = "simulated"
+    elif "nvidia" in lowered or spec.hardware.adapter == "nvidia":
+        vendor = "NVIDIA"
+    elif "amd" in lowered or "instinct" in lowered or spec.hardware.adapter == "amd":
+        vendor = "AMD"
+    else:
+        vendor = "unknown"
+    count = env.gpu_count or (len(spec.hardware.gpus) if spec.hardware.gpus else 0)
+    count = count or spec.model.tensor_parallel * spec.model.replicas
+    return HardwareV1(
+        vendor=vendor,
+        accelerator=name,
+        count=count,
+        rated_bw_tbs_per_gpu=env.rated_bw_tbs_per_gpu or spec.hardware.rated_bw_tbs_per_gpu,
+        driver=env.driver,
+        host=spec.hardware.host or env.hostname,
+    )
+
+
+def model_of(ordered: Sequence[RunInput]) -> ModelV1:
+    """The model table; the KV-cache dtype is per configuration and may vary."""
+    m = ordered[0].run.spec.model
+    kv = {r.run.spec.model.kv_dtype for r in ordered}
+    kv_text = "KV cache varies by configuration" if len(kv) > 1 else f"KV cache {m.kv_dtype}"
+    experts = next(
+        (m.geometry[k] for k in ("num_experts", "n_routed_experts") if k in m.geometry), 0
+    )
+    shape = "MoE" if isinstance(experts, int | float) and experts > 0 else "dense"
+    weights = m.quantization or f"{m.weight_dtype} weights"
+    return ModelV1(
+        name=m.name,
+        shape=shape if m.geometry else "",
+        quantization=f"{weights}; {kv_text}",
+        parallelism=f"{m.replicas} replica{'s' if m.replicas > 1 else ''} × TP{m.tensor_parallel}",
+    )
+
+
+def _lengths(dist: object, default: str) -> str:
+    median = getattr(dist, "median", None)
+    p90 = getattr(dist, "p90", None)
+    if median is None or p90 is None:
+        return default
+    return f"median {median:,} · p90 {p90:,}"
+
+
+def workload_of(spec: Spec) -> WorkloadV1:
+    """The workload table: trace, token lengths (median, p90) and arrivals."""
+    w = spec.workload
+    chat = w.trace == "chat-mix-v1"
+    sweep = spec.sweep
+    if sweep.rates:
+        arrival = "Poisson, rates " + ", ".join(f"{r:g}" for r in sweep.rates) + " req/s"
+    else:
+        arrival = "Poisson, rate swept to the SLO boundary"
+    return WorkloadV1(
+        trace=w.trace,
+        input_tokens=_lengths(w.input_tokens, _CHAT_MIX_V1[0] if chat else "from the trace"),
+        output_tokens=_lengths(w.output_tokens, _CHAT_MIX_V1[1] if chat else "from the trace"),
+        arrival=arrival,
+    )
+
+
+def power_of(ordered: Sequence[RunInput]) -> PowerV1:
+    """The power table: sources and scope of the repeats' valid power windows."""
+    spec = ordered[0].run.spec
+    windows = [p for r in ordered for p in valid_power(final_repeats(r.run))]
+    scopes = sorted({p.scope for p in windows})
+    sources = sorted({p.source for p in windows})
+    if windows:
+        source = ", ".join(sources)
+        kind = scopes[0] if len(scopes) == 1 else "board"
+    else:
+        source = "none: no valid power measurement"
+        kind = "sim" if spec.power.source == "sim" else "board"
+    return PowerV1(
+        source=source,
+        kind=kind,
+        sampling_hz=spec.power.sampling_hz,
+        window=f"{spec.measurement.window_s:g} s measurement windows",
+    )
+
+
+def not_covered_of(ordered: Sequence[RunInput]) -> list[str]:
+    """The specs' not-covered lists, then what the runs lacked, without duplicates."""
+    items: list[str] = []
+    for r in ordered:
+        items += r.run.spec.not_covered
+    for r in ordered:
+        run, label = r.run, r.run.label
+        items += run.not_covered
+        repeats = final_repeats(run)
+        power = valid_power(repeats)
+        if not power:
+            items.append(f"Power and tokens per joule for {label}: no valid power measurement")
+        elif any(p.scope == "board" for p in power):
+            items.append(NOT_COVERED_BOARD_POWER)
+        if any(p.energy_method == "integrated" for p in power):
+            items.append(
+                f"Energy for {label} is integrated from power samples (no hardware energy "
+                "counter), so it is less exact"
+            )
+        if run.mbu is not None and run.mbu.mbu_pct > 100:
+            items.append(
+                f"MBU for {label}: the computed {run.mbu.mbu_pct:.1f}% exceeds 100% (check the "
+                "rated bandwidth), so it is not shown"
+            )
+        if run.accuracy is None:
+            items.append(
+                f"Accuracy gate for {label}: no accuracy result, so it earns no capacity credit"
+            )
+        if run.mode == "smoke":
+            items.append(NOT_COVERED_SMOKE)
+        elif run.mode == "quick":
+            items.append(NOT_COVERED_QUICK)
+        if run.simulated:
+            items.append(NOT_COVERED_SIMULATED)
+        if not run.complete:
+            reason = run.incomplete_reason or "no reason recorded"
+            items.append(f"{label}: the run stopped early ({reason}); figures are partial")
+        bound = sum(1 for x in repeats if x.window.client_bound)
+        if bound:
+            items.append(
+                f"{label}: {bound} measurement window(s) were client-bound "
+                "(send-lag p99 above 10 ms)"
+            )
+        if any(x.window.usage_missing for x in repeats):
+            items.append(
+                f"{label}: the server sent no usage for some requests; their output tokens "
+                "were counted by the client"
+            )
+    return _dedupe(items)
+
+
+def _dedupe(items: Sequence[str]) -> list[str]:
+    """Keep the first of items equal up to case and spacing, in order."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for item in items:
+        text = " ".join(item.split())
+        norm = text.casefold().rstrip(".")
+        if text and norm not in seen:
+            seen.add(norm)
+            out.append(text)
+    return out
+
+
+def summary_text(ordered: Sequence[RunInput], configs: Sequence[ConfigV2]) -> str:
+    """A factual summary: mode, hardware, windows, SLO and each goodput change."""
+    base_run = ordered[0].run
+    spec = base_run.spec
+    hardware = hardware_of(base_run)
+    mode = base_run.mode.capitalize()
+    text = (
+        f"{mode} mode on {hardware.count}× {hardware.accelerator}: "
+        f"{spec.measurement.window_s:g} s windows, {configs[0].repeats} repeats at the found "
+        f"rate, SLO p99 TTFT ≤ {spec.slo.ttft_p99_ms:g} ms and p99 TPOT ≤ "
+        f"{spec.slo.tpot_p99_ms:g} ms."
+    )
+    base = configs[0]
+    for cfg in configs[1:]:
+        if base.goodput_tok_s > 0:
+            change = 100.0 * (cfg.goodput_tok_s - base.goodput_tok_s) / base.goodput_tok_s
+            text += f" {cfg.label}: SLO goodput {change:+.1f}% against {base.label}."
+    return text

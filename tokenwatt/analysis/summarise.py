@@ -1,0 +1,397 @@
+"""Summarise run records into a report record (``tokenwatt report``), as a pure function.
+
+The caller reads the run files and hashes them; this module only turns
+:class:`~tokenwatt.records.RunRecord` objects into a validated
+:class:`~tokenwatt.records.ReportV2`, or refuses with one
+:class:`~tokenwatt.errors.Problem` per reason (runs that cannot be compared, two baselines,
+smoke-mode numbers, …). Nothing here reads a clock or a file: the same runs give the same
+report, byte for byte.
+
+Which numbers come from where (DESIGN.md, "Metric definitions"):
+
+- goodput (tok/s) is the SLO search's result (``run.result.goodput_tok_s``);
+- the configuration's repeats are those measured at the final rate (after any back-off);
+  their p99 TTFT/TPOT (ms) is the worst finite one (a window whose p99 is infinite, because
+  failures reached the 99th percentile, is an SLO miss and shows as null in
+  ``repeats_detail``), and SLO passes / repeats are counted there;
+- mean board power (kW) is the mean of those repeats' valid power windows, summed over GPUs;
+  tokens per joule is derived from it by the build (goodput / power);
+- throttle counts are summed over those repeats' samples;
+- the variance band (±%) is the widest of the configurations' repeat goodput bands;
+- ``published`` is the day the last run finished, so the same runs give the same record.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from collections.abc import Iterable, Sequence
+
+from tokenwatt.analysis.report_setup import (
+    final_repeats,
+    hardware_of,
+    model_of,
+    not_covered_of,
+    power_of,
+    summary_text,
+    valid_power,
+    workload_of,
+)
+from tokenwatt.analysis.variance import variance_band_pct
+from tokenwatt.errors import Problem, RecordError
+from tokenwatt.records.power import PowerWindow
+from tokenwatt.records.report_v1 import (
+    AccuracySuiteV1,
+    FleetV1,
+    SloV1,
+    SoftwareV1,
+)
+from tokenwatt.records.report_v2 import (
+    ConfigAccuracyV2,
+    ConfigV2,
+    MbuBreakdownV2,
+    PowerSampleV2,
+    ProbeV2,
+    RepeatV2,
+    ReportV2,
+    RunFileV2,
+)
+from tokenwatt.records.run import Repeat, RunRecord
+from tokenwatt.records.runs_io import RunInput
+from tokenwatt.records.spec import fingerprint_diff, fingerprint_fields
+from tokenwatt.records.window import LatencyMs
+
+# At most this many points of power timeline per configuration (one repeat's window).
+_TIMELINE_POINTS = 600
+_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+def slug(text: str) -> str:
+    """A report id from a title: lower-case ASCII letters and digits joined by ``-``."""
+    out = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return out[:120].rstrip("-") or "report"
+
+
+def report_command(
+    run_names: Sequence[str],
+    *,
+    title: str,
+    report_id: str | None = None,
+    out: str | None = None,
+    cards: int | None = None,
+    demo: bool = False,
+) -> str:
+    """The ``tokenwatt report …`` command line that makes this report (shell-quoted)."""
+    words = ["tokenwatt", "report", *run_names, "--title", title]
+    if report_id is not None:
+        words += ["--id", report_id]
+    if out is not None:
+        words += ["--out", out]
+    if cards is not None:
+        words += ["--cards", str(cards)]
+    if demo:
+        words.append("--demo")
+    return shlex.join(words)
+
+
+def summarise(
+    runs: Sequence[RunInput],
+    *,
+    title: str,
+    report_id: str | None = None,
+    cards: int = 64,
+    demo: bool = False,
+    command: str = "",
+) -> ReportV2:
+    """Turn run records into a report record (newest schema).
+
+    Args:
+        runs: the runs, one per configuration; exactly one has role ``baseline``.
+        title: the report's title.
+        report_id: the report's id; default :func:`slug` of the title.
+        cards: ``fleet.cards`` for the capacity math.
+        demo: allow smoke-mode and simulated runs; the report is marked ``demo``.
+        command: the ``tokenwatt report`` command line, appended to the reproduce block.
+
+    Raises:
+        RecordError: one problem per reason the runs cannot make a report: no run, bad id,
+            no baseline or two, duplicate labels, spec fingerprints that differ (naming the
+            fields), smoke-mode or simulated runs without ``demo``, runs without a search
+            result or without repeats at the found rate.
+    """
+    problems = _check_runs(runs, title=title, report_id=report_id, demo=demo)
+    if problems:
+        raise RecordError(problems)
+    ordered = sorted(runs, key=lambda r: r.run.role != "baseline")  # baseline first, stable
+    base = ordered[0].run
+    configs = [_config(item, ordered) for item in ordered]
+    bands = [_band(final_repeats(item.run)) for item in ordered]
+    spec = base.spec
+    last = max((r.run.finished or r.run.started) for r in ordered)
+    reproduce = "\n".join(r.run.command for r in ordered if r.run.command.strip())
+    if command:
+        reproduce = f"{reproduce}\n\n{command}" if reproduce else command
+    return ReportV2(
+        schema_version=2,
+        id=report_id or slug(title),
+        status="draft",
+        title=title,
+        published=last.date(),
+        summary=summary_text(ordered, configs),
+        hardware=hardware_of(base),
+        software=SoftwareV1(
+            engine=base.environment.engine_name or spec.engine.name,
+            engine_version=base.environment.engine_version or spec.engine.version,
+            kernels=spec.engine.kernels,
+        ),
+        model=model_of(ordered),
+        slo=SloV1(ttft_p99_ms=spec.slo.ttft_p99_ms, tpot_p99_ms=spec.slo.tpot_p99_ms),
+        workload=workload_of(spec),
+        power=power_of(ordered),
+        accuracy=AccuracySuiteV1(
+            suite=spec.accuracy.name, threshold_pts=spec.accuracy.max_drop_pts
+        ),
+        runs=max(c.repeats for c in configs),
+        variance_band_pct=round(max(bands), 2),
+        fleet=FleetV1(cards=cards),
+        configs=configs,
+        not_covered=not_covered_of(ordered),
+        reproduce=reproduce,
+        spec=spec,
+        run_files=[RunFileV2(path=r.name, sha256=r.sha256) for r in ordered],
+        simulated=any(r.run.simulated for r in ordered),
+        demo=demo,
+    )
+
+
+def _check_runs(
+    runs: Sequence[RunInput], *, title: str, report_id: str | None, demo: bool
+) -> list[Problem]:
+    problems: list[Problem] = []
+    if not runs:
+        return [Problem("<runs>", "", "no run records given; name at least the baseline's")]
+    if not title.strip():
+        problems.append(Problem("--title", "", "the title must not be empty"))
+    if report_id is not None and (not _ID_RE.match(report_id) or len(report_id) > 120):
+        problems.append(
+            Problem(
+                "--id",
+                "",
+                f"{report_id!r} is not a valid id: use lower-case letters, digits, '.', '_' "
+                "and '-', starting with a letter or digit",
+            )
+        )
+    baselines = [r for r in runs if r.run.role == "baseline"]
+    if not baselines:
+        problems.append(
+            Problem(
+                runs[0].name,
+                "role",
+                "no run has role 'baseline'; a report compares tuned runs against one baseline",
+            )
+        )
+    for extra in baselines[1:]:
+        problems.append(
+            Problem(extra.name, "role", f"a second baseline; {baselines[0].name} is the baseline")
+        )
+    labels: dict[str, str] = {}
+    for item in runs:
+        if item.run.label in labels:
+            problems.append(
+                Problem(
+                    item.name,
+                    "label",
+                    f"label {item.run.label!r} is also {labels[item.run.label]}'s; "
+                    "each configuration needs its own label",
+                )
+            )
+        labels.setdefault(item.run.label, item.name)
+    reference = baselines[0] if baselines else runs[0]
+    for item in runs:
+        if item is not reference:
+            problems += _fingerprint_problems(reference, item)
+        problems += _run_problems(item, demo=demo)
+    return problems
+
+
+def _fingerprint_problems(reference: RunInput, item: RunInput) -> list[Problem]:
+    differing = fingerprint_diff(reference.run.spec, item.run.spec)
+    if not differing:
+        return []
+    ref_fields = fingerprint_fields(reference.run.spec)
+    item_fields = fingerprint_fields(item.run.spec)
+    shown = ", ".join(f"{k} ({item_fields.get(k)!r} vs {ref_fields.get(k)!r})" for k in differing)
+    return [
+        Problem(
+            item.name,
+            "spec",
+            f"cannot be compared with {reference.name}: the spec fingerprints differ in "
+            f"{shown}. Measure both configurations with the same spec (KV-cache dtype and "
+            "engine flags may differ)",
+        )
+    ]
+
+
+def _run_problems(item: RunInput, *, demo: bool) -> list[Problem]:
+    run, name = item.run, item.name
+    problems: list[Problem] = []
+    if run.mode == "smoke" and not demo:
+        problems.append(
+            Problem(
+                name,
+                "mode",
+                "a smoke-mode run checks the pipeline only; its numbers are never reported as "
+                "measurements. Rerun in quick or full mode, or pass --demo",
+            )
+        )
+    if run.simulated and not demo:
+        problems.append(
+            Problem(
+                name,
+                "simulated",
+                "a simulated engine's run is not a measurement; pass --demo to make a demo "
+                "report from it",
+            )
+        )
+    if run.result is None:
+        problems.append(
+            Problem(name, "result", "the run has no SLO search result (it stopped too early)")
+        )
+    repeats = final_repeats(run)
+    if not repeats:
+        problems.append(
+            Problem(name, "repeats", "the run has no measurement repeats at the found rate")
+        )
+    elif _worst(r.window.ttft_ms.p99 for r in repeats) is None:
+        problems.append(
+            Problem(
+                name,
+                "repeats[*].window.ttft_ms.p99",
+                "no repeat has a finite p99 TTFT (every window failed); nothing to report",
+            )
+        )
+    return problems
+
+
+def _finite(value: LatencyMs) -> float | None:
+    return value if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _worst(values: Iterable[LatencyMs]) -> float | None:
+    """The largest finite value (ms), or None; ``"inf"`` windows are SLO misses anyway."""
+    finite = [v for v in (_finite(x) for x in values) if v is not None]
+    return max(finite) if finite else None
+
+
+def _band(repeats: Sequence[Repeat]) -> float:
+    goodputs = [r.window.goodput_tok_s for r in repeats]
+    if not goodputs or sum(goodputs) == 0:
+        return 0.0
+    return variance_band_pct(goodputs)
+
+
+def _engine_text(run: RunRecord) -> str:
+    name = run.environment.engine_name or run.spec.engine.name
+    version = run.environment.engine_version or run.spec.engine.version
+    engine = f"{name} {version}" if version else name
+    return f"{engine} · KV {run.spec.model.kv_dtype.upper()}"
+
+
+def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV2:
+    run = item.run
+    assert run.result is not None  # checked by _run_problems
+    repeats = final_repeats(run)
+    power = valid_power(repeats)
+    mean_w = sum(p.mean_power_w or 0.0 for p in power) / len(power) if power else None
+    throttle: dict[str, int] = {}
+    for window in (r.power for r in repeats if r.power is not None):
+        for reason, count in window.throttle_counts.items():
+            throttle[reason] = throttle.get(reason, 0) + count
+    tuned = [r for r in ordered if r.run.role == "tuned"]
+    if run.role == "baseline":
+        key = "baseline"
+    elif len(tuned) == 1:
+        key = "tuned"
+    else:
+        key = slug(run.label)
+        if key == "baseline" or sum(1 for r in tuned if slug(r.run.label) == key) > 1:
+            key = f"{key}-{tuned.index(item) + 1}"
+    mbu = run.mbu
+    return ConfigV2(
+        key=key,
+        label=run.label,
+        engine=_engine_text(run),
+        mbu_pct=round(mbu.mbu_pct, 1) if mbu is not None and mbu.mbu_pct <= 100 else None,
+        node_power_kw=round(mean_w / 1000.0, 3) if mean_w and mean_w >= 0.5 else None,
+        goodput_tok_s=round(run.result.goodput_tok_s, 1),
+        ttft_p99_ms=round(_worst(r.window.ttft_ms.p99 for r in repeats) or 0.0, 1),
+        tpot_p99_ms=round(_worst(r.window.tpot_ms.p99 for r in repeats) or 0.0, 1),
+        slo_pass_count=sum(1 for r in repeats if r.window.slo_pass),
+        repeats=len(repeats),
+        throttle_counts=dict(sorted(throttle.items())),
+        accuracy=_accuracy(run, ordered[0].run),
+        role=run.role,
+        repeats_detail=[_repeat(r) for r in repeats],
+        sweep=[
+            ProbeV2(
+                rate_rps=p.window.rate_rps,
+                slo_pass=p.window.slo_pass,
+                ttft_p99_ms=_finite(p.window.ttft_ms.p99),
+                tpot_p99_ms=_finite(p.window.tpot_ms.p99),
+                failure_reason=p.window.failure_reason,
+                stopped_early=p.window.stopped_early,
+            )
+            for p in run.probes
+        ],
+        power_timeline=_timeline(power[0]) if power else [],
+        mbu_breakdown=(
+            MbuBreakdownV2(
+                weights_gbs=round(mbu.weights_bytes_per_step * mbu.decode_steps_per_s / 1e9, 1),
+                kv_gbs=round(mbu.kv_bytes_per_step * mbu.decode_steps_per_s / 1e9, 1),
+            )
+            if mbu is not None
+            else None
+        ),
+        simulated=run.simulated,
+    )
+
+
+def _repeat(r: Repeat) -> RepeatV2:
+    power = r.power if r.power is not None and r.power.valid else None
+    return RepeatV2(
+        rate_rps=r.window.rate_rps,
+        goodput_tok_s=round(r.window.goodput_tok_s, 1),
+        ttft_p99_ms=_finite(r.window.ttft_ms.p99),
+        tpot_p99_ms=_finite(r.window.tpot_ms.p99),
+        slo_pass=r.window.slo_pass,
+        window_s=r.window.duration_s,
+        mean_power_w=(power.mean_power_w or None) if power else None,
+        energy_j=(power.energy_j or None) if power else None,
+    )
+
+
+def _timeline(window: PowerWindow) -> list[PowerSampleV2]:
+    step = max(1, math.ceil(len(window.timeline) / _TIMELINE_POINTS))
+    out = []
+    for i in range(0, len(window.timeline), step):
+        t_s, watts = window.timeline[i]
+        if t_s < 0 or watts < 0:
+            continue  # a broken reading; the window's mean and energy do not use it either
+        reasons = window.timeline_throttle[i] if i < len(window.timeline_throttle) else []
+        out.append(PowerSampleV2(t_s=t_s, power_w=watts, throttle=list(reasons)))
+    return out
+
+
+def _accuracy(run: RunRecord, base: RunRecord) -> ConfigAccuracyV2 | None:
+    acc = run.accuracy
+    if acc is None:
+        return None
+    base_score = base.accuracy.score_pct if base.accuracy is not None else acc.score_pct
+    return ConfigAccuracyV2(
+        score=round(acc.score_pct, 2),
+        delta_pts=round(acc.score_pct - base_score, 2),
+        spread_pts=round(acc.spread_pts, 2),
+        items=len(acc.seeds[0].items),
+        seeds=len(acc.seeds),
+    )

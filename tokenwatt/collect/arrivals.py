@@ -1,0 +1,60 @@
+"""Poisson arrival schedules: every request's send time fixed before the window starts.
+
+Gaps between arrivals are exponential with mean ``1 / rate_rps`` (a Poisson process), drawn
+from :func:`numpy.random.default_rng` seeded with the window's seed. Because the whole
+schedule is computed in advance, a client that falls behind does not stretch it: lateness
+shows up as send lag (sent − scheduled), never as a lower arrival rate (DESIGN.md, TTFT).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+# Gaps are drawn in blocks of this many, so a schedule for a longer duration starts with
+# exactly the schedule for a shorter one (same seed): extending a window never reshuffles it.
+_BLOCK = 4096
+
+
+def poisson_schedule(rate_rps: float, duration_s: float, seed: int) -> npt.NDArray[np.float64]:
+    """Send offsets (s from the start) of a Poisson process, all below ``duration_s``.
+
+    Args:
+        rate_rps: mean arrival rate (requests/s), > 0.
+        duration_s: length of the schedule (s), >= 0.
+        seed: seed for ``numpy.random.default_rng``; the same seed gives the same offsets,
+            and a longer ``duration_s`` gives the same offsets followed by more.
+
+    Returns:
+        Increasing float64 offsets (s); the first arrival is one exponential gap after 0.
+
+    Raises:
+        ValueError: when ``rate_rps`` <= 0 or ``duration_s`` < 0 or either is not finite.
+    """
+    if not np.isfinite(rate_rps) or rate_rps <= 0:
+        raise ValueError(f"rate_rps must be a positive number, got {rate_rps!r}")
+    if not np.isfinite(duration_s) or duration_s < 0:
+        raise ValueError(f"duration_s must be a non-negative number, got {duration_s!r}")
+    rng = np.random.default_rng(seed)
+    scale = 1.0 / rate_rps
+    blocks: list[npt.NDArray[np.float64]] = []
+    last = 0.0
+    while last < duration_s:
+        offsets = last + np.cumsum(rng.exponential(scale, _BLOCK))
+        blocks.append(offsets)
+        last = float(offsets[-1])
+    if not blocks:
+        return np.empty(0, dtype=np.float64)
+    everything = np.concatenate(blocks)
+    return everything[everything < duration_s]
+
+
+def window_request_count(rate_rps: float, warmup_s: float, duration_s: float, seed: int) -> int:
+    """How many requests of a seeded schedule fall in the window ``[warmup, warmup + duration)``.
+
+    Exact, not the mean ``rate × duration``: the same schedule :func:`poisson_schedule` gives
+    the load generator. Useful as ``expected_total`` for
+    :func:`tokenwatt.analysis.latency.missed_beyond_doubt`.
+    """
+    offsets = poisson_schedule(rate_rps, warmup_s + duration_s, seed)
+    return int(np.count_nonzero(offsets >= warmup_s))

@@ -1,0 +1,514 @@
+"""The load generator: one measurement window of Poisson arrivals, streamed over HTTP.
+
+Every request's send time is fixed in advance (``arrivals.poisson_schedule``), so a client
+that falls behind shows up as send lag, not as a lower rate. Requests stream
+``/v1/completions`` (or ``/v1/chat/completions``) with ``stream_options.include_usage``,
+exact ``max_tokens`` and ``ignore_eos``; each keeps its raw timings in a
+:class:`~tokenwatt.records.request.RequestResult`, summarised by
+:func:`tokenwatt.analysis.latency.summarise_window`.
+
+HTTP client: aiohttp (one ``ClientSession``, HTTP/1.1 keep-alive, a pool of
+``max_concurrency`` connections). httpx was measured first and streamed at most about 850
+req/s on one core against an instant server, below the 1,100 req/s target; aiohttp about
+5,000 (``benchmarks/loadgen.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import aiohttp
+import msgspec
+
+from tokenwatt.analysis.latency import percentile, send_lag_ms, summarise_window, tpot_ms, ttft_ms
+from tokenwatt.collect.arrivals import poisson_schedule
+from tokenwatt.collect.sse import SseDecoder
+from tokenwatt.collect.workload import RequestSpec
+from tokenwatt.errors import InputError, Problem
+from tokenwatt.records.request import RequestResult
+from tokenwatt.records.spec import SloSpec, Spec
+from tokenwatt.records.window import WindowSummary
+
+Phase = Literal["warmup", "window", "drain"]
+# Scheduling starts this long after run_window is entered, so the first send is on time.
+_LEAD_S = 0.05
+_ERROR_BODY_LIMIT = 4096
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """What the load generator needs to know about the engine and the limits.
+
+    Attributes:
+        endpoint: OpenAI-compatible base URL ending in ``/v1``, e.g. ``http://127.0.0.1:8000/v1``.
+        model: the ``model`` field of every request.
+        slo: the latency limits (ms), for the running display and the summary.
+        api: ``completions`` (token-id or text prompts) or ``chat`` (text prompts only).
+        api_key: bearer token, read by the caller from the environment variable the spec
+            names; never logged (left out of ``repr``).
+        ignore_eos: send ``ignore_eos: true`` so outputs are exactly ``max_tokens`` long.
+        max_concurrency: most requests in flight; later ones wait for a slot (their TTFT
+            still counts from the scheduled time).
+        request_timeout_s: per request, from the send to the end of the stream (s).
+        extra_body: extra JSON fields merged into every request body.
+    """
+
+    endpoint: str
+    model: str
+    slo: SloSpec
+    api: Literal["completions", "chat"] = "completions"
+    api_key: str | None = field(default=None, repr=False)
+    ignore_eos: bool = True
+    max_concurrency: int = 256
+    request_timeout_s: float = 600.0
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_spec(cls, spec: Spec, *, environ: Mapping[str, str] | None = None) -> LoadConfig:
+        """Build from a spec; the API key comes from ``engine.api_key_env`` in ``environ``.
+
+        Raises:
+            InputError: the spec names an API-key variable that is not set.
+        """
+        env = os.environ if environ is None else environ
+        key = None
+        if spec.engine.api_key_env:
+            key = env.get(spec.engine.api_key_env)
+            if not key:
+                raise InputError(
+                    [
+                        Problem(
+                            "<spec>",
+                            "engine.api_key_env",
+                            f"environment variable {spec.engine.api_key_env} is not set",
+                        )
+                    ]
+                )
+        return cls(
+            endpoint=spec.engine.endpoint,
+            model=spec.engine.model,
+            slo=spec.slo,
+            api=spec.engine.api,
+            api_key=key,
+            ignore_eos=spec.engine.ignore_eos,
+            max_concurrency=spec.measurement.max_concurrency,
+            request_timeout_s=spec.measurement.request_timeout_s,
+        )
+
+    @property
+    def url(self) -> str:
+        """The streaming endpoint's full URL."""
+        path = "/chat/completions" if self.api == "chat" else "/completions"
+        return self.endpoint.rstrip("/") + path
+
+    def body(self, spec: RequestSpec) -> bytes:
+        """The JSON request body for one request.
+
+        Raises:
+            InputError: a token-id prompt for the chat API (which takes text only).
+        """
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": spec.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if self.api == "chat":
+            if not isinstance(spec.prompt, str):
+                raise InputError("the chat API takes text prompts, not token ids")
+            payload["messages"] = [{"role": "user", "content": spec.prompt}]
+        else:
+            payload["prompt"] = spec.prompt
+        if self.ignore_eos:
+            payload["ignore_eos"] = True
+        payload.update(self.extra_body)
+        return json.dumps(payload, separators=(",", ":")).encode()
+
+    def headers(self) -> dict[str, str]:
+        """HTTP headers of every request (the bearer token when there is a key)."""
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+
+@dataclass(frozen=True)
+class WindowProgress:
+    """A snapshot for a live display (latencies in ms; ``math.inf`` when failures reach p99).
+
+    ``elapsed_s`` counts from the start of the warm-up; ``total_s`` is warm-up + window.
+    """
+
+    phase: Phase
+    rate_rps: float
+    elapsed_s: float
+    total_s: float
+    sent: int
+    in_flight: int
+    completed: int
+    errors: int
+    ttft_p99_ms: float | None
+    tpot_p99_ms: float | None
+    send_lag_p99_ms: float | None
+
+
+@dataclass
+class WindowResult:
+    """One window's summary and every request sent (warm-up and drain ones included,
+    ``in_window=False``). Times are ``time.perf_counter`` seconds; ``wall_start_unix`` is
+    the wall-clock time of ``window_start_s`` (for lining up power samples)."""
+
+    summary: WindowSummary
+    requests: list[RequestResult]
+    window_start_s: float
+    window_end_s: float
+    wall_start_unix: float
+
+
+class _Delta(msgspec.Struct):
+    content: str | None = None
+    reasoning_content: str | None = None  # reasoning models' thinking (vLLM)
+    reasoning: str | None = None
+
+
+class _Choice(msgspec.Struct):
+    text: str | None = None  # completions
+    delta: _Delta | None = None  # chat
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class _Chunk(msgspec.Struct):
+    """The fields of a streamed chunk that matter here; others are skipped unparsed."""
+
+    choices: list[_Choice] | None = None
+    usage: _Usage | None = None
+    error: Any = None
+
+
+# One typed decode per network read (its events joined into a JSON array): msgspec skips
+# the fields we do not read, several times faster than json.loads chunk by chunk.
+_CHUNKS = msgspec.json.Decoder(list[_Chunk])
+
+
+class _StreamError(Exception):
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+def _carries_text(choice: _Choice) -> bool:
+    if choice.text:
+        return True
+    delta = choice.delta
+    return delta is not None and bool(delta.content or delta.reasoning_content or delta.reasoning)
+
+
+async def _consume(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
+    """Read one SSE stream into ``res``; raises _StreamError for a malformed stream."""
+    decoder = SseDecoder()
+    chunk_s = res.chunk_s
+    usage: _Usage | None = None
+    done = False
+    clock = time.perf_counter
+    async for piece in resp.content.iter_any():
+        now = clock()
+        datas = decoder.feed_data(piece)
+        if not datas:
+            continue
+        if datas[-1] == b"[DONE]":
+            done = True
+            datas.pop()
+        if not datas:
+            continue
+        try:
+            chunks = _CHUNKS.decode(b"[" + b",".join(datas) + b"]")
+        except msgspec.DecodeError as exc:
+            raise _StreamError("protocol") from exc
+        for chunk in chunks:
+            if chunk.error is not None:
+                raise _StreamError("stream_error")
+            if chunk.choices and _carries_text(chunk.choices[0]):
+                chunk_s.append(now)
+            if chunk.usage is not None:
+                usage = chunk.usage
+    if not done:
+        raise _StreamError("protocol")
+    if chunk_s:
+        res.first_token_s = chunk_s[0]
+        res.last_token_s = chunk_s[-1]
+    if usage is not None and usage.completion_tokens is not None:
+        res.output_tokens = usage.completion_tokens
+        if usage.prompt_tokens is not None:
+            res.prompt_tokens = usage.prompt_tokens
+    else:
+        res.output_tokens = len(chunk_s)
+        res.usage_missing = True
+    if not chunk_s:
+        raise _StreamError("empty")
+
+
+class _Window:
+    """The state of one running window (internal)."""
+
+    def __init__(self, cfg: LoadConfig, session: aiohttp.ClientSession) -> None:
+        self.cfg = cfg
+        self.session = session
+        self.url = cfg.url
+        self.headers = cfg.headers()
+        self.slots = asyncio.Semaphore(cfg.max_concurrency)
+        self.results: list[RequestResult] = []
+        self.window_results: list[RequestResult] = []
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.window_pending = 0
+        self.window_dispatched = False
+        self.window_done = asyncio.Event()
+        self.completed = 0
+        self.errors = 0
+
+    async def request(self, res: RequestResult, body: bytes) -> None:
+        try:
+            async with self.slots:
+                res.sent_s = time.perf_counter()
+                await self._send(res, body)
+        except asyncio.CancelledError:
+            if res.error is None:
+                res.error = "cancelled"
+            raise
+        finally:
+            res.finished_s = time.perf_counter()
+            if res.error is None:
+                self.completed += 1
+            else:
+                self.errors += 1
+            if res.in_window:
+                self.window_pending -= 1
+                if self.window_pending == 0 and self.window_dispatched:
+                    self.window_done.set()
+
+    async def _send(self, res: RequestResult, body: bytes) -> None:
+        try:
+            async with asyncio.timeout(self.cfg.request_timeout_s):
+                async with self.session.post(self.url, data=body, headers=self.headers) as resp:
+                    res.status = resp.status
+                    if resp.status != 200:
+                        res.error = f"http_{resp.status}"
+                        with contextlib.suppress(aiohttp.ClientError):
+                            await resp.content.read(_ERROR_BODY_LIMIT)
+                        return
+                    await _consume(resp, res)
+        except TimeoutError:
+            res.error = "timeout"
+        except _StreamError as exc:
+            res.error = exc.kind
+        except aiohttp.ClientConnectorError:
+            res.error = "connect"
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError):
+            res.error = "disconnect"
+        except aiohttp.ClientResponseError:
+            res.error = "protocol"
+        except (aiohttp.ClientError, OSError):
+            res.error = "connect" if res.status is None else "disconnect"
+
+    def snapshot(self, phase: Phase, rate: float, elapsed: float, total: float) -> WindowProgress:
+        done = [r for r in self.window_results if r.finished_s is not None]
+        tpots = [t for t in (tpot_ms(r) for r in done) if t is not None]
+        return WindowProgress(
+            phase=phase,
+            rate_rps=rate,
+            elapsed_s=elapsed,
+            total_s=total,
+            sent=len(self.results),
+            in_flight=len(self.tasks),
+            completed=self.completed,
+            errors=self.errors,
+            ttft_p99_ms=percentile([ttft_ms(r) for r in done], 99),
+            tpot_p99_ms=percentile(tpots, 99),
+            send_lag_p99_ms=percentile([send_lag_ms(r) for r in self.results], 99),
+        )
+
+
+def _session(cfg: LoadConfig) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(limit=cfg.max_concurrency, limit_per_host=0)
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=None),
+        auto_decompress=False,
+    )
+
+
+async def run_window(
+    cfg: LoadConfig,
+    *,
+    rate_rps: float,
+    duration_s: float,
+    warmup_s: float,
+    requests: Iterator[RequestSpec],
+    seed: int,
+    progress: Callable[[WindowProgress], None] | None = None,
+    stop_early: Callable[[Sequence[RequestResult], float], bool] | None = None,
+    progress_interval_s: float = 1.0,
+    check_interval_s: float = 0.5,
+    keep_load_until_done: bool = True,
+    session: aiohttp.ClientSession | None = None,
+) -> WindowResult:
+    """Run one window: ``warmup_s`` of load, then ``duration_s`` measured, then the drain.
+
+    Requests whose scheduled offset falls in ``[warmup_s, warmup_s + duration_s)`` are
+    ``in_window`` and summarised; the window waits for them to finish (at most
+    ``request_timeout_s`` after its end; stragglers then count as timeouts). While it waits,
+    arrivals go on at the same rate (``keep_load_until_done``) so the last requests do not
+    see an emptying server; those extra requests are cancelled at the end and not counted.
+
+    Args:
+        cfg: endpoint, model, limits.
+        rate_rps: Poisson arrival rate (req/s).
+        duration_s: measured window (s); the goodput denominator.
+        warmup_s: load before the window (s), not summarised.
+        requests: the workload (consumed one request per arrival; a finite iterator that
+            runs out ends the arrivals early).
+        seed: seed of the arrival schedule.
+        progress: called every ``progress_interval_s`` with a :class:`WindowProgress`.
+        stop_early: called every ``check_interval_s`` during the window and the drain with
+            the in-window requests sent so far (finished or not) and the seconds since the
+            window started; True stops the probe (``summary.stopped_early``), cancelling
+            requests in flight (error ``cancelled``).
+        session: an aiohttp session to reuse; by default one is opened and closed here.
+
+    Returns:
+        A :class:`WindowResult`.
+
+    Raises:
+        ValueError: ``rate_rps`` or ``duration_s`` not positive, ``warmup_s`` negative.
+        InputError: a request the API cannot take (token ids for chat).
+    """
+    if not rate_rps > 0 or not duration_s > 0 or not warmup_s >= 0:
+        raise ValueError("rate_rps and duration_s must be positive and warmup_s non-negative")
+    tail_s = cfg.request_timeout_s if keep_load_until_done else 0.0
+    offsets = poisson_schedule(rate_rps, warmup_s + duration_s + tail_s, seed)
+    window_end_offset = warmup_s + duration_s
+    own_session = session is None
+    http = _session(cfg) if session is None else session
+    state = _Window(cfg, http)
+    loop = asyncio.get_running_loop()
+    t0 = time.perf_counter() + _LEAD_S
+    wall_start = time.time() + _LEAD_S + warmup_s
+    window_start = t0 + warmup_s
+    window_end = t0 + window_end_offset
+    stopped = False
+
+    async def dispatch() -> None:
+        clock = time.perf_counter
+        for offset in offsets.tolist():
+            in_window = warmup_s <= offset < window_end_offset
+            if offset >= window_end_offset:
+                if not state.window_dispatched:
+                    state.window_dispatched = True
+                    if state.window_pending == 0:
+                        state.window_done.set()
+                if state.window_done.is_set():
+                    return
+            spec = next(requests, None)
+            if spec is None:
+                return
+            body = cfg.body(spec)
+            target = t0 + offset
+            delay = target - clock()
+            if delay > 0:
+                if offset >= window_end_offset:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(state.window_done.wait(), delay)
+                    if state.window_done.is_set():
+                        return
+                else:
+                    await asyncio.sleep(delay)
+            res = RequestResult(
+                scheduled_s=target,
+                in_window=in_window,
+                prompt_tokens=spec.prompt_tokens or 0,
+                dispatched_s=clock(),
+            )
+            state.results.append(res)
+            if in_window:
+                state.window_results.append(res)
+                state.window_pending += 1
+            task = loop.create_task(state.request(res, body))
+            state.tasks.add(task)
+            task.add_done_callback(state.tasks.discard)
+
+    async def monitor(dispatcher: asyncio.Task[None]) -> None:
+        nonlocal stopped
+        next_progress = 0.0
+        total = warmup_s + duration_s
+        while True:
+            await asyncio.sleep(check_interval_s)
+            now = time.perf_counter()
+            elapsed = now - t0
+            phase: Phase = (
+                "warmup" if now < window_start else "window" if now < window_end else "drain"
+            )
+            if progress is not None and elapsed >= next_progress:
+                next_progress = elapsed + progress_interval_s
+                progress(state.snapshot(phase, rate_rps, elapsed, total))
+            if (
+                stop_early is not None
+                and phase != "warmup"
+                and stop_early(list(state.window_results), now - window_start)
+            ):
+                stopped = True
+                dispatcher.cancel()
+                state.window_done.set()
+                return
+
+    try:
+        dispatcher = loop.create_task(dispatch())
+        watcher = loop.create_task(monitor(dispatcher))
+        with contextlib.suppress(asyncio.CancelledError):
+            await dispatcher
+        if not stopped:
+            # Every in-window request has its own timeout, but may first wait for a slot.
+            remaining = window_end + cfg.request_timeout_s - time.perf_counter()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(state.window_done.wait(), max(remaining, 0.0))
+        watcher.cancel()
+        end = time.perf_counter()
+        leftover = list(state.tasks)
+        for task in leftover:
+            task.cancel()
+        await asyncio.gather(*leftover, watcher, return_exceptions=True)
+        for res in state.window_results:
+            if res.error == "cancelled" and not stopped:
+                res.error = "timeout"  # still unanswered when the drain ran out
+    finally:
+        if own_session:
+            await http.close()
+    measured_s = duration_s
+    if stopped:
+        measured_s = max(min(end, window_end) - window_start, 1e-3)
+    summary = summarise_window(
+        state.window_results,
+        rate_rps=rate_rps,
+        duration_s=measured_s,
+        slo=cfg.slo,
+        stopped_early=stopped,
+    )
+    return WindowResult(
+        summary=summary,
+        requests=state.results,
+        window_start_s=window_start,
+        window_end_s=window_end,
+        wall_start_unix=wall_start,
+    )
+
+
+__all__ = ["LoadConfig", "WindowProgress", "WindowResult", "run_window"]

@@ -1,0 +1,89 @@
+"""``--mode smoke|quick|full``: presets of windows, repeats and accuracy sample size.
+
+A spec describes the full measurement. ``quick`` and ``smoke`` cap its values (never
+lengthen them), so a spec written with short windows for a test stays short in every mode:
+
+=========  ========  ========  ==============  =======  ==============  ==============
+mode       warm-up   window    search window   repeats  accuracy items  accuracy seeds
+=========  ========  ========  ==============  =======  ==============  ==============
+full       spec      spec      spec            spec     spec            spec
+quick      ≤ 45 s    ≤ 120 s   ≤ 60 s          ≤ 2      ≤ 50            1
+smoke      ≤ 5 s     ≤ 20 s    ≤ 10 s          1        ≤ 5             1
+=========  ========  ========  ==============  =======  ==============  ==============
+
+``quick`` is the schedule of the seed lab note's first run (45 s warm-ups, 60 s probes,
+two 120 s repeats, 50 GSM8K items). ``smoke`` checks the pipeline only: its records carry
+``mode: "smoke"`` and their numbers are never reported as measurements (seed lab note,
+change 3: short windows gave a misleading MBU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from tokenwatt.records.spec import Spec
+
+Mode = Literal["smoke", "quick", "full"]
+MODES: tuple[Mode, ...] = ("smoke", "quick", "full")
+
+
+@dataclass(frozen=True)
+class ModePreset:
+    """Upper bounds a mode puts on a spec's values; None leaves the spec's value.
+
+    Attributes:
+        warmup_s, window_s, search_window_s: seconds.
+        repeats: measurement windows at the found rate.
+        accuracy_limit: accuracy items per seed.
+        accuracy_seeds: accuracy passes (seeds).
+        reportable: False when the mode's numbers must never be reported as measurements.
+    """
+
+    warmup_s: float | None
+    window_s: float | None
+    search_window_s: float | None
+    repeats: int | None
+    accuracy_limit: int | None
+    accuracy_seeds: int | None
+    reportable: bool = True
+
+
+PRESETS: dict[Mode, ModePreset] = {
+    "full": ModePreset(None, None, None, None, None, None),
+    "quick": ModePreset(45.0, 120.0, 60.0, 2, 50, 1),
+    "smoke": ModePreset(5.0, 20.0, 10.0, 1, 5, 1, reportable=False),
+}
+
+
+def _cap(value: float, bound: float | None) -> float:
+    return value if bound is None else min(value, bound)
+
+
+def apply_mode(spec: Spec, mode: Mode) -> Spec:
+    """The spec with ``mode``'s caps applied (a new object; ``spec`` is not changed).
+
+    The result is what a run actually measures and is what its record stores, so two runs
+    compare (same fingerprint) only when their effective windows match.
+
+    Raises:
+        KeyError: ``mode`` is not one of :data:`MODES` (the CLI's choice list prevents it).
+    """
+    preset = PRESETS[mode]
+    m = spec.measurement
+    measurement = m.model_copy(
+        update={
+            "warmup_s": _cap(m.warmup_s, preset.warmup_s),
+            "window_s": _cap(m.window_s, preset.window_s),
+            "search_window_s": _cap(m.search_window_s, preset.search_window_s),
+            "repeats": int(_cap(m.repeats, preset.repeats)),
+        }
+    )
+    a = spec.accuracy
+    limit = a.limit
+    if preset.accuracy_limit is not None:
+        limit = preset.accuracy_limit if limit is None else min(limit, preset.accuracy_limit)
+    accuracy = a.model_copy(
+        update={"limit": limit, "seeds": int(_cap(a.seeds, preset.accuracy_seeds))}
+    )
+    return spec.model_copy(update={"measurement": measurement, "accuracy": accuracy})

@@ -1,0 +1,564 @@
+"""``tokenwatt collect`` (= ``tokenwatt run``): measure one configuration into a run record.
+
+Steps: load the spec and apply the mode; read the API key from the variable the spec
+names; probe the engine; open the power meter; run the SLO search (DESIGN.md) with the load
+generator, scraping ``/metrics`` and reading power per window; measure the repeats at the
+found rate; compute MBU when the model's geometry is known; run the accuracy suite; write
+the :class:`~tokenwatt.records.RunRecord`.
+
+The record is written atomically (a temporary file in the same folder, then
+``os.replace``), after every window as a checkpoint and at the end. Ctrl-C or an engine that
+stops answering ends the run with a valid record marked ``complete: false`` that keeps
+everything measured so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import socket
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from tokenwatt import __version__
+from tokenwatt.collect.modes import PRESETS, Mode, apply_mode
+from tokenwatt.collect.progress import Progress
+from tokenwatt.collect.search import (
+    Phase,
+    ProbeOutcome,
+    measure_repeats,
+    monotonicity_warnings,
+    slo_search,
+)
+from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError
+from tokenwatt.records.load import load_spec
+from tokenwatt.records.power import PowerWindow
+from tokenwatt.records.run import (
+    EngineMetrics,
+    Environment,
+    Probe,
+    Repeat,
+    RunRecord,
+    SearchResult,
+    ToolInfo,
+)
+from tokenwatt.records.spec import Spec, fingerprint
+from tokenwatt.records.window import WindowSummary
+
+Role = Literal["baseline", "tuned"]
+CLIENT_LAG_RETRY_FRACTION = 0.1
+"""A probe that missed while the client itself ran late — send-lag p99 above 10% of the TTFT
+limit (and above DESIGN.md's 10 ms client-bound mark) — is measured once more: TTFT counts
+from the scheduled time, so the client's lag alone can push it over the limit."""
+RETRIED_PREFIX = "client-bound"
+"""Start of ``failure_reason`` of a probe that was measured again (its verdict was not used)."""
+REPEAT_SEED_STRIDE = 1000
+"""Repeat *i* uses arrival seed ``workload.seed + 1000 × (i + 1)``: a fresh Poisson sample,
+while every search probe reuses ``workload.seed`` (common random numbers make pass/fail
+smoother in rate)."""
+
+
+@dataclass
+class CollectOptions:
+    """What ``tokenwatt collect`` was asked to do.
+
+    Attributes:
+        spec_path: the benchmark spec (YAML).
+        label: the configuration's name (e.g. ``vllm-fp8kv``).
+        role: ``baseline`` or ``tuned``.
+        out: the run record to write.
+        mode: ``smoke``, ``quick`` or ``full`` (see :mod:`tokenwatt.collect.modes`).
+        engine_log: an engine log to scan for known warnings.
+        endpoint: overrides ``engine.endpoint``.
+        accuracy: run the accuracy suite when the spec names one.
+        command: the command line, stored in the record for the report's reproduce block.
+        progress: show the live display on stderr.
+    """
+
+    spec_path: Path
+    label: str
+    role: Role
+    out: Path
+    mode: Mode = "quick"
+    engine_log: Path | None = None
+    endpoint: str | None = None
+    accuracy: bool = True
+    command: str = ""
+    progress: bool = True
+    environ: dict[str, str] | None = field(default=None, repr=False)
+
+
+class EngineDiedError(EngineError):
+    """The engine stopped answering in the middle of the run."""
+
+
+def write_record(record: RunRecord, out: Path) -> None:
+    """Write ``record`` to ``out`` atomically: temp file in the same folder, then rename.
+
+    A reader never sees a half-written file; a crash leaves the previous version in place.
+
+    Raises:
+        OSError: the folder cannot be created or written.
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = record.model_dump_json(indent=2) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        Path(tmp).replace(out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            Path(tmp).unlink()
+        raise
+
+
+def git_commit(start: Path) -> str | None:
+    """The git commit of the checkout containing ``start`` (None outside one)."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(start), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = done.stdout.strip()
+    return sha if done.returncode == 0 and len(sha) == 40 else None
+
+
+def read_api_key(spec: Spec, file: str, environ: dict[str, str] | None = None) -> str | None:
+    """The API key from the environment variable named by ``engine.api_key_env`` (or None).
+
+    Raises:
+        InputError: the spec names a variable that is not set.
+    """
+    name = spec.engine.api_key_env
+    if not name:
+        return None
+    env = os.environ if environ is None else environ
+    value = env.get(name)
+    if not value:
+        raise InputError(
+            [Problem(file, "engine.api_key_env", f"environment variable {name} is not set")]
+        )
+    return value
+
+
+def load_run_spec(path: Path, mode: Mode, endpoint: str | None) -> Spec:
+    """Load the spec, override the endpoint, apply the mode, and check the suite exists.
+
+    Raises:
+        SpecError: the spec cannot be read or is invalid.
+        InputError: the accuracy suite named by the spec does not exist.
+    """
+    spec = load_spec(path)
+    if endpoint is not None:
+        engine = spec.engine.model_validate({**spec.engine.model_dump(), "endpoint": endpoint})
+        spec = spec.model_copy(update={"engine": engine})
+    return apply_mode(spec, mode)
+
+
+def suite_path(spec: Spec, spec_path: Path) -> Path | None:
+    """The accuracy suite file: as written, or relative to the spec's folder."""
+    if not spec.accuracy.suite:
+        return None
+    p = Path(spec.accuracy.suite)
+    if not p.is_absolute() and not p.exists():
+        p = spec_path.parent / p
+    return p
+
+
+def _classification_view(result: Any, slo: Any) -> WindowSummary:
+    """The window as its evidence stood when our early stop cut it short.
+
+    The stop cancels the requests still in flight, and the stored summary counts them as
+    failures (both p99 at infinity), which would hide *which* limit was missed. Here the
+    p99 TTFT and TPOT come from the requests that finished, except that a limit is marked
+    missed (``"inf"``) when more requests than a p99 allows had already missed it —
+    cancelled ones still waiting for a first token past the TTFT limit included — as
+    :func:`tokenwatt.analysis.latency.missed_beyond_doubt` counts them. Cancelled
+    requests are not counted as engine errors.
+    """
+    from tokenwatt.analysis.latency import misses_allowed, summarise_window, tpot_ms
+
+    summary: WindowSummary = result.summary
+    if not summary.stopped_early:
+        return summary
+    window = [r for r in result.requests if r.in_window]
+    done = [r for r in window if r.error != "cancelled"]
+    limit_s = slo.ttft_p99_ms / 1e3
+    ttft_misses = sum(
+        1
+        for r in window
+        if (r.chunk_s and r.chunk_s[0] - r.scheduled_s > limit_s)
+        or (not r.chunk_s and (r.finished_s or r.scheduled_s) - r.scheduled_s > limit_s)
+    )
+    tpot_misses = sum(1 for r in done if r.error is None and (tpot_ms(r) or 0.0) > slo.tpot_p99_ms)
+    allowed = misses_allowed(len(window))
+    base = summarise_window(done, rate_rps=summary.rate_rps, duration_s=summary.duration_s, slo=slo)
+    update: dict[str, Any] = {}
+    if ttft_misses > allowed:
+        update["ttft_ms"] = base.ttft_ms.model_copy(update={"p99": "inf"})
+    if tpot_misses > allowed:
+        update["tpot_ms"] = base.tpot_ms.model_copy(update={"p99": "inf"})
+    return base.model_copy(update={**update, "slo_pass": False})
+
+
+class _Run:
+    """One collect run's state, so that an interruption can write what was measured."""
+
+    def __init__(self, opts: CollectOptions, spec: Spec, api_key: str | None) -> None:
+        self.opts = opts
+        self.spec = spec
+        self.api_key = api_key
+        self.meter: Any = None
+        self.progress = Progress(enabled=opts.progress)
+        self.record = RunRecord(
+            tool=ToolInfo(version=__version__, git_commit=git_commit(Path.cwd())),
+            label=opts.label,
+            role=opts.role,
+            mode=opts.mode,
+            spec=spec,
+            fingerprint=fingerprint(spec),
+            command=opts.command,
+            started=dt.datetime.now(dt.UTC),
+            complete=False,
+            incomplete_reason="in progress",
+        )
+        if not PRESETS[opts.mode].reportable:
+            self.record.not_covered.append(
+                "Smoke mode: a pipeline check; its numbers are not measurements"
+            )
+
+    def checkpoint(self) -> None:
+        write_record(self.record, self.opts.out)
+
+    # -- one window --------------------------------------------------------------------
+
+    async def _window(
+        self, rate: float, duration_s: float, warmup_s: float, seed: int, early_stop: bool
+    ) -> tuple[WindowSummary, EngineMetrics | None, PowerWindow | None]:
+        from tokenwatt.analysis.latency import missed_beyond_doubt
+        from tokenwatt.collect.arrivals import window_request_count
+        from tokenwatt.collect.loadgen import LoadConfig, run_window
+        from tokenwatt.collect.probes import MetricsScraper
+        from tokenwatt.collect.workload import workload_for
+
+        spec = self.spec
+        cfg = LoadConfig(
+            endpoint=spec.engine.endpoint,
+            model=spec.engine.model,
+            slo=spec.slo,
+            api=spec.engine.api,
+            api_key=self.api_key,
+            ignore_eos=spec.engine.ignore_eos,
+            max_concurrency=spec.measurement.max_concurrency,
+            request_timeout_s=spec.measurement.request_timeout_s,
+        )
+        stop: Callable[[Any, float], bool] | None = None
+        if early_stop:
+            import time
+
+            expected = window_request_count(rate, warmup_s, duration_s, seed)
+
+            def stop(requests: Any, _elapsed: float) -> bool:
+                # The load generator fills first_token_s when a stream ends; a request
+                # already streaming has its first token in chunk_s[0] (do not count it as
+                # still waiting for one).
+                seen = [
+                    replace(r, first_token_s=r.chunk_s[0])
+                    if r.first_token_s is None and r.chunk_s
+                    else r
+                    for r in requests
+                ]
+                return missed_beyond_doubt(seen, expected, spec.slo, now_s=time.perf_counter())
+
+        scraper = MetricsScraper(
+            spec.engine.endpoint, interval_s=min(1.0, duration_s / 4), api_key=self.api_key
+        )
+        power: list[PowerWindow | None] = [None]
+        metrics: list[EngineMetrics | None] = [None]
+        lead_s = 0.05  # the load generator starts its schedule this long after the call
+
+        async def watch() -> None:
+            await asyncio.sleep(lead_s + warmup_s)
+            # Scrapes of the warm-up are dropped; the first one of the window is the
+            # baseline of the counters.
+            scraper.scrapes.clear()
+            await scraper.scrape_once()
+            if self.meter is not None:
+                self.meter.start_window()
+            try:
+                await asyncio.sleep(duration_s)
+            finally:
+                metrics[0] = await scraper.stop()
+                if self.meter is not None:
+                    try:
+                        power[0] = self.meter.stop_window()
+                    except TelemetryError as exc:
+                        self.record.not_covered.append(f"Power: {exc}")
+                        self.meter = None
+
+        # Opening the scraper's HTTP client blocks the event loop for a moment (TLS
+        # context); do it before the load generator's schedule starts.
+        await scraper.start()
+        watcher = asyncio.create_task(watch())
+        try:
+            result = await run_window(
+                cfg,
+                rate_rps=rate,
+                duration_s=duration_s,
+                warmup_s=warmup_s,
+                requests=workload_for(spec, base_dir=self.opts.spec_path.parent),
+                seed=seed,
+                progress=self.progress.update,
+                stop_early=stop,
+            )
+        finally:
+            if not watcher.done():
+                watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            if metrics[0] is None:  # stopped before the window began
+                await scraper.stop()
+        summary = result.summary
+        if not summary.slo_pass:
+            from tokenwatt.analysis.failure import classify_failure
+
+            mode = classify_failure(
+                _classification_view(result, spec.slo), metrics[0], slo=spec.slo
+            )
+            if mode is not None:
+                detail = summary.failure_reason
+                summary.failure_reason = f"{mode} ({detail})" if detail else mode
+        return summary, metrics[0], power[0]
+
+    def _check_engine(self, summary: WindowSummary) -> None:
+        """A window where nothing succeeded: ask the engine whether it is still there."""
+        if summary.completed > 0 or summary.errors == 0:
+            return
+        from tokenwatt.collect.probes import probe_engine
+
+        try:
+            probe_engine(self.spec.engine.endpoint, self.api_key, timeout_s=5.0)
+        except EngineError as exc:
+            raise EngineDiedError(f"the engine stopped answering: {exc}") from exc
+
+    def run_one(
+        self, step: str, rate: float, duration_s: float, seed: int, early_stop: bool
+    ) -> tuple[WindowSummary, EngineMetrics | None, PowerWindow | None, ProbeOutcome]:
+        self.progress.begin(step)
+        warmup_s = self.spec.measurement.warmup_s
+        summary, metrics, power = asyncio.run(
+            self._window(rate, duration_s, warmup_s, seed, early_stop)
+        )
+        saved = max(0.0, duration_s - summary.duration_s) if summary.stopped_early else 0.0
+        outcome = ProbeOutcome(
+            summary.slo_pass,
+            warmup_s=warmup_s,
+            window_s=summary.duration_s,
+            saved_s=saved,
+            stopped_early=summary.stopped_early,
+        )
+        verdict = "meets the SLO" if summary.slo_pass else f"misses: {summary.failure_reason}"
+        self.progress.note(f"{step} at {rate:.4g} req/s: {verdict}")
+        return summary, metrics, power, outcome
+
+    # -- the whole run -----------------------------------------------------------------
+
+    def probe(self, rate: float, phase: Phase) -> ProbeOutcome:
+        """One search probe; a miss the client's own lag may explain is measured again once."""
+        m = self.spec.measurement
+        spent = ProbeOutcome(False)
+        for attempt in range(2):
+            step = f"{phase} probe {len(self.record.probes) + 1}"
+            summary, metrics, _power, outcome = self.run_one(
+                step, rate, m.search_window_s, self.spec.workload.seed, early_stop=True
+            )
+            spent = ProbeOutcome(
+                outcome.passed,
+                warmup_s=spent.warmup_s + outcome.warmup_s,
+                window_s=spent.window_s + outcome.window_s,
+                saved_s=spent.saved_s + outcome.saved_s,
+                stopped_early=outcome.stopped_early,
+            )
+            retry = attempt == 0 and not summary.slo_pass and self._client_lagged(summary)
+            if retry:
+                summary.failure_reason = (
+                    f"{RETRIED_PREFIX} (send-lag p99 {summary.send_lag_p99_ms:.0f} ms), "
+                    f"measured again: {summary.failure_reason}"
+                )
+            self.record.probes.append(
+                Probe(phase=phase, window=summary, metrics=metrics, warmup_s=m.warmup_s)
+            )
+            self.checkpoint()
+            self._check_engine(summary)
+            if not retry:
+                break
+        return spent
+
+    def _client_lagged(self, summary: WindowSummary) -> bool:
+        limit_ms = CLIENT_LAG_RETRY_FRACTION * self.spec.slo.ttft_p99_ms
+        return summary.client_bound and summary.send_lag_p99_ms > max(10.0, limit_ms)
+
+    def repeat(self, rate: float, index: int, backoffs: int) -> ProbeOutcome:
+        m = self.spec.measurement
+        seed = self.spec.workload.seed + REPEAT_SEED_STRIDE * (index + 1)
+        summary, metrics, power, outcome = self.run_one(
+            f"repeat {index + 1}/{m.repeats}", rate, m.window_s, seed, early_stop=False
+        )
+        self.record.repeats.append(
+            Repeat(window=summary, power=power, metrics=metrics, backoff=backoffs)
+        )
+        self.checkpoint()
+        self._check_engine(summary)
+        return outcome
+
+    def measure(self) -> None:
+        spec, rec = self.spec, self.record
+        trace = slo_search(self.probe, spec.sweep)
+        warnings = list(trace.warnings)
+        for w in warnings:
+            self.progress.note(f"warning: {w}")
+        result = SearchResult(
+            rate_rps=0.0,
+            goodput_tok_s=0.0,
+            slo_pass_count=0,
+            repeats=0,
+            gpu_seconds=trace.gpu_seconds,
+            gpu_seconds_saved=trace.gpu_seconds_saved,
+            warnings=warnings,
+        )
+        rec.result = result
+        if trace.found_rps is None:
+            return
+        s = spec.sweep
+        reps = measure_repeats(
+            self.repeat, trace.found_rps, spec.measurement.repeats, s.backoff, s.max_backoffs
+        )
+        points = [(p.rate_rps, p.outcome.passed) for p in trace.steps]
+        points += [(p.rate_rps, p.outcome.passed) for p in reps.steps]
+        extra = [w for w in monotonicity_warnings(points) if w not in warnings]
+        final = [r for r in rec.repeats if r.backoff == reps.backoffs]
+        passing = [r for r in final if r.window.slo_pass]
+        goodput = sum(r.window.goodput_tok_s for r in passing) / len(passing) if passing else 0.0
+        if reps.rate_rps is None:
+            extra.append("no repeat met the SLO after the last back-off; goodput is 0")
+        rec.result = result.model_copy(
+            update={
+                "rate_rps": reps.rate_rps or 0.0,
+                "goodput_tok_s": goodput,
+                "slo_pass_count": len(passing),
+                "repeats": len(final),
+                "backoffs": reps.backoffs,
+                "gpu_seconds": trace.gpu_seconds + reps.gpu_seconds,
+                "gpu_seconds_saved": trace.gpu_seconds_saved + reps.gpu_seconds_saved,
+                "warnings": warnings + extra,
+            }
+        )
+
+
+def _environment(info: Any, meter: Any, spec: Spec) -> Environment:
+    env = Environment(engine_flags=list(spec.engine.flags), hostname=socket.gethostname())
+    env = info.apply_to(env)
+    if meter is not None:
+        ident = meter.identity()
+        env = env.model_copy(
+            update={
+                "gpu_name": ident.accelerator,
+                "gpu_count": ident.count,
+                "driver": ident.driver,
+                "rated_bw_tbs_per_gpu": ident.rated_bw_tbs_per_gpu,
+            }
+        )
+    return env
+
+
+def collect(opts: CollectOptions) -> RunRecord:
+    """Measure one configuration and write its run record to ``opts.out``.
+
+    Returns:
+        The record as written; ``complete`` is False when the run was interrupted (Ctrl-C)
+        or the engine died, with ``incomplete_reason`` saying which.
+
+    Raises:
+        SpecError: the spec is invalid (nothing is written).
+        InputError: the API key variable is unset, the suite or engine log is unreadable.
+        EngineError: the engine cannot be reached at the start (nothing is written).
+    """
+    from tokenwatt.collect.mbu_step import mbu_for
+    from tokenwatt.collect.probes import probe_engine, scan_engine_log
+    from tokenwatt.sim.server import SIM_VERSION
+
+    spec = load_run_spec(opts.spec_path, opts.mode, opts.endpoint)
+    api_key = read_api_key(spec, str(opts.spec_path), opts.environ)
+    suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
+    if suite is not None and not suite.is_file():
+        raise InputError([Problem(str(opts.spec_path), "accuracy.suite", f"no such file: {suite}")])
+    warnings = scan_engine_log(opts.engine_log) if opts.engine_log is not None else []
+    info = probe_engine(spec.engine.endpoint, api_key)
+    run = _Run(opts, spec, api_key)
+    rec = run.record
+    rec.engine_warnings = warnings
+    rec.simulated = spec.hardware.adapter == "sim" or (info.engine_version or "").startswith(
+        SIM_VERSION.split()[0]
+    )
+    if spec.engine.model not in info.served_models:
+        rec.engine_warnings.append(
+            f"engine.model {spec.engine.model!r} is not among the served models "
+            f"{info.served_models}"
+        )
+    if spec.power.source != "none":
+        from tokenwatt.telemetry import open_meter
+
+        try:
+            run.meter = open_meter(spec, sim_endpoint=spec.engine.endpoint)
+        except TelemetryError as exc:
+            rec.not_covered.append(f"Power: the meter could not be opened ({exc})")
+    else:
+        rec.not_covered.append("Power: no power source configured (power.source: none)")
+    try:
+        rec.environment = _environment(info, run.meter, spec)
+        run.checkpoint()
+        with run.progress:
+            run.measure()
+            mbu, note = mbu_for(spec, rec)
+            rec.mbu = mbu
+            if note:
+                rec.not_covered.append(note)
+            if suite is not None:
+                from tokenwatt.collect.accuracy import run_suite
+
+                run.progress.begin("accuracy suite")
+                rec.accuracy = run_suite(
+                    spec,
+                    spec.engine.endpoint,
+                    api_key,
+                    suite,
+                    limit=spec.accuracy.limit,
+                    seeds=spec.accuracy.seeds,
+                )
+        rec.complete = True
+        rec.incomplete_reason = None
+    except KeyboardInterrupt:
+        rec.incomplete_reason = "interrupted (Ctrl-C); everything measured so far is kept"
+    except EngineDiedError as exc:
+        rec.incomplete_reason = str(exc)
+    finally:
+        rec.finished = dt.datetime.now(dt.UTC)
+        if run.meter is not None:
+            with contextlib.suppress(TelemetryError):
+                run.meter.close()
+        run.checkpoint()
+    return rec

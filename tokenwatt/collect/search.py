@@ -1,0 +1,310 @@
+"""The SLO search of DESIGN.md as pure functions of a probe callback.
+
+Nothing here does I/O or reads a clock: the caller's ``probe`` runs a window (against a real
+engine, the simulator, or a seeded model in ``benchmarks/search_cost.py``) and reports
+whether it met the SLO and how many GPU-seconds it cost. That keeps the algorithm testable
+with scripted callbacks and its cost measurable without a GPU.
+
+Default behaviour is exactly DESIGN.md's "SLO search": grow from ``start_rps`` by ``growth``
+until a probe misses or ``max_rps`` is reached (or walk the explicit ``rates`` list), then
+bisect ``bisect_steps`` times between the last pass and the first miss. Options in
+:class:`SearchOptions` change that only when asked for (see their docstrings).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tokenwatt.records.spec import SweepSpec
+
+Phase = Literal["grow", "list", "bisect"]
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    """What one probe (or repeat) window cost and concluded.
+
+    Attributes:
+        passed: the window met the SLO (p99 TTFT and p99 TPOT within limits).
+        warmup_s: GPU-seconds of warm-up spent before the window (s).
+        window_s: GPU-seconds of measurement actually spent (s); shorter than the planned
+            window when the probe stopped early.
+        saved_s: planned window seconds *not* spent because the probe missed the SLO beyond
+            doubt and stopped early (s).
+        stopped_early: the window was cut short by the early-stop rule.
+    """
+
+    passed: bool
+    warmup_s: float = 0.0
+    window_s: float = 0.0
+    saved_s: float = 0.0
+    stopped_early: bool = False
+
+    @property
+    def gpu_s(self) -> float:
+        """Warm-up plus window (s): what the probe held the GPU for."""
+        return self.warmup_s + self.window_s
+
+
+@dataclass(frozen=True)
+class ProbeStep:
+    """One probe the search ran: its rate (req/s), phase and outcome."""
+
+    rate_rps: float
+    phase: Phase
+    outcome: ProbeOutcome
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """Departures from DESIGN.md's default search; the defaults change nothing.
+
+    Attributes:
+        bisect_until_rel: when set, bisect until (first miss − last pass) / last pass is at
+            most this fraction (e.g. 0.05), instead of a fixed ``bisect_steps``; at most
+            ``max_bisect_steps`` steps either way.
+        geometric_bisect: split the interval at the geometric mean instead of the
+            arithmetic one (the error is relative, so this balances it in ratio terms).
+        start_rps: a start rate overriding ``sweep.start_rps`` (e.g. a previous run's
+            found rate × 0.8), clamped to ``max_rps``.
+    """
+
+    bisect_until_rel: float | None = None
+    geometric_bisect: bool = False
+    start_rps: float | None = None
+    max_bisect_steps: int = 12
+
+
+@dataclass
+class SearchTrace:
+    """Everything the search did.
+
+    Attributes:
+        steps: every probe, in order.
+        last_pass_rps: the highest passing rate below the first miss (req/s), or None when
+            every probe missed.
+        first_miss_rps: the lowest missing rate above ``last_pass_rps`` (req/s), or None when
+            nothing missed up to ``max_rps``.
+        warnings: plain sentences, e.g. non-monotonic pass/fail or every probe failing.
+    """
+
+    steps: list[ProbeStep] = field(default_factory=list)
+    last_pass_rps: float | None = None
+    first_miss_rps: float | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def found_rps(self) -> float | None:
+        """The rate the repeats are measured at: the last pass (req/s), or None."""
+        return self.last_pass_rps
+
+    @property
+    def gpu_seconds(self) -> float:
+        """GPU-seconds spent by all probes, warm-ups plus windows (s)."""
+        return sum(s.outcome.gpu_s for s in self.steps)
+
+    @property
+    def gpu_seconds_saved(self) -> float:
+        """Window seconds not spent thanks to early stops (s)."""
+        return sum(s.outcome.saved_s for s in self.steps)
+
+
+ProbeFn = Callable[[float, Phase], ProbeOutcome]
+
+
+def slo_search(
+    probe: ProbeFn, sweep: SweepSpec, options: SearchOptions | None = None
+) -> SearchTrace:
+    """Find the highest arrival rate (req/s) whose window meets the SLO.
+
+    Grow phase: probe ``start_rps``, ``start_rps × growth``, … until a probe misses or the
+    next rate would pass ``max_rps`` (``max_rps`` itself is then probed once), or walk
+    ``sweep.rates`` until a miss. Bisect phase: ``bisect_steps`` times, probe the midpoint
+    of (last pass, first miss) and move the bound it lands on. Source: DESIGN.md, SLO search.
+
+    Args:
+        probe: runs one window at a rate; called as ``probe(rate_rps, phase)``. It may raise
+            (e.g. KeyboardInterrupt); the search does not catch anything.
+        sweep: the spec's ``sweep`` section.
+        options: departures from the default algorithm (see :class:`SearchOptions`).
+
+    Returns:
+        The :class:`SearchTrace`, with warnings when pass/fail was not monotonic in rate or
+        when every probe failed.
+    """
+    opts = options or SearchOptions()
+    trace = SearchTrace()
+
+    def run(rate: float, phase: Phase) -> bool:
+        outcome = probe(rate, phase)
+        trace.steps.append(ProbeStep(rate, phase, outcome))
+        return outcome.passed
+
+    last_pass: float | None = None
+    first_miss: float | None = None
+    if sweep.rates is not None:
+        for rate in sweep.rates:
+            if run(rate, "list"):
+                last_pass = rate
+            else:
+                first_miss = rate
+                break
+    else:
+        rate = min(opts.start_rps or sweep.start_rps, sweep.max_rps)
+        while True:
+            if run(rate, "grow"):
+                last_pass = rate
+                if rate >= sweep.max_rps:
+                    break
+                rate = min(rate * sweep.growth, sweep.max_rps)
+            else:
+                first_miss = rate
+                break
+
+    if last_pass is not None and first_miss is not None:
+        lo, hi = last_pass, first_miss
+        steps = 0
+        while steps < opts.max_bisect_steps:
+            if opts.bisect_until_rel is None:
+                if steps >= sweep.bisect_steps:
+                    break
+            elif (hi - lo) / lo <= opts.bisect_until_rel:
+                break
+            mid = math.sqrt(lo * hi) if opts.geometric_bisect else (lo + hi) / 2
+            if run(mid, "bisect"):
+                lo = mid
+            else:
+                hi = mid
+            steps += 1
+        last_pass, first_miss = lo, hi
+
+    trace.last_pass_rps = last_pass
+    trace.first_miss_rps = first_miss
+    trace.warnings.extend(_warnings(trace.steps))
+    return trace
+
+
+def _warnings(steps: list[ProbeStep]) -> list[str]:
+    """All-probes-failed and non-monotonic warnings for the search's own probes."""
+    if steps and not any(s.outcome.passed for s in steps):
+        return [
+            f"every probe missed the SLO (lowest rate tried: "
+            f"{min(s.rate_rps for s in steps):g} req/s); lower sweep.start_rps or relax the SLO"
+        ]
+    return monotonicity_warnings([(s.rate_rps, s.outcome.passed) for s in steps])
+
+
+def monotonicity_warnings(points: list[tuple[float, bool]]) -> list[str]:
+    """Warn when pass/fail is not monotonic in rate: a miss at or below a passing rate.
+
+    The search itself only probes between its last pass and first miss, so it cannot see
+    this alone; it shows when its probes are combined with the repeats at the found rate
+    (a repeat missing where the probe passed), which is what the collector does.
+
+    Args:
+        points: (rate in req/s, passed) for every window, in any order.
+
+    Returns:
+        At most one warning sentence naming the lowest miss and the highest pass above it.
+    """
+    passes = [r for r, ok in points if ok]
+    misses = [r for r, ok in points if not ok]
+    if not passes or not misses:
+        return []
+    low_miss = min(misses)
+    high_pass = max(passes)
+    if low_miss > high_pass:
+        return []
+    return [
+        f"pass/fail is not monotonic in rate: {low_miss:g} req/s missed the SLO but "
+        f"{high_pass:g} req/s passed; the boundary is noisy here, consider longer windows"
+    ]
+
+
+@dataclass(frozen=True)
+class RepeatStep:
+    """One measurement repeat: rate (req/s), repeat index, backoff count and outcome."""
+
+    rate_rps: float
+    index: int
+    backoff: int
+    outcome: ProbeOutcome
+
+
+@dataclass
+class RepeatTrace:
+    """The repeats at the found rate and any back-offs.
+
+    Attributes:
+        steps: every repeat window, in order.
+        rate_rps: the rate at which every repeat passed (req/s), or None when the back-offs
+            ran out first.
+        backoffs: how many times the rate was multiplied by ``backoff``.
+    """
+
+    steps: list[RepeatStep] = field(default_factory=list)
+    rate_rps: float | None = None
+    backoffs: int = 0
+
+    @property
+    def gpu_seconds(self) -> float:
+        """GPU-seconds of every repeat, warm-ups plus windows (s)."""
+        return sum(s.outcome.gpu_s for s in self.steps)
+
+    @property
+    def gpu_seconds_saved(self) -> float:
+        """Window seconds not spent thanks to early stops (s)."""
+        return sum(s.outcome.saved_s for s in self.steps)
+
+
+MeasureFn = Callable[[float, int, int], ProbeOutcome]
+
+
+def measure_repeats(
+    measure: MeasureFn, rate_rps: float, repeats: int, backoff: float, max_backoffs: int
+) -> RepeatTrace:
+    """Measure ``repeats`` windows at ``rate_rps``, backing off when one misses.
+
+    When a repeat misses the SLO, the rate is multiplied by ``backoff`` (< 1) and all
+    ``repeats`` windows are measured again at the new rate, at most ``max_backoffs`` times
+    (DESIGN.md, SLO search). The remaining repeats at a rate that already missed are not
+    run: they could not rescue it.
+
+    Args:
+        measure: runs one window; called as ``measure(rate_rps, repeat_index, backoff_count)``.
+        rate_rps: the found rate (req/s).
+        repeats: windows per rate (≥ 1).
+        backoff: rate multiplier after a miss, 0 < backoff < 1.
+        max_backoffs: how many back-offs are allowed (≥ 0).
+
+    Returns:
+        The :class:`RepeatTrace`; ``rate_rps`` is None when every rate tried missed.
+
+    Raises:
+        ValueError: ``repeats`` < 1, ``backoff`` outside (0, 1) or ``max_backoffs`` < 0.
+    """
+    if repeats < 1 or not 0 < backoff < 1 or max_backoffs < 0:
+        raise ValueError(
+            f"need repeats ≥ 1, 0 < backoff < 1, max_backoffs ≥ 0; got {repeats}, "
+            f"{backoff}, {max_backoffs}"
+        )
+    trace = RepeatTrace()
+    rate = rate_rps
+    for backoffs in range(max_backoffs + 1):
+        trace.backoffs = backoffs
+        all_passed = True
+        for index in range(repeats):
+            outcome = measure(rate, index, backoffs)
+            trace.steps.append(RepeatStep(rate, index, backoffs, outcome))
+            if not outcome.passed:
+                all_passed = False
+                break
+        if all_passed:
+            trace.rate_rps = rate
+            return trace
+        if backoffs < max_backoffs:
+            rate *= backoff
+    return trace

@@ -1,0 +1,390 @@
+"""Accuracy suites: fetch GSM8K, build a seeded 5-shot suite file, read it back.
+
+A suite file is JSON Lines, one item per line, the contract with the simulated engine::
+
+    {"id": "gsm8k-test-0042", "question": "...", "prompt": "...", "gold": "18"}
+
+``prompt`` is the full 5-shot prompt ending in ``Question: <q>\\nAnswer:``; ``gold`` the gold
+number as text (what follows ``####`` in the GSM8K answer, commas removed). The data is
+GSM8K (Cobbe et al. 2021, MIT licence), downloaded on the user's machine and never
+committed into this repository.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenwatt.errors import InputError, Problem, TokenwattError
+
+# The public GSM8K repository (archived), pinned to a commit so the bytes cannot move.
+GSM8K_COMMIT = "3101c7d5072418e28b9008a6636bde82a006892c"
+GSM8K_BASE_URL = (
+    f"https://raw.githubusercontent.com/openai/grade-school-math/{GSM8K_COMMIT}"
+    "/grade_school_math/data"
+)
+
+
+@dataclass(frozen=True)
+class PinnedFile:
+    """A file of the GSM8K repository with its size (bytes), line count and SHA-256."""
+
+    name: str
+    sha256: str
+    size_bytes: int
+    lines: int
+
+
+# test.jsonl: hashed here from /work/shared/data/gsm8k/test.jsonl (1,319 lines, 749,738
+# bytes), which matches the hash many public projects pin for the upstream file.
+# train.jsonl: only its first 200 lines were at hand, so its hash comes from public
+# sources that pin the upstream file (the same SHA-256, 4,166,206 bytes and 7,473 lines in
+# several independent projects); `fetch` verifies it like the test file.
+GSM8K_FILES = (
+    PinnedFile(
+        "test.jsonl",
+        "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
+        749_738,
+        1_319,
+    ),
+    PinnedFile(
+        "train.jsonl",
+        "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465",
+        4_166_206,
+        7_473,
+    ),
+)
+
+SHOTS = 5
+"""Exemplars in each prompt (the common GSM8K 5-shot setting)."""
+
+_CALCULATOR = re.compile(r"<<[^<>]*>>")
+_GOLD = re.compile(r"^-?\d+(?:\.\d+)?$")
+
+
+class FetchError(TokenwattError):
+    """A suite's source files could not be downloaded or did not match their pinned hash."""
+
+
+@dataclass(frozen=True)
+class SuiteItem:
+    """One suite item: id, the bare question, the full 5-shot prompt and the gold number."""
+
+    id: str
+    question: str
+    prompt: str
+    gold: str
+
+
+@dataclass(frozen=True)
+class GsmExample:
+    """One GSM8K row: question and its worked answer ending in ``#### N``."""
+
+    question: str
+    answer: str
+
+
+def gold_from_answer(answer: str) -> str:
+    """The gold number of a GSM8K answer: the text after the last ``####``, commas removed.
+
+    Raises:
+        ValueError: no ``####`` or no plain number after it.
+    """
+    if "####" not in answer:
+        raise ValueError("answer has no '####' line")
+    gold = answer.rsplit("####", 1)[1].strip().replace(",", "")
+    if not _GOLD.match(gold):
+        raise ValueError(f"the text after '####' is not a number: {gold!r}")
+    return gold
+
+
+def exemplar_text(example: GsmExample) -> str:
+    """One exemplar in the common form ``Question: …\\nAnswer: … #### N``.
+
+    GSM8K's calculator annotations (``<<48/2=24>>``) are removed: they are a training aid
+    of the dataset, not text a model should imitate.
+    """
+    answer = _CALCULATOR.sub("", example.answer).strip()
+    return f"Question: {example.question.strip()}\nAnswer: {answer}"
+
+
+def five_shot_prompt(exemplars: list[GsmExample], question: str) -> str:
+    """The few-shot prompt: exemplars separated by blank lines, then the open question."""
+    parts = [exemplar_text(e) for e in exemplars]
+    parts.append(f"Question: {question.strip()}\nAnswer:")
+    return "\n\n".join(parts)
+
+
+def read_gsm8k(path: Path) -> list[GsmExample]:
+    """Read a GSM8K JSON Lines file (``question``, ``answer`` per line).
+
+    Raises:
+        InputError: unreadable file, a line that is not JSON, or a missing/bad field (every
+            problem named by file and ``line N.field``).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError([Problem(str(path), "", f"cannot read: {exc}")]) from exc
+    rows: list[GsmExample] = []
+    problems: list[Problem] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"line {number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(str(path), where, f"not JSON: {exc.msg}"))
+            continue
+        if not isinstance(row, dict):
+            problems.append(Problem(str(path), where, "expected a JSON object"))
+            continue
+        bad = [k for k in ("question", "answer") if not isinstance(row.get(k), str)]
+        for key in bad:
+            problems.append(Problem(str(path), f"{where}.{key}", "missing or not a string"))
+        if bad:
+            continue
+        try:
+            gold_from_answer(row["answer"])
+        except ValueError as exc:
+            problems.append(Problem(str(path), f"{where}.answer", str(exc)))
+            continue
+        rows.append(GsmExample(row["question"], row["answer"]))
+    if problems:
+        raise InputError(problems[:20])
+    if not rows:
+        raise InputError([Problem(str(path), "", "holds no GSM8K rows")])
+    return rows
+
+
+def build_gsm8k_suite(
+    test: list[GsmExample], train: list[GsmExample], n: int, seed: int
+) -> list[SuiteItem]:
+    """A seeded sample of ``n`` test items, each with the same five train exemplars.
+
+    One ``random.Random(seed)`` draws the test indices (then sorted, so the file reads in
+    the split's order) and then the five exemplar indices; ids are ``gsm8k-test-NNNN``, the
+    item's zero-based line in the test split.
+
+    Raises:
+        ValueError: ``n`` outside 1..len(test), or fewer than five train rows.
+    """
+    if not 1 <= n <= len(test):
+        raise ValueError(f"n must be between 1 and {len(test)} (the test split), got {n}")
+    if len(train) < SHOTS:
+        raise ValueError(f"the train split needs at least {SHOTS} rows, has {len(train)}")
+    rng = random.Random(seed)
+    picked = sorted(rng.sample(range(len(test)), n))
+    exemplars = [train[i] for i in rng.sample(range(len(train)), SHOTS)]
+    return [
+        SuiteItem(
+            id=f"gsm8k-test-{i:04d}",
+            question=test[i].question,
+            prompt=five_shot_prompt(exemplars, test[i].question),
+            gold=gold_from_answer(test[i].answer),
+        )
+        for i in picked
+    ]
+
+
+def suite_bytes(items: list[SuiteItem]) -> bytes:
+    """The suite file's exact bytes: one compact JSON object per line, UTF-8, LF endings."""
+    lines = [
+        json.dumps(
+            {"id": it.id, "question": it.question, "prompt": it.prompt, "gold": it.gold},
+            ensure_ascii=False,
+        )
+        for it in items
+    ]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename.
+
+    A failure leaves any previous file untouched and no partial file behind.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass(frozen=True)
+class BuiltSuite:
+    """What ``suites build`` wrote: path, item count and the SHA-256 of inputs and output."""
+
+    path: Path
+    items: int
+    sha256: str
+    test_sha256: str
+    train_sha256: str
+
+
+def build_suite_file(test_path: Path, train_path: Path, n: int, seed: int, out: Path) -> BuiltSuite:
+    """Build a GSM8K 5-shot suite from the two split files and write it atomically.
+
+    Same inputs and seed give byte-identical output.
+
+    Raises:
+        InputError: unreadable or malformed input files, or ``n`` out of range.
+    """
+    test = read_gsm8k(test_path)
+    train = read_gsm8k(train_path)
+    try:
+        items = build_gsm8k_suite(test, train, n, seed)
+    except ValueError as exc:
+        raise InputError([Problem("<input>", "--n", str(exc))]) from exc
+    data = suite_bytes(items)
+    write_atomic(out, data)
+    return BuiltSuite(
+        out,
+        len(items),
+        hashlib.sha256(data).hexdigest(),
+        _sha256_file(test_path),
+        _sha256_file(train_path),
+    )
+
+
+def _sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load_suite(path: Path) -> list[SuiteItem]:
+    """Read a suite file back (the format above), checking every line.
+
+    Raises:
+        InputError: unreadable file, bad JSON, a missing field, a duplicate id, or a gold
+            answer that is not a number — each named by file and ``line N.field``.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError([Problem(str(path), "", f"cannot read suite: {exc}")]) from exc
+    items: list[SuiteItem] = []
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"line {number}"
+        try:
+            row: Any = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(str(path), where, f"not JSON: {exc.msg}"))
+            continue
+        if not isinstance(row, dict):
+            problems.append(Problem(str(path), where, "expected a JSON object"))
+            continue
+        bad = [k for k in ("id", "question", "prompt", "gold") if not isinstance(row.get(k), str)]
+        bad += [k for k in ("id", "prompt", "gold") if k not in bad and not row[k].strip()]
+        for key in bad:
+            problems.append(Problem(str(path), f"{where}.{key}", "missing, empty or not a string"))
+        if bad:
+            continue
+        if not _GOLD.match(row["gold"]):
+            problems.append(Problem(str(path), f"{where}.gold", f"not a number: {row['gold']!r}"))
+            continue
+        if row["id"] in seen:
+            problems.append(Problem(str(path), f"{where}.id", f"duplicate id {row['id']!r}"))
+            continue
+        seen.add(row["id"])
+        items.append(SuiteItem(row["id"], row["question"], row["prompt"], row["gold"]))
+    if problems:
+        raise InputError(problems[:20])
+    if not items:
+        raise InputError([Problem(str(path), "", "the suite holds no items")])
+    return items
+
+
+@dataclass(frozen=True)
+class FetchedFile:
+    """A verified download: where it lies, its SHA-256, and whether it was already there."""
+
+    path: Path
+    sha256: str
+    already_present: bool
+
+
+def fetch_gsm8k(
+    dest: Path, *, base_url: str = GSM8K_BASE_URL, timeout_s: float = 60.0
+) -> list[FetchedFile]:
+    """Download GSM8K's ``test.jsonl`` and ``train.jsonl`` into ``dest``, verified by SHA-256.
+
+    Each file is streamed to a temporary file beside its destination, checked against its
+    pinned size and SHA-256 (:data:`GSM8K_FILES`) and only then renamed into place; a file
+    already in ``dest`` with the right hash is kept without a download.
+
+    Args:
+        dest: folder to write to (created if missing).
+        base_url: where the two files lie; default the pinned upstream commit. A mirror's
+            files must have the same bytes.
+        timeout_s: per-request timeout (s).
+
+    Raises:
+        FetchError: the server cannot be reached (offline), answers with an error status,
+            or sends bytes that do not match the pinned hash. Nothing partial is left.
+        InputError: ``dest`` cannot be created (e.g. it is a file).
+    """
+    import httpx
+
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(
+            [Problem(str(dest), "--dest", f"cannot create the folder: {exc}")]
+        ) from exc
+    done: list[FetchedFile] = []
+    for pinned in GSM8K_FILES:
+        target = dest / pinned.name
+        if target.is_file() and _sha256_file(target) == pinned.sha256:
+            done.append(FetchedFile(target, pinned.sha256, True))
+            continue
+        url = f"{base_url.rstrip('/')}/{pinned.name}"
+        fd, tmp_name = tempfile.mkstemp(dir=dest, prefix=f".{pinned.name}.", suffix=".tmp")
+        tmp = Path(tmp_name)
+        try:
+            digest = hashlib.sha256()
+            size = 0
+            with (
+                os.fdopen(fd, "wb") as fh,
+                httpx.stream("GET", url, timeout=timeout_s, follow_redirects=True) as response,
+            ):
+                if response.status_code != 200:
+                    raise FetchError(f"cannot download {url}: HTTP {response.status_code}")
+                for chunk in response.iter_bytes():
+                    digest.update(chunk)
+                    size += len(chunk)
+                    fh.write(chunk)
+            actual = digest.hexdigest()
+            if actual != pinned.sha256:
+                raise FetchError(
+                    f"{url}: SHA-256 {actual} ({size:,} bytes) does not match the pinned "
+                    f"{pinned.sha256} ({pinned.size_bytes:,} bytes); nothing was written"
+                )
+            tmp.replace(target)
+        except httpx.HTTPError as exc:
+            raise FetchError(
+                f"cannot download {url}: {type(exc).__name__}: {exc or 'no detail'}. "
+                f"Offline? Copy {pinned.name} from github.com/openai/grade-school-math "
+                f"(grade_school_math/data) into {dest} by hand; SHA-256 {pinned.sha256}"
+            ) from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+        done.append(FetchedFile(target, pinned.sha256, False))
+    return done

@@ -1,0 +1,185 @@
+"""``tokenwatt build``: report records → the MkDocs docs folder.
+
+Reads every ``*.json`` under the reports folder, validates and migrates it, refuses
+simulated measurements outside demo reports, recomputes every derived number
+(:mod:`tokenwatt.analysis`), and writes the pages, the raw records, the methods pages, the
+schemas page and the chart scripts. Every problem of every file is collected before
+anything is written; the output is byte-for-byte the same for the same input.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tokenwatt.errors import Problem, RecordError, StaleSiteError
+from tokenwatt.site.assets import BUNDLE_PATH, static_assets, vega_bundle
+from tokenwatt.site.cache import PageCache, code_key
+from tokenwatt.site.output import stale_paths, swap_in
+from tokenwatt.site.templates import RenderedReport, templates_dir
+
+MBU_PLACEHOLDER = """# MBU
+
+Model bandwidth utilisation: the bytes that must be read from device memory per decode
+step (weights touched plus the KV cache of the running batch) times decode steps per second,
+divided by the rated memory bandwidth times the number of GPUs.
+
+This page is a placeholder; the full derivation is on its way.
+"""
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What a build did: a one-line ``summary`` and the ``warnings`` to show the user."""
+
+    summary: str
+    warnings: list[str] = field(default_factory=list)
+    pages: int = 0
+    changed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    file: str
+    raw: bytes
+    page: RenderedReport
+
+
+def build_site(
+    reports_dir: Path, docs_dir: Path, *, check: bool = False, cache_dir: Path | None = None
+) -> BuildResult:
+    """Build (or, with ``check``, verify) the docs folder from the report records.
+
+    Args:
+        reports_dir: folder of report records (``*.json``).
+        docs_dir: the MkDocs docs folder; generated, replaced as a whole on success.
+        check: write nothing; raise :class:`StaleSiteError` when ``docs_dir`` differs from
+            what the records give.
+        cache_dir: where rendered pages and the vega-embed bundle are cached; default
+            ``.tokenwatt-cache/`` beside ``docs_dir``. Deleting it only costs time.
+
+    Raises:
+        RecordError: one :class:`Problem` per problem in any record; nothing is written.
+        StaleSiteError: ``check`` found stale, missing or extra files.
+    """
+    started = time.perf_counter()
+    if not reports_dir.is_dir():
+        raise RecordError([Problem(str(reports_dir), "", "no such folder of report records")])
+    templates = templates_dir()
+    cache_root = cache_dir or docs_dir.resolve().parent / ".tokenwatt-cache"
+    cache = PageCache(cache_root / "pages", code_key(templates), writable=not check)
+    files = sorted(p for p in reports_dir.glob("*.json") if p.is_file())
+    loaded, problems = _load_all(files, cache)
+    problems += _duplicate_ids(loaded)
+    if problems:
+        raise RecordError(problems)
+    outputs = _site_files(loaded, templates, cache, cache_root, write_cache=not check)
+    stale = stale_paths(docs_dir, outputs)
+    warnings = [w for item in loaded for w in item.page.warnings]
+    if check:
+        if stale:
+            shown = ", ".join(stale[:5]) + (" …" if len(stale) > 5 else "")
+            raise StaleSiteError(
+                f"{docs_dir}: {len(stale)} generated file(s) differ from what the records give "
+                f"({shown}); run `tokenwatt build`"
+            )
+        return BuildResult(
+            f"{docs_dir} is up to date with {len(loaded)} report(s)", warnings, len(loaded)
+        )
+    if stale:
+        swap_in(docs_dir, outputs, set(stale))
+    summary = (
+        f"built {len(loaded)} report page(s) into {docs_dir}: {len(stale)} file(s) changed, "
+        f"{len(warnings)} warning(s), {time.perf_counter() - started:.2f} s"
+    )
+    return BuildResult(summary, warnings, len(loaded), stale)
+
+
+def _load_all(files: list[Path], cache: PageCache) -> tuple[list[_Loaded], list[Problem]]:
+    loaded: list[_Loaded] = []
+    problems: list[Problem] = []
+    for path in files:
+        file = str(path)
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            problems.append(Problem(file, "", f"cannot read the file: {exc.strerror or exc}"))
+            continue
+        key = cache.key(file, raw)
+        entry = cache.get(key)
+        if entry is not None:
+            try:
+                loaded.append(_Loaded(file, raw, RenderedReport(**entry)))
+                continue
+            except TypeError:
+                pass  # an entry of an older shape: render again
+        # Imported only when a page must be rendered: pydantic models and Altair take ~1 s.
+        from tokenwatt.records import load_report
+        from tokenwatt.site.pages import refuse_simulated, render_report
+
+        try:
+            report = load_report(path)
+        except RecordError as exc:
+            problems += exc.problems
+            continue
+        refused = refuse_simulated(report, file)
+        if refused:
+            problems += refused
+            continue
+        page = render_report(report, file)
+        cache.put(key, page.to_json())
+        loaded.append(_Loaded(file, raw, page))
+    return loaded, problems
+
+
+def _duplicate_ids(loaded: list[_Loaded]) -> list[Problem]:
+    first: dict[str, str] = {}
+    problems = []
+    for item in loaded:
+        other = first.setdefault(item.page.id, item.file)
+        if other != item.file:
+            problems.append(
+                Problem(item.file, "id", f"the id {item.page.id!r} is already used by {other}")
+            )
+    return problems
+
+
+def schema_texts(cache: PageCache) -> dict[str, str]:
+    """The JSON Schema texts by name, from the page cache when the code has not changed."""
+    key = f"schemas-{cache.code}"
+    entry = cache.get(key)
+    if entry is not None and all(isinstance(v, str) for v in entry.values()):
+        return {str(k): str(v) for k, v in entry.items()}
+    from tokenwatt.records.schema import json_schemas, schema_text
+
+    texts = {name: schema_text(schema) for name, schema in json_schemas().items()}
+    cache.put(key, dict(texts))
+    return texts
+
+
+def _site_files(
+    loaded: list[_Loaded],
+    templates: Path,
+    cache: PageCache,
+    cache_root: Path,
+    *,
+    write_cache: bool,
+) -> dict[str, bytes]:
+    from tokenwatt.site.templates import render_index, render_schemas
+
+    out: dict[str, bytes] = {}
+    for item in loaded:
+        out[f"reports/{item.page.id}.md"] = item.page.page.encode("utf-8")
+        out[f"reports/{item.page.id}.json"] = item.raw
+    out["index.md"] = render_index([item.page for item in loaded]).encode("utf-8")
+    for page in sorted((templates / "methods").glob("*.md")):
+        out[f"methods/{page.name}"] = page.read_bytes()
+    out.setdefault("methods/mbu.md", MBU_PLACEHOLDER.encode("utf-8"))
+    texts = schema_texts(cache)
+    for name, text in texts.items():
+        out[f"schemas/{name}.schema.json"] = text.encode("utf-8")
+    out["schemas.md"] = render_schemas(texts).encode("utf-8")
+    out.update(static_assets(templates))
+    out[BUNDLE_PATH] = vega_bundle(cache_root, write_cache=write_cache)
+    return out

@@ -1,0 +1,60 @@
+"""A content-addressed cache of rendered report pages.
+
+A page depends only on its record's bytes, its file name and the code and templates that
+render it, so the SHA-256 of those is its key. With nothing changed, a rebuild reads each
+record and its cached page and renders nothing (no validation, no Altair).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from tokenwatt.site.assets import write_atomic
+
+_CODE_PACKAGES = ("site", "analysis", "records")
+
+
+def code_key(templates: Path) -> str:
+    """Hash of everything that shapes a page: our source, the templates, Altair's version."""
+    digest = hashlib.sha256(f"altair {version('altair')}\n".encode())
+    package = Path(__file__).resolve().parents[1]
+    files = [p for sub in _CODE_PACKAGES for p in sorted((package / sub).glob("*.py"))]
+    files += sorted(p for p in templates.rglob("*") if p.is_file())
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+class PageCache:
+    """Rendered pages on disk under ``folder``, one JSON file per key."""
+
+    def __init__(self, folder: Path, code: str, *, writable: bool = True) -> None:
+        self.folder = folder
+        self.code = code
+        self.writable = writable
+
+    def key(self, file: str, raw: bytes) -> str:
+        """The cache key of a record file's page."""
+        digest = hashlib.sha256(self.code.encode() + b"\0" + file.encode() + b"\0")
+        digest.update(raw)
+        return digest.hexdigest()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The cached entry, or None (absent or unreadable: the page is rendered again)."""
+        path = self.folder / f"{key}.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        """Store an entry (no-op when the cache is read-only, as under ``--check``)."""
+        if not self.writable:
+            return
+        text = json.dumps(entry, sort_keys=True, ensure_ascii=False)
+        write_atomic(self.folder / f"{key}.json", text.encode("utf-8"))

@@ -1,0 +1,236 @@
+"""Vega-Lite chart specs for a report page, made with Altair.
+
+Each chart's shape is built with Altair once per process (and validated against the
+Vega-Lite schema there); a page's numbers go into the spec's top-level ``datasets``, so a
+thousand pages cost a thousand dictionary copies, not a thousand Altair validations.
+Record text (configuration labels) only ever travels as data values, which Vega draws as
+SVG text: it is never parsed as markup.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+ROLE_DOMAIN = ["baseline", "tuned"]
+ROLE_RANGE = ["#7f8c8d", "#1f77b4"]
+VERDICT_DOMAIN = ["pass", "fail", "no gate"]
+VERDICT_RANGE = ["#2e7d32", "#c62828", "#7f8c8d"]
+
+Spec = dict[str, Any]
+Rows = list[dict[str, Any]]
+
+
+def _named(alt: Any, name: str) -> Any:
+    """A reference to a top-level named dataset (filled per page by :func:`_with_data`)."""
+    return alt.Data(name=name)
+
+
+def _finish(chart: Any) -> Spec:
+    spec: Spec = chart.to_dict(validate=True)
+    # vega-embed's theme (light or dark) must decide the colours of text and background.
+    spec.pop("config", None)
+    spec.pop("$schema", None)
+    return spec
+
+
+def _with_data(template: Spec, **datasets: Rows) -> Spec:
+    # A shallow copy: templates are shared between pages and never modified.
+    return {**template, "datasets": datasets}
+
+
+@cache
+def _bar_template(field: str, title: str, fmt: str) -> Spec:
+    import altair as alt
+
+    base = alt.Chart(_named(alt, "rows"))
+    y = alt.Y("name:N", sort=None, title=None)
+    bars = base.mark_bar().encode(
+        x=alt.X(f"{field}:Q", title=title),
+        y=y,
+        color=alt.Color(
+            "role:N",
+            scale=alt.Scale(domain=ROLE_DOMAIN, range=ROLE_RANGE),
+            legend=alt.Legend(title="Role"),
+        ),
+        tooltip=[
+            alt.Tooltip("name:N", title="Configuration"),
+            alt.Tooltip(f"{field}:Q", title=title, format=fmt),
+        ],
+    )
+    text = base.mark_text(align="left", dx=4).encode(
+        x=alt.X(f"{field}:Q"), y=y, text=alt.Text(f"{field}:Q", format=fmt)
+    )
+    return _finish(alt.layer(bars, text).properties(width="container", height=alt.Step(34)))
+
+
+def goodput_chart(rows: Rows) -> Spec:
+    """SLO goodput (tok/s) per configuration. Rows: ``name``, ``role``, ``goodput_tok_s``."""
+    return _with_data(_bar_template("goodput_tok_s", "SLO goodput (tok/s)", ",.1f"), rows=rows)
+
+
+def tokens_per_joule_chart(rows: Rows) -> Spec:
+    """Tokens per joule (tok/J) per configuration. Rows: ``name``, ``role``, ``tokens_per_j``."""
+    return _with_data(_bar_template("tokens_per_j", "Tokens per joule (tok/J)", ".2f"), rows=rows)
+
+
+@cache
+def _accuracy_template() -> Spec:
+    import altair as alt
+
+    y = alt.Y("name:N", sort=None, title=None)
+    bars = (
+        alt.Chart(_named(alt, "rows"))
+        .mark_bar()
+        .encode(
+            x=alt.X("score:Q", title="Accuracy (%)", scale=alt.Scale(domain=[0, 100])),
+            y=y,
+            color=alt.Color(
+                "verdict:N",
+                scale=alt.Scale(domain=VERDICT_DOMAIN, range=VERDICT_RANGE),
+                legend=alt.Legend(title="Gate"),
+            ),
+            tooltip=[
+                alt.Tooltip("name:N", title="Configuration"),
+                alt.Tooltip("score:Q", title="Score (%)", format=".1f"),
+                alt.Tooltip("verdict:N", title="Gate"),
+            ],
+        )
+    )
+    rule = (
+        alt.Chart(_named(alt, "gate"))
+        .mark_rule(strokeDash=[6, 3], strokeWidth=2, color="#c62828")
+        .encode(
+            x="gate_pts:Q",
+            tooltip=[alt.Tooltip("gate_pts:Q", title="Gate line (%)", format=".1f")],
+        )
+    )
+    return _finish(alt.layer(bars, rule).properties(width="container", height=alt.Step(34)))
+
+
+def accuracy_chart(rows: Rows, gate_pts: float | None) -> Spec:
+    """Accuracy (%) per configuration against the gate line (baseline score − threshold).
+
+    Rows: ``name``, ``score``, ``verdict`` (pass, fail, no gate).
+    """
+    gate = [] if gate_pts is None else [{"gate_pts": gate_pts}]
+    return _with_data(_accuracy_template(), rows=rows, gate=gate)
+
+
+@cache
+def _sweep_template() -> Spec:
+    import altair as alt
+
+    base = alt.Chart(_named(alt, "rows"))
+    x = alt.X("rate_rps:Q", title="Arrival rate (req/s)", scale=alt.Scale(type="log"))
+    y = alt.Y("slo_load:Q", title="Worst p99 / SLO limit", scale=alt.Scale(type="log"))
+    line = base.mark_line(opacity=0.6).encode(
+        x=x, y=y, color=alt.Color("name:N", sort=None, title="Configuration"), detail="name:N"
+    )
+    points = base.mark_point(filled=True, size=70).encode(
+        x=x,
+        y=y,
+        color=alt.Color("name:N", sort=None),
+        shape=alt.Shape(
+            "verdict:N",
+            scale=alt.Scale(domain=["meets SLO", "misses SLO"], range=["circle", "cross"]),
+            title="Probe",
+        ),
+        tooltip=[
+            alt.Tooltip("name:N", title="Configuration"),
+            alt.Tooltip("rate_rps:Q", title="Rate (req/s)", format=".2f"),
+            alt.Tooltip("ttft_p99_ms:Q", title="p99 TTFT (ms)", format=",.0f"),
+            alt.Tooltip("tpot_p99_ms:Q", title="p99 TPOT (ms)", format=",.1f"),
+            alt.Tooltip("verdict:N", title="Probe"),
+        ],
+    )
+    limit = (
+        alt.Chart(_named(alt, "limit"))
+        .mark_rule(strokeDash=[6, 3], color="#c62828")
+        .encode(y="slo_load:Q")
+    )
+    return _finish(alt.layer(line, points, limit).properties(width="container", height=260))
+
+
+def sweep_chart(rows: Rows) -> Spec:
+    """The SLO search: per probe, the worse of p99 TTFT/limit and p99 TPOT/limit.
+
+    A probe meets the SLO when that ratio is ≤ 1 (the dashed line). Rows: ``name``,
+    ``rate_rps``, ``slo_load``, ``verdict``, ``ttft_p99_ms``, ``tpot_p99_ms``.
+    """
+    return _with_data(_sweep_template(), rows=rows, limit=[{"slo_load": 1.0}])
+
+
+@cache
+def _power_template() -> Spec:
+    import altair as alt
+
+    shade = (
+        alt.Chart()
+        .mark_rect(opacity=0.3)
+        .encode(
+            x=alt.X("t_s:Q", title="Time in window (s)"),
+            x2="t_end_s:Q",
+            color=alt.Color("throttle:N", title="Throttle reasons"),
+            tooltip=[alt.Tooltip("throttle:N", title="Throttle reasons")],
+        )
+        .transform_filter("datum.throttle != ''")
+    )
+    line = (
+        alt.Chart()
+        .mark_line(color="#1f77b4")
+        .encode(
+            x=alt.X("t_s:Q"),
+            y=alt.Y("power_w:Q", title="Board power (W)"),
+            tooltip=[
+                alt.Tooltip("t_s:Q", title="t (s)", format=".0f"),
+                alt.Tooltip("power_w:Q", title="Power (W)", format=".0f"),
+            ],
+        )
+    )
+    chart = alt.layer(shade, line, data=_named(alt, "rows")).properties(width=560, height=140)
+    return _finish(chart.facet(row=alt.Row("name:N", sort=None, title=None)))
+
+
+def power_chart(rows: Rows) -> Spec:
+    """Board power (W) over the window per configuration, throttle-reason samples shaded.
+
+    Rows: ``name``, ``t_s``, ``t_end_s``, ``power_w``, ``throttle`` (reasons joined, or "").
+    """
+    return _with_data(_power_template(), rows=rows)
+
+
+@cache
+def _mbu_template() -> Spec:
+    import altair as alt
+
+    bars = (
+        alt.Chart(_named(alt, "rows"))
+        .mark_bar()
+        .encode(
+            x=alt.X("gbs:Q", stack="zero", title="Derived memory traffic (GB/s)"),
+            y=alt.Y("name:N", sort=None, title=None),
+            color=alt.Color("part:N", title="Bytes read", sort=["weights", "KV cache"]),
+            order=alt.Order("order:Q"),
+            tooltip=[
+                alt.Tooltip("name:N", title="Configuration"),
+                alt.Tooltip("part:N", title="Part"),
+                alt.Tooltip("gbs:Q", title="GB/s", format=",.0f"),
+            ],
+        )
+    )
+    rated = (
+        alt.Chart(_named(alt, "rated"))
+        .mark_rule(strokeDash=[6, 3], color="#c62828")
+        .encode(x="gbs:Q", tooltip=[alt.Tooltip("gbs:Q", title="Rated (GB/s)", format=",.0f")])
+    )
+    return _finish(alt.layer(bars, rated).properties(width="container", height=alt.Step(34)))
+
+
+def mbu_chart(rows: Rows, rated_gbs: float | None) -> Spec:
+    """MBU breakdown: weight and KV-cache traffic (GB/s) per configuration, rated line.
+
+    Rows: ``name``, ``part`` (weights, KV cache), ``gbs``, ``order``.
+    """
+    rated = [] if rated_gbs is None else [{"gbs": rated_gbs}]
+    return _with_data(_mbu_template(), rows=rows, rated=rated)

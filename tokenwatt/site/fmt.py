@@ -1,0 +1,45 @@
+"""Number formatting for pages. Every function returns page-safe :class:`Markup`.
+
+Numbers are formatted here from floats the build computed; they contain only digits, signs,
+separators and unit words, so they need no escaping. Text from records goes through
+:func:`tokenwatt.site.escape.md_text` instead.
+"""
+
+from __future__ import annotations
+
+from markupsafe import Markup
+
+from tokenwatt.site.escape import trusted
+
+DASH = trusted("—")
+
+
+def num(value: float | int | None, decimals: int = 1) -> Markup:
+    """``4572.3`` → ``4,572.3``; None → an em dash."""
+    if value is None:
+        return DASH
+    return trusted(f"{value:,.{decimals}f}")
+
+
+def signed_pct(value: float | None, decimals: int = 1) -> Markup:
+    """A relative change: ``+10.6%`` / ``−3.0%`` (true minus sign); None → dash."""
+    if value is None:
+        return DASH
+    text = f"{value:+.{decimals}f}%"
+    return trusted(text.replace("-", "−"))
+
+
+def signed_pts(value: float | None, decimals: int = 1) -> Markup:
+    """A change in points: ``−8.0 pts``; None → dash. ``-0.0`` is shown as ``0.0``."""
+    if value is None:
+        return DASH
+    if round(value, decimals) == 0:
+        value = 0.0
+    return trusted(f"{value:+.{decimals}f} pts".replace("-", "−").replace("+0.0 ", "0.0 "))
+
+
+def pct(value: float | None, decimals: int = 1) -> Markup:
+    """A share in per cent: ``56.6%``; None → dash."""
+    if value is None:
+        return DASH
+    return trusted(f"{value:.{decimals}f}%")

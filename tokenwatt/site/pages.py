@@ -1,0 +1,284 @@
+"""Report records → report pages: recomputed tables, conclusion, chart specs, setup.
+
+Rendered through ``site_templates/report.md.j2`` with the escaping environment of
+:mod:`tokenwatt.site.templates`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from markupsafe import Markup
+
+from tokenwatt.analysis import ConfigAnalysis, ReportAnalysis, analyse_report, conclusion
+from tokenwatt.errors import Problem
+from tokenwatt.records import ReportV2
+from tokenwatt.site import charts
+from tokenwatt.site.escape import code_block, json_for_script, md_text, trusted
+from tokenwatt.site.fmt import DASH, num, pct, signed_pct, signed_pts
+from tokenwatt.site.setup import setup_sections, throttle_rows
+from tokenwatt.site.templates import RenderedReport, environment, templates_dir
+
+
+def refuse_simulated(report: ReportV2, file: str) -> list[Problem]:
+    """Simulated measurements are published only in a report marked ``demo: true``."""
+    if report.demo:
+        return []
+    problems = [
+        Problem(
+            file,
+            f"configs[{i}].simulated",
+            "simulated measurements are never published as lab notes; "
+            "set demo: true on the report to build it as a labelled demo",
+        )
+        for i, c in enumerate(report.configs)
+        if c.simulated
+    ]
+    if report.simulated and not problems:
+        problems.append(
+            Problem(file, "simulated", "a simulated report needs demo: true to be built")
+        )
+    return problems
+
+
+def _names(analysis: ReportAnalysis) -> list[str]:
+    labels = [c.config.label for c in analysis.configs]
+    return [
+        label if labels.count(label) == 1 else f"{label} ({c.config.key})"
+        for label, c in zip(labels, analysis.configs, strict=True)
+    ]
+
+
+def _slo_cell(value: float, limit: float) -> Markup:
+    mark = "✓" if value <= limit else "✗ over"
+    return trusted(f"{num(value, 1)} {mark}")
+
+
+def _gate_cell(c: ConfigAnalysis) -> Markup:
+    if c.is_baseline:
+        return trusted("baseline")
+    if c.gate is None:
+        return trusted("no accuracy result")
+    if c.gate.passed:
+        return trusted(f"✓ pass ({signed_pts(c.gate.delta_pts)} ≥ −{num(c.gate.threshold_pts)})")
+    return trusted(f"✗ fail ({signed_pts(c.gate.delta_pts)} < −{num(c.gate.threshold_pts)})")
+
+
+def _headline(report: ReportV2, analysis: ReportAnalysis, names: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for name, c in zip(names, analysis.configs, strict=True):
+        cfg = c.config
+        acc = cfg.accuracy
+        rows.append(
+            {
+                "name": name,
+                "role": cfg.effective_role,
+                "engine": cfg.engine,
+                "goodput": num(cfg.goodput_tok_s),
+                "goodput_delta": trusted("baseline")
+                if c.is_baseline
+                else signed_pct(c.goodput_delta_pct),
+                "tpj": num(c.tokens_per_joule, 2),
+                "mbu": pct(cfg.mbu_pct),
+                "power": num(c.mean_power_w, 0),
+                "ttft": _slo_cell(cfg.ttft_p99_ms, report.slo.ttft_p99_ms),
+                "tpot": _slo_cell(cfg.tpot_p99_ms, report.slo.tpot_p99_ms),
+                "slo_passes": trusted(f"{cfg.slo_pass_count} / {cfg.repeats}"),
+                "accuracy": DASH if acc is None else pct(acc.score),
+                "accuracy_delta": (DASH if c.gate is None else signed_pts(c.gate.delta_pts)),
+                "gate": _gate_cell(c),
+            }
+        )
+    return rows
+
+
+def _capacity_rows(analysis: ReportAnalysis, names: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for name, c in zip(names, analysis.configs, strict=True):
+        cap = c.capacity
+        if cap is None:
+            continue
+        reasons = "; ".join(str(r.value) for r in cap.reasons)
+        credit = trusted("yes") if cap.credited else trusted("no: ") + md_text(reasons)
+        rows.append(
+            {
+                "name": name,
+                "gain": signed_pct(cap.gain_pct),
+                "needed": num(cap.cards_needed, 0),
+                "saved": num(cap.saved, 0),
+                "credit": credit,
+            }
+        )
+    return rows
+
+
+def _chart_specs(
+    report: ReportV2, analysis: ReportAnalysis, names: list[str]
+) -> list[dict[str, Any]]:
+    pairs = list(zip(names, analysis.configs, strict=True))
+    out: list[dict[str, Any]] = [
+        {
+            "id": "goodput",
+            "title": "SLO goodput per configuration",
+            "spec": charts.goodput_chart(
+                [
+                    {
+                        "name": n,
+                        "role": c.config.effective_role,
+                        "goodput_tok_s": c.config.goodput_tok_s,
+                    }
+                    for n, c in pairs
+                ]
+            ),
+        }
+    ]
+    tpj_rows = [
+        {"name": n, "role": c.config.effective_role, "tokens_per_j": round(c.tokens_per_joule, 4)}
+        for n, c in pairs
+        if c.tokens_per_joule is not None
+    ]
+    if tpj_rows:
+        out.append(
+            {
+                "id": "tokens-per-joule",
+                "title": "Tokens per joule per configuration",
+                "spec": charts.tokens_per_joule_chart(tpj_rows),
+            }
+        )
+    acc_rows = []
+    for n, c in pairs:
+        if c.config.accuracy is None:
+            continue
+        verdict = (
+            "no gate" if c.gate is None or c.is_baseline else ("pass" if c.gate.passed else "fail")
+        )
+        acc_rows.append({"name": n, "score": c.config.accuracy.score, "verdict": verdict})
+    base_acc = analysis.baseline.config.accuracy
+    if acc_rows:
+        gate_line = None if base_acc is None else base_acc.score - report.accuracy.threshold_pts
+        out.append(
+            {
+                "id": "accuracy",
+                "title": "Accuracy against the gate line",
+                "spec": charts.accuracy_chart(acc_rows, gate_line),
+            }
+        )
+    sweep_rows = [
+        {
+            "name": n,
+            "rate_rps": p.rate_rps,
+            "slo_load": _slo_load(p.ttft_p99_ms, p.tpot_p99_ms, report),
+            "ttft_p99_ms": p.ttft_p99_ms,
+            "tpot_p99_ms": p.tpot_p99_ms,
+            "verdict": "meets SLO" if p.slo_pass else "misses SLO",
+        }
+        for n, c in pairs
+        for p in c.config.sweep
+        if p.ttft_p99_ms is not None or p.tpot_p99_ms is not None
+    ]
+    if sweep_rows:
+        out.append(
+            {
+                "id": "sweep",
+                "title": "SLO search: probes against the SLO limit",
+                "spec": charts.sweep_chart(sweep_rows),
+            }
+        )
+    power_rows = []
+    for n, c in pairs:
+        timeline = c.config.power_timeline
+        for i, s in enumerate(timeline):
+            end = timeline[i + 1].t_s if i + 1 < len(timeline) else s.t_s + _step(timeline)
+            power_rows.append(
+                {
+                    "name": n,
+                    "t_s": s.t_s,
+                    "t_end_s": end,
+                    "power_w": s.power_w,
+                    "throttle": ", ".join(sorted(s.throttle)),
+                }
+            )
+    if power_rows:
+        out.append(
+            {
+                "id": "power",
+                "title": "Board power over the window, throttle reasons shaded",
+                "spec": charts.power_chart(power_rows),
+            }
+        )
+    mbu_rows = []
+    for n, c in pairs:
+        b = c.config.mbu_breakdown
+        if b is not None:
+            mbu_rows.append({"name": n, "part": "weights", "gbs": b.weights_gbs, "order": 0})
+            mbu_rows.append({"name": n, "part": "KV cache", "gbs": b.kv_gbs, "order": 1})
+    if mbu_rows:
+        hw = report.hardware
+        rated = (
+            None if hw.rated_bw_tbs_per_gpu is None else hw.rated_bw_tbs_per_gpu * 1000 * hw.count
+        )
+        out.append(
+            {
+                "id": "mbu",
+                "title": "MBU breakdown: derived memory traffic",
+                "spec": charts.mbu_chart(mbu_rows, rated),
+            }
+        )
+    for item in out:
+        item["json"] = json_for_script(item["spec"])
+    return out
+
+
+def _slo_load(ttft: float | None, tpot: float | None, report: ReportV2) -> float:
+    """The worse of p99 TTFT / limit and p99 TPOT / limit (≤ 1 meets the SLO)."""
+    ratios = []
+    if ttft is not None:
+        ratios.append(ttft / report.slo.ttft_p99_ms)
+    if tpot is not None:
+        ratios.append(tpot / report.slo.tpot_p99_ms)
+    return round(max(max(ratios), 1e-3), 6)
+
+
+def _step(timeline: list[Any]) -> float:
+    if len(timeline) >= 2:
+        return float(timeline[-1].t_s - timeline[-2].t_s)
+    return 1.0
+
+
+def render_report(report: ReportV2, file: str) -> RenderedReport:
+    """Render one report's page (Markdown) and collect its disagreement warnings."""
+    analysis = analyse_report(report)
+    names = _names(analysis)
+    warnings = [
+        f"{file}: {d} (the page shows the recomputed value)" for d in analysis.disagreements
+    ]
+    env = environment(templates_dir())
+    context = {
+        "r": report,
+        "id": report.id,
+        "names": names,
+        "headline": _headline(report, analysis, names),
+        "capacity": _capacity_rows(analysis, names),
+        "conclusion": conclusion(analysis, report.fleet.cards),
+        "charts": _chart_specs(report, analysis, names),
+        "disagreements": [str(d) for d in analysis.disagreements],
+        "setup": setup_sections(report),
+        "throttle": throttle_rows(report, names),
+        "reproduce": code_block(report.reproduce, "sh"),
+        "slo_ttft": num(report.slo.ttft_p99_ms, 0),
+        "slo_tpot": num(report.slo.tpot_p99_ms, 0),
+        "threshold": num(report.accuracy.threshold_pts),
+        "cards": num(report.fleet.cards, 0),
+    }
+    page = env.get_template("report.md.j2").render(context)
+    return RenderedReport(
+        id=report.id,
+        title=report.title,
+        published=report.published.isoformat(),
+        status=report.status,
+        demo=report.demo,
+        hardware=f"{report.hardware.count}× {report.hardware.accelerator}",
+        model=report.model.name,
+        page=page,
+        warnings=warnings,
+    )

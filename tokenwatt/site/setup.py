@@ -1,0 +1,143 @@
+"""The setup tables of a report page: hardware, software, model, workload, SLO, power, suite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenwatt.records import ReportV2
+from tokenwatt.site.escape import trusted
+from tokenwatt.site.fmt import DASH, num
+
+Row = tuple[str, Any]
+
+
+def _text(value: str | None) -> Any:
+    return DASH if value is None or value == "" else value
+
+
+def setup_sections(report: ReportV2) -> list[dict[str, Any]]:
+    """Sections of (field, value) rows; values are record text (escaped later) or Markup."""
+    hw, sw, model, wl = report.hardware, report.software, report.model, report.workload
+    sections: list[dict[str, Any]] = [
+        {
+            "title": "Hardware",
+            "rows": [
+                ("Vendor", hw.vendor),
+                ("Accelerator", hw.accelerator),
+                ("Count", num(hw.count, 0)),
+                (
+                    "Rated memory bandwidth per GPU",
+                    DASH
+                    if hw.rated_bw_tbs_per_gpu is None
+                    else trusted(f"{num(hw.rated_bw_tbs_per_gpu, 2)} TB/s"),
+                ),
+                ("Driver", _text(hw.driver)),
+                ("Host", _text(hw.host)),
+            ],
+        },
+        {
+            "title": "Software",
+            "rows": [
+                ("Engine", sw.engine),
+                ("Engine version", _text(sw.engine_version)),
+                ("Kernels / image", _text(sw.kernels)),
+            ],
+        },
+        {
+            "title": "Model",
+            "rows": [
+                ("Name", model.name),
+                ("Shape", _text(model.shape)),
+                ("Quantization", _text(model.quantization)),
+                ("Parallelism", _text(model.parallelism)),
+            ],
+        },
+        {
+            "title": "Workload",
+            "rows": [
+                ("Trace", wl.trace),
+                ("Input tokens", _text(wl.input_tokens)),
+                ("Output tokens", _text(wl.output_tokens)),
+                ("Arrival", _text(wl.arrival)),
+            ],
+        },
+        {
+            "title": "SLO",
+            "rows": [
+                ("p99 TTFT limit", trusted(f"{num(report.slo.ttft_p99_ms, 0)} ms")),
+                ("p99 TPOT limit", trusted(f"{num(report.slo.tpot_p99_ms, 1)} ms")),
+                ("Repeats per configuration", num(report.runs, 0)),
+                ("Variance band", trusted(f"±{num(report.variance_band_pct)}%")),
+            ],
+        },
+        {
+            "title": "Power",
+            "rows": [
+                ("Source", _text(report.power.source)),
+                ("Scope", report.power.kind),
+                ("Sampling", trusted(f"{num(report.power.sampling_hz, 1)} Hz")),
+                ("Window", _text(report.power.window)),
+            ],
+        },
+        {
+            "title": "Accuracy suite",
+            "rows": [
+                ("Suite", report.accuracy.suite),
+                ("Gate threshold", trusted(f"{num(report.accuracy.threshold_pts)} points")),
+                *_suite_detail(report),
+            ],
+        },
+    ]
+    if report.spec is not None:
+        m, s = report.spec.measurement, report.spec.sweep
+        sections.append(
+            {
+                "title": "Measurement and SLO search",
+                "rows": [
+                    ("Warm-up", trusted(f"{num(m.warmup_s, 0)} s")),
+                    ("Measurement window", trusted(f"{num(m.window_s, 0)} s")),
+                    ("Search window", trusted(f"{num(m.search_window_s, 0)} s")),
+                    ("Repeats", num(m.repeats, 0)),
+                    ("Request timeout", trusted(f"{num(m.request_timeout_s, 0)} s")),
+                    (
+                        "Start rate / growth",
+                        trusted(f"{num(s.start_rps, 2)} req/s × {num(s.growth, 2)}"),
+                    ),
+                    ("Bisection steps", num(s.bisect_steps, 0)),
+                ],
+            }
+        )
+    return sections
+
+
+def _suite_detail(report: ReportV2) -> list[Row]:
+    if report.spec is None:
+        return []
+    acc = report.spec.accuracy
+    rows: list[Row] = [("Scorer", acc.scorer), ("Seeds", num(acc.seeds, 0))]
+    if acc.limit is not None:
+        rows.append(("Items", num(acc.limit, 0)))
+    return rows
+
+
+def throttle_rows(report: ReportV2, names: list[str]) -> list[dict[str, Any]]:
+    """Throttle-reason sample counts per configuration, as a share of samples when known.
+
+    Samples = repeats × window (s) × sampling rate (Hz), which needs the record's spec
+    (seed: 2 × 120 s × 1 Hz = 240; 199 of 240 ≈ 83%).
+    """
+    samples = None
+    if report.spec is not None:
+        m = report.spec.measurement
+        samples = round(m.window_s * report.power.sampling_hz)
+    rows = []
+    for name, cfg in zip(names, report.configs, strict=True):
+        total = None if samples is None else samples * cfg.repeats
+        for reason, count in sorted(cfg.throttle_counts.items()):
+            share = (
+                DASH
+                if not total
+                else trusted(f"{count:,} of {total:,} samples ({100 * count / total:.0f}%)")
+            )
+            rows.append({"name": name, "reason": reason, "count": num(count, 0), "share": share})
+    return rows

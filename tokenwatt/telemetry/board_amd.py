@@ -1,0 +1,265 @@
+"""``board`` power on AMD Instinct GPUs through AMD SMI's Python binding (``import amdsmi``).
+
+Per GPU and per reading:
+
+- energy: ``amdsmi_get_energy_count`` — an accumulator times ``counter_resolution``
+  (µJ per tick; the key is ``energy_accumulator`` in current amdsmi, ``power`` in older
+  releases); unsupported (e.g. in a VM guest) → energy integrated from power samples;
+- power: ``amdsmi_get_power_info`` — ``current_socket_power`` (instantaneous, MI300 and
+  newer) or ``socket_power``; ``average_socket_power`` is the fallback, flagged ``average``;
+- violation status (``amdsmi_get_violation_status``): the ``active_*`` flags become throttle
+  reasons ``ppt_power`` (package power tracking — the power cap), ``socket_thermal``,
+  ``prochot_thermal``, ``vr_thermal``, ``hbm_thermal`` and ``gfx_clk_below_host_limit``;
+- GFX and memory clocks (``amdsmi_get_clock_info``, MHz), hotspot temperature (°C).
+
+Devices are taken in PCI (BDF) order and filtered by ``HIP_VISIBLE_DEVICES`` or
+``ROCR_VISIBLE_DEVICES`` (indices) when set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import Any
+
+from tokenwatt.analysis.power import PowerMethod
+from tokenwatt.errors import TelemetryError
+from tokenwatt.records.power import PowerScope
+from tokenwatt.telemetry.base import DeviceLostError, HardwareIdentity, ReadError, Reading
+from tokenwatt.telemetry.hardware import lookup_accelerator
+
+VIOLATION_REASONS: tuple[tuple[str, str], ...] = (
+    ("active_ppt_pwr", "ppt_power"),
+    ("active_socket_thrm", "socket_thermal"),
+    ("active_prochot_thrm", "prochot_thermal"),
+    ("active_vr_thrm", "vr_thermal"),
+    ("active_hbm_thrm", "hbm_thermal"),
+    ("active_gfx_clk_below_host_limit", "gfx_clk_below_host_limit"),
+)
+"""``amdsmi_get_violation_status`` flags and the throttle-reason names they become."""
+
+_NA = "N/A"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None or value == _NA:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    return None
+
+
+def violation_names(status: Mapping[str, Any]) -> frozenset[str]:
+    """Throttle-reason names of the active flags in a violation-status dict (``N/A`` = unset)."""
+    return frozenset(name for key, name in VIOLATION_REASONS if status.get(key) is True)
+
+
+class AmdSmiSource:
+    """AMD board (socket) power through amdsmi; see the module docstring.
+
+    Args:
+        environ: the environment (``HIP_VISIBLE_DEVICES`` / ``ROCR_VISIBLE_DEVICES``).
+        gpus: positions among the visible GPUs (spec ``hardware.gpus``); None = all.
+        amdsmi: the ``amdsmi`` module (tests inject a fake with the same names).
+
+    Raises:
+        TelemetryError: amdsmi missing or failing to initialise, or no GPU selected.
+    """
+
+    name = "amdsmi"
+    scope: PowerScope = "board"
+
+    def __init__(
+        self,
+        *,
+        environ: Mapping[str, str],
+        gpus: Sequence[int] | None = None,
+        amdsmi: ModuleType | None = None,
+    ) -> None:
+        if amdsmi is None:
+            try:
+                amdsmi = importlib.import_module("amdsmi")
+            except ImportError as exc:
+                raise TelemetryError(
+                    "power.source 'board' on AMD needs the amdsmi Python package from ROCm"
+                ) from exc
+        self.smi = amdsmi
+        self.notes: list[str] = []
+        self._closed = False
+        try:
+            self.smi.amdsmi_init()
+        except self.smi.AmdSmiException as exc:
+            raise TelemetryError(f"amdsmi did not initialise: {exc}") from exc
+        try:
+            self._handles, self._ids = self._select(environ, gpus)
+            self._has_counter = self._probe_counter()
+            self._power_key = self._probe_power_key()
+        except self.smi.AmdSmiException as exc:
+            self.close()
+            raise TelemetryError(f"amdsmi failed while opening the GPUs: {exc}") from exc
+        except BaseException:
+            self.close()
+            raise
+        self.devices = len(self._handles)
+        self.power_method: PowerMethod = (
+            "average" if self._power_key == "average_socket_power" else "instant"
+        )
+        if self.power_method == "average":
+            self.notes.append("power samples from average_socket_power (a running average)")
+        if not self._has_counter:
+            self.notes.append("energy integrated from power samples: no energy counter")
+
+    def _select(
+        self, environ: Mapping[str, str], gpus: Sequence[int] | None
+    ) -> tuple[list[Any], list[str]]:
+        smi = self.smi
+        found = sorted(
+            (
+                (str(smi.amdsmi_get_gpu_device_bdf(h)).lower(), h)
+                for h in smi.amdsmi_get_processor_handles()
+            ),
+            key=lambda d: d[0],
+        )
+        visible = environ.get("HIP_VISIBLE_DEVICES", environ.get("ROCR_VISIBLE_DEVICES"))
+        chosen = found
+        if visible is not None:
+            idx = [int(x) for x in visible.split(",") if x.strip().isdigit()]
+            if any(i >= len(found) for i in idx):
+                raise TelemetryError(
+                    f"visible devices {visible!r}, but amdsmi sees {len(found)} GPU(s)"
+                )
+            chosen = [found[i] for i in idx]
+        if gpus is not None:
+            if any(g >= len(chosen) for g in gpus):
+                raise TelemetryError(f"hardware.gpus {list(gpus)}, but only {len(chosen)} visible")
+            chosen = [chosen[g] for g in gpus]
+        if not chosen:
+            raise TelemetryError("no AMD GPU to measure")
+        return [h for _, h in chosen], [bdf for bdf, _ in chosen]
+
+    def _energy_j(self, handle: Any) -> float:
+        info = self.smi.amdsmi_get_energy_count(handle)
+        ticks = info.get("energy_accumulator", info.get("power"))
+        resolution_uj = _number(info.get("counter_resolution"))
+        if _number(ticks) is None or resolution_uj is None:
+            raise ReadError("energy counter answered N/A")
+        return float(ticks) * resolution_uj / 1e6
+
+    def _probe_counter(self) -> bool:
+        try:
+            for h in self._handles:
+                self._energy_j(h)
+        except (self.smi.AmdSmiException, ReadError):
+            return False
+        return True
+
+    def _probe_power_key(self) -> str:
+        info = self.smi.amdsmi_get_power_info(self._handles[0])
+        for key in ("current_socket_power", "socket_power", "average_socket_power"):
+            if _number(info.get(key)) is not None:
+                return key
+        raise TelemetryError("amdsmi_get_power_info reports no socket power on this GPU")
+
+    def _lost(self, exc: Exception) -> bool:
+        code = getattr(exc, "err_code", None)
+        ret = getattr(self.smi, "AmdSmiRetCode", None)
+        lost = {getattr(ret, n, None) for n in ("ERR_NOT_FOUND", "NOT_INIT", "DRM_ERROR")}
+        return code is not None and code in lost
+
+    def read(self) -> Reading:
+        """Read every selected GPU once and merge.
+
+        Raises:
+            DeviceLostError: the GPU is gone (not found, not initialised, DRM error).
+            ReadError: another amdsmi error while reading power or energy.
+        """
+        smi = self.smi
+        total = 0.0
+        counters: dict[str, float] = {}
+        gfx: list[float] = []
+        mem: list[float] = []
+        temps: list[float] = []
+        reasons: set[str] = set()
+        for handle, bdf in zip(self._handles, self._ids, strict=True):
+            try:
+                watts = _number(smi.amdsmi_get_power_info(handle).get(self._power_key))
+                if watts is None:
+                    raise ReadError(f"{bdf}: {self._power_key} is N/A")
+                total += watts
+                if self._has_counter:
+                    counters[bdf] = self._energy_j(handle)
+            except smi.AmdSmiException as exc:
+                if self._lost(exc):
+                    raise DeviceLostError(f"{bdf}: {exc}") from exc
+                raise ReadError(f"{bdf}: {exc}") from exc
+            try:
+                for clk_type, out in ((smi.AmdSmiClkType.GFX, gfx), (smi.AmdSmiClkType.MEM, mem)):
+                    info = smi.amdsmi_get_clock_info(handle, clk_type)
+                    value = _number(info.get("clk", info.get("cur_clk")))
+                    if value is not None:
+                        out.append(value)
+                t = _number(
+                    smi.amdsmi_get_temp_metric(
+                        handle,
+                        smi.AmdSmiTemperatureType.HOTSPOT,
+                        smi.AmdSmiTemperatureMetric.CURRENT,
+                    )
+                )
+                if t is not None:
+                    temps.append(t)
+                reasons |= violation_names(smi.amdsmi_get_violation_status(handle))
+            except smi.AmdSmiException as exc:
+                if self._lost(exc):
+                    raise DeviceLostError(f"{bdf}: {exc}") from exc
+        return Reading(
+            power_w=total,
+            counters_j=counters if self._has_counter else None,
+            sm_clock_mhz=sum(gfx) / len(gfx) if gfx else None,
+            mem_clock_mhz=sum(mem) / len(mem) if mem else None,
+            temperature_c=max(temps) if temps else None,
+            throttle=frozenset(reasons),
+        )
+
+    def identity(self) -> HardwareIdentity:
+        """Market name, count, driver and VRAM; bandwidth from the hardware table."""
+        smi = self.smi
+        names = sorted(
+            {
+                str(smi.amdsmi_get_gpu_asic_info(h).get("market_name", "unknown"))
+                for h in self._handles
+            }
+        )
+        name = names[0] if len(names) == 1 else " + ".join(names)
+        try:
+            driver: str | None = str(
+                smi.amdsmi_get_gpu_driver_info(self._handles[0])["driver_version"]
+            )
+        except (smi.AmdSmiException, KeyError):
+            driver = None
+        try:
+            vram_mb = _number(smi.amdsmi_get_gpu_vram_usage(self._handles[0]).get("vram_total"))
+            memory = int(vram_mb * 1024 * 1024) if vram_mb is not None else None
+        except smi.AmdSmiException:
+            memory = None
+        row = lookup_accelerator(name) if len(names) == 1 else None
+        return HardwareIdentity(
+            vendor="AMD",
+            accelerator=name,
+            count=len(self._handles),
+            driver=driver,
+            rated_bw_tbs_per_gpu=row.rated_bw_tbs if row else None,
+            rated_bw_source=row.source if row else None,
+            memory_bytes_per_gpu=memory,
+            table_key=row.key if row else None,
+            device_ids=tuple(self._ids),
+        )
+
+    def close(self) -> None:
+        """Shut amdsmi down (once)."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(self.smi.AmdSmiException):
+            self.smi.amdsmi_shut_down()

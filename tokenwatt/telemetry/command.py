@@ -1,0 +1,114 @@
+"""``command`` power: any command that prints a power reading (W).
+
+``power.command`` is split like a shell would (``shlex``) but run without a shell. What it
+prints is picked by ``power.field``:
+
+- unset: the whole output must be one number (W);
+- ``re:<regex>``: the first match's group ``watts`` if the pattern names one, else group 1,
+  e.g. ``re:Power Draw\\s*:\\s*([0-9.]+)``;
+- anything else: a dotted key path into JSON output; integer parts index lists, e.g.
+  ``readings.0.watts`` for ``{"readings": [{"watts": 412.5}]}``.
+
+Figures are ``node`` scope (the command is assumed to meter the whole node; use ``board``
+or ``prometheus`` for GPU board power).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+from typing import Any
+
+from tokenwatt.analysis.power import PowerMethod
+from tokenwatt.errors import TelemetryError
+from tokenwatt.records.power import PowerScope
+from tokenwatt.records.spec import PowerSpec
+from tokenwatt.telemetry.base import HardwareIdentity, ReadError, Reading
+
+
+def pick_reading(output: str, field: str | None) -> float:
+    """The reading (W) that ``field`` selects from a command's output (see module docs).
+
+    Raises:
+        ValueError: nothing matched, the key path is missing, or the value is not a number.
+    """
+    text = output.strip()
+    if not field:
+        return float(text)
+    if field.startswith("re:"):
+        pattern = re.compile(field[3:])
+        match = pattern.search(text)
+        if not match:
+            raise ValueError(f"pattern {field[3:]!r} did not match the output")
+        group = "watts" if "watts" in pattern.groupindex else 1
+        return float(match.group(group))
+    node: Any = json.loads(text)
+    for part in field.split("."):
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            raise ValueError(f"key path {field!r} not found at {part!r}")
+    if isinstance(node, bool) or not isinstance(node, int | float | str):
+        raise ValueError(f"{field!r} is not a number: {node!r}")
+    return float(node)
+
+
+class CommandSource:
+    """Power from a user command, run once per sample.
+
+    Args:
+        power: the spec's ``power`` section (``command``, ``field``).
+        timeout_s: time limit per run (s).
+
+    Raises:
+        TelemetryError: no command, or its first run fails.
+    """
+
+    name = "command"
+    scope: PowerScope = "node"
+    power_method: PowerMethod = "reading"
+    devices = 1
+
+    def __init__(self, power: PowerSpec, *, timeout_s: float = 5.0) -> None:
+        if not power.command:
+            raise TelemetryError("power.source 'command' needs power.command")
+        self._args = shlex.split(power.command)
+        self._field = power.field
+        self._timeout_s = timeout_s
+        self.notes: list[str] = []
+        try:
+            self.read()
+        except ReadError as exc:
+            raise TelemetryError(f"power.command {power.command!r}: {exc}") from exc
+
+    def read(self) -> Reading:
+        """Run the command once and pick the reading.
+
+        Raises:
+            ReadError: not found, non-zero exit, timeout, or no reading in the output.
+        """
+        try:
+            done = subprocess.run(
+                self._args, capture_output=True, text=True, timeout=self._timeout_s, check=False
+            )
+        except FileNotFoundError as exc:
+            raise ReadError(f"{self._args[0]} not found") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise ReadError(f"timed out after {self._timeout_s} s") from exc
+        if done.returncode != 0:
+            raise ReadError(f"exit status {done.returncode}: {done.stderr.strip()[:200]}")
+        try:
+            return Reading(power_w=pick_reading(done.stdout, self._field))
+        except ValueError as exc:
+            raise ReadError(f"{exc} (output: {done.stdout.strip()[:120]!r})") from exc
+
+    def identity(self) -> HardwareIdentity:
+        """A command does not name the accelerators."""
+        return HardwareIdentity(vendor="unknown", accelerator="unknown (command power)", count=0)
+
+    def close(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,125 @@
+"""``open_meter``: the one call the collector makes to get a power meter for a spec."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+
+from tokenwatt.errors import TelemetryError
+from tokenwatt.records.spec import Spec
+from tokenwatt.telemetry.base import HardwareIdentity, PowerSource
+from tokenwatt.telemetry.clock import Clock
+from tokenwatt.telemetry.meter import PowerMeter
+
+
+def _source_for(spec: Spec, sim_endpoint: str | None, environ: Mapping[str, str]) -> PowerSource:
+    power, hardware = spec.power, spec.hardware
+    if power.source == "board":
+        if hardware.adapter == "nvidia":
+            from tokenwatt.telemetry.board_nvidia import NvmlSource
+
+            return NvmlSource(environ=environ, gpus=hardware.gpus)
+        if hardware.adapter == "amd":
+            from tokenwatt.telemetry.board_amd import AmdSmiSource
+
+            return AmdSmiSource(environ=environ, gpus=hardware.gpus)
+        if hardware.adapter == "sim":
+            from tokenwatt.telemetry.sim import SimSource
+
+            return SimSource(sim_endpoint or spec.engine.endpoint)
+        raise TelemetryError(
+            "power.source 'board' needs hardware.adapter nvidia, amd or sim "
+            f"(got {hardware.adapter!r}); set power.source to none to measure without power"
+        )
+    if power.source == "sim":
+        from tokenwatt.telemetry.sim import SimSource
+
+        return SimSource(sim_endpoint or spec.engine.endpoint)
+    if power.source == "redfish":
+        from tokenwatt.telemetry.redfish import RedfishSource
+
+        return RedfishSource(power, environ=environ)
+    if power.source == "ipmi":
+        from tokenwatt.telemetry.ipmi import IpmiSource
+
+        return IpmiSource(power, environ=environ)
+    if power.source == "command":
+        from tokenwatt.telemetry.command import CommandSource
+
+        return CommandSource(power)
+    if power.source == "prometheus":
+        from tokenwatt.telemetry.prometheus import PrometheusSource
+
+        return PrometheusSource(power)
+    from tokenwatt.telemetry.null import NullSource
+
+    return NullSource()
+
+
+def _board_identity(spec: Spec, environ: Mapping[str, str]) -> HardwareIdentity | None:
+    """The accelerators' identity from NVML / AMD SMI when power comes from elsewhere.
+
+    A node-level source (Redfish, IPMI, a command) cannot name the GPUs, but MBU still needs
+    them. None when the board library is absent or fails: the source's own identity is used.
+    """
+    try:
+        if spec.hardware.adapter == "nvidia":
+            from tokenwatt.telemetry.board_nvidia import NvmlSource
+
+            board: PowerSource = NvmlSource(environ=environ, gpus=spec.hardware.gpus)
+        elif spec.hardware.adapter == "amd":
+            from tokenwatt.telemetry.board_amd import AmdSmiSource
+
+            board = AmdSmiSource(environ=environ, gpus=spec.hardware.gpus)
+        else:
+            return None
+    except TelemetryError:
+        return None
+    try:
+        return board.identity()
+    finally:
+        board.close()
+
+
+def open_meter(
+    spec: Spec,
+    *,
+    sim_endpoint: str | None = None,
+    clock: Clock | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> PowerMeter:
+    """Open the power meter the spec's ``power`` and ``hardware`` sections ask for.
+
+    ``power.source``: ``board`` (NVML or AMD SMI by ``hardware.adapter``; the simulator's
+    model when the adapter is ``sim``), ``redfish``, ``ipmi``, ``command``, ``prometheus``,
+    ``sim`` (scrapes ``tokenwatt_sim_power_watts`` from ``sim_endpoint`` or the engine's
+    endpoint) or ``none`` (windows come back invalid, saying no source was configured).
+    A spec's ``hardware.rated_bw_tbs_per_gpu`` overrides the hardware table.
+
+    Args:
+        spec: the benchmark spec.
+        sim_endpoint: base URL of a running ``tokenwatt sim`` (for dry runs).
+        clock: the sampler's clock (tests inject a manual one).
+        environ: environment (default ``os.environ``): ``CUDA_VISIBLE_DEVICES`` and the
+            variable named by ``power.password_env``.
+
+    Raises:
+        TelemetryError: the source cannot be opened (no driver, MIG, bad credentials …).
+    """
+    env = os.environ if environ is None else environ
+    source = _source_for(spec, sim_endpoint, env)
+    try:
+        identity = source.identity()
+        if spec.power.source not in ("board", "sim", "none") and identity.count == 0:
+            identity = _board_identity(spec, env) or identity
+        if spec.hardware.rated_bw_tbs_per_gpu is not None:
+            identity = replace(
+                identity,
+                rated_bw_tbs_per_gpu=spec.hardware.rated_bw_tbs_per_gpu,
+                rated_bw_source="spec: hardware.rated_bw_tbs_per_gpu",
+            )
+        return PowerMeter(source, spec.power.sampling_hz, clock=clock, identity=identity)
+    except BaseException:
+        source.close()
+        raise

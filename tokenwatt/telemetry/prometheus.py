@@ -1,0 +1,190 @@
+"""``prometheus`` power: DCGM exporter series read through a Prometheus server's query API.
+
+For deployments past one box: every GPU of every node that the DCGM exporter reports,
+summed. Each reading runs two instant queries (``/api/v1/query``):
+
+- ``DCGM_FI_DEV_POWER_USAGE`` (W per GPU) → summed power;
+- ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` (mJ per GPU since the driver loaded) → one
+  energy counter per series, so the window's energy is the counters' difference and a
+  counter that goes backwards on any node invalidates it.
+
+``power.field``, when given, is a PromQL label matcher added to both series, e.g.
+``{Hostname=~"gpu-node-0[1-4]"}``. The exporter is scraped every 15–30 s in most setups,
+so each window edge is uncertain by up to one scrape interval; use windows of several
+minutes with this source. After each window the timeline is replaced by
+``sum(DCGM_FI_DEV_POWER_USAGE)`` from ``/api/v1/query_range`` over the window (step: the
+sampling interval, at least 1 s), which shows the exporter's own points rather than the live
+samples' repeats of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from tokenwatt.analysis.power import PowerMethod
+from tokenwatt.errors import TelemetryError
+from tokenwatt.records.power import PowerScope
+from tokenwatt.records.spec import PowerSpec
+from tokenwatt.telemetry.base import HardwareIdentity, ReadError, Reading
+from tokenwatt.telemetry.hardware import lookup_accelerator
+
+POWER_SERIES = "DCGM_FI_DEV_POWER_USAGE"
+ENERGY_SERIES = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+
+
+def series_id(labels: Mapping[str, str]) -> str:
+    """A GPU's identity across nodes: host (``Hostname``/``instance``) and GPU (UUID/index)."""
+    host = labels.get("Hostname") or labels.get("instance") or "?"
+    gpu = labels.get("UUID") or labels.get("gpu") or labels.get("device") or "?"
+    return f"{host}/{gpu}"
+
+
+def parse_matrix(body: Mapping[str, Any]) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+    """``(labels, [(unix time, value), …])`` series of a range-query answer (matrix).
+
+    Raises:
+        ValueError: an error answer or an unexpected shape.
+    """
+    if body.get("status") != "success":
+        raise ValueError(f"{body.get('errorType', 'error')}: {body.get('error', 'query failed')}")
+    data = body.get("data")
+    if not isinstance(data, Mapping) or data.get("resultType") != "matrix":
+        raise ValueError("expected a matrix result")
+    out = []
+    for item in data.get("result", []):
+        labels = {str(k): str(v) for k, v in item.get("metric", {}).items()}
+        out.append((labels, [(float(ts), float(v)) for ts, v in item.get("values", [])]))
+    return out
+
+
+def parse_vector(body: Mapping[str, Any]) -> list[tuple[dict[str, str], float]]:
+    """``(labels, value)`` pairs of an instant-query answer (``resultType`` vector).
+
+    Raises:
+        ValueError: an error answer or an unexpected shape.
+    """
+    if body.get("status") != "success":
+        raise ValueError(f"{body.get('errorType', 'error')}: {body.get('error', 'query failed')}")
+    data = body.get("data")
+    if not isinstance(data, Mapping) or data.get("resultType") != "vector":
+        raise ValueError("expected a vector result")
+    out: list[tuple[dict[str, str], float]] = []
+    for item in data.get("result", []):
+        labels = {str(k): str(v) for k, v in item.get("metric", {}).items()}
+        out.append((labels, float(item["value"][1])))
+    return out
+
+
+class PrometheusSource:
+    """Board power of many GPUs on many nodes, from DCGM exporter series in Prometheus.
+
+    Args:
+        power: the spec's ``power`` section (``url``; ``field`` as a label matcher).
+        timeout_s: HTTP timeout per query (s).
+
+    Raises:
+        TelemetryError: the server does not answer, or has no power series.
+    """
+
+    name = "prometheus"
+    scope: PowerScope = "board"
+    power_method: PowerMethod = "reading"
+
+    def __init__(self, power: PowerSpec, *, timeout_s: float = 5.0) -> None:
+        if not power.url:
+            raise TelemetryError("power.source 'prometheus' needs power.url")
+        self.base = power.url.rstrip("/")
+        self.selector = (power.field or "").strip()
+        if self.selector and not (self.selector.startswith("{") and self.selector.endswith("}")):
+            raise TelemetryError(
+                f'power.field for prometheus must be a label matcher like {{Hostname="a"}}, '
+                f"got {self.selector!r}"
+            )
+        self.notes: list[str] = [
+            "DCGM exporter series via Prometheus: time resolution is the exporter's scrape interval"
+        ]
+        self._client = httpx.Client(timeout=timeout_s, verify=power.verify_tls)
+        try:
+            power_series = self._query(POWER_SERIES)
+        except ReadError as exc:
+            self._client.close()
+            raise TelemetryError(f"Prometheus at {self.base}: {exc}") from exc
+        if not power_series:
+            self._client.close()
+            raise TelemetryError(
+                f"Prometheus at {self.base} has no {POWER_SERIES}{self.selector} series; "
+                "is the DCGM exporter scraped?"
+            )
+        self._labels = [labels for labels, _ in power_series]
+        self.devices = len(power_series)
+
+    def _query(self, series: str) -> list[tuple[dict[str, str], float]]:
+        try:
+            response = self._client.get(
+                f"{self.base}/api/v1/query", params={"query": series + self.selector}
+            )
+            if response.status_code >= 500 or response.status_code in (401, 403, 404):
+                raise ReadError(f"{series}: HTTP {response.status_code}")
+            return parse_vector(response.json())
+        except httpx.TimeoutException as exc:
+            raise ReadError(f"{series}: timed out") from exc
+        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+            raise ReadError(f"{series}: {type(exc).__name__}: {exc}") from exc
+
+    def read(self) -> Reading:
+        """Sum power over all series; energy counters per GPU (J).
+
+        Raises:
+            ReadError: a query failed or returned no power series.
+        """
+        power = self._query(POWER_SERIES)
+        if not power:
+            raise ReadError(f"no {POWER_SERIES} series")
+        energy = self._query(ENERGY_SERIES)
+        counters = {series_id(labels): mj / 1000.0 for labels, mj in energy} or None
+        return Reading(power_w=sum(v for _, v in power), counters_j=counters)
+
+    def window_series(
+        self, start_unix: float, end_unix: float, step_s: float
+    ) -> list[tuple[float, float]]:
+        """Summed power over a past range, via ``/api/v1/query_range`` (``(unix s, W)``).
+
+        Raises:
+            ReadError: the query failed or the answer was not a matrix.
+        """
+        query = f"sum({POWER_SERIES}{self.selector})"
+        try:
+            response = self._client.get(
+                f"{self.base}/api/v1/query_range",
+                params={"query": query, "start": start_unix, "end": end_unix, "step": step_s},
+            )
+            series = parse_matrix(response.json())
+        except httpx.TimeoutException as exc:
+            raise ReadError(f"{query}: timed out") from exc
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            raise ReadError(f"{query}: {type(exc).__name__}: {exc}") from exc
+        return series[0][1] if series else []
+
+    def identity(self) -> HardwareIdentity:
+        """Model name (DCGM's ``modelName`` label), GPU count and driver, where labelled."""
+        models = sorted({lab.get("modelName", "") for lab in self._labels} - {""})
+        name = " + ".join(models) if models else "unknown (no modelName label)"
+        row = lookup_accelerator(models[0]) if len(models) == 1 else None
+        drivers = sorted({lab.get("DCGM_FI_DRIVER_VERSION", "") for lab in self._labels} - {""})
+        return HardwareIdentity(
+            vendor="NVIDIA",
+            accelerator=name,
+            count=len(self._labels),
+            driver=", ".join(drivers) or None,
+            rated_bw_tbs_per_gpu=row.rated_bw_tbs if row else None,
+            rated_bw_source=row.source if row else None,
+            table_key=row.key if row else None,
+            device_ids=tuple(series_id(lab) for lab in self._labels),
+        )
+
+    def close(self) -> None:
+        """Close the HTTP client."""
+        self._client.close()
