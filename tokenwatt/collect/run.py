@@ -289,6 +289,7 @@ class _Run:
         )
         power: list[PowerWindow | None] = [None]
         metrics: list[EngineMetrics | None] = [None]
+        stopping = [False]
         lead_s = 0.05  # the load generator starts its schedule this long after the call
 
         async def watch() -> None:
@@ -302,6 +303,7 @@ class _Run:
             try:
                 await asyncio.sleep(duration_s)
             finally:
+                stopping[0] = True  # a cancel from here on would lose the window's metrics
                 metrics[0] = await scraper.stop()
                 if self.meter is not None:
                     try:
@@ -326,7 +328,7 @@ class _Run:
                 stop_early=stop,
             )
         finally:
-            if not watcher.done():
+            if not watcher.done() and not stopping[0]:
                 watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher

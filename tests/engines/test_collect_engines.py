@@ -1,0 +1,126 @@
+"""The collector end to end against both real engines: one load-generator window, then
+``tokenwatt collect --mode smoke`` writing a run record.
+
+Smoke-sized: seconds of load at a few requests per second on the generated tiny model.
+The numbers are checked for consistency (token counts from ``usage``, latencies present and
+plausible), never for speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from engine_servers import EngineServer
+from tiny_model import TinyModel
+
+from tokenwatt.collect.loadgen import LoadConfig, run_window
+from tokenwatt.collect.workload import RequestSpec
+from tokenwatt.records import RunRecord
+from tokenwatt.records.spec import SloSpec
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC = REPO / "tests" / "fixtures" / "tiny-engine.spec.yaml"
+
+ENGINES = [
+    pytest.param("llamacpp_server", "llama.cpp", marks=pytest.mark.engine, id="llama.cpp"),
+    pytest.param("vllm_server", "vllm", marks=[pytest.mark.engine, pytest.mark.vllm], id="vllm"),
+]
+
+
+@pytest.mark.parametrize(("fixture", "engine_name"), ENGINES)
+def test_one_window_of_token_id_requests(
+    fixture: str, engine_name: str, request: pytest.FixtureRequest, tiny_model: TinyModel
+) -> None:
+    server: EngineServer = request.getfixturevalue(fixture)
+    ids = tiny_model.printable_ids
+    specs = [
+        RequestSpec(prompt=[ids[(13 * i + k) % len(ids)] for k in range(12 + i % 5)], max_tokens=8)
+        for i in range(50)
+    ]
+    cfg = LoadConfig(
+        endpoint=server.endpoint,
+        model="tiny",
+        slo=SloSpec(ttft_p99_ms=5000, tpot_p99_ms=500),
+        max_concurrency=16,
+        request_timeout_s=30,
+    )
+    result = asyncio.run(
+        run_window(
+            cfg,
+            rate_rps=4.0,
+            duration_s=2.0,
+            warmup_s=0.5,
+            requests=itertools.cycle(specs),
+            seed=7,
+        )
+    )
+    s = result.summary
+    inside = [r for r in result.requests if r.in_window]
+    assert s.requests == len(inside) >= 2  # Poisson at 4 req/s over 2 s (seed 7)
+    assert s.errors == 0 and s.completed == s.requests, s.error_kinds
+    assert s.usage_missing == 0
+    # Exact lengths: every request asked for 8 tokens with ignore_eos; usage says 8.
+    assert all(r.output_tokens == 8 for r in inside)
+    assert s.output_tokens == 8 * s.requests
+    # Token-id prompts of 12–16 ids: the engine counts exactly those (no BOS added).
+    assert all(12 <= r.prompt_tokens <= 16 for r in inside)
+    assert s.input_tokens == sum(r.prompt_tokens for r in inside)
+    assert isinstance(s.ttft_ms.p99, float) and 0 < s.ttft_ms.p99 < 5000
+    assert isinstance(s.tpot_ms.p50, float) and 0 < s.tpot_ms.p50 < 500
+    assert s.slo_pass
+
+
+@pytest.mark.parametrize(("fixture", "engine_name"), ENGINES)
+def test_collect_smoke_writes_a_run_record(
+    fixture: str, engine_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    server: EngineServer = request.getfixturevalue(fixture)
+    out = tmp_path / f"{engine_name}.json"
+    cmd = [
+        sys.executable,
+        "-m",
+        "tokenwatt",
+        "collect",
+        "--spec",
+        str(SPEC),
+        "--label",
+        f"tiny-{engine_name}",
+        "--role",
+        "baseline",
+        "--mode",
+        "smoke",
+        "--endpoint",
+        server.endpoint,
+        "--engine-log",
+        str(server.log_path),
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = RunRecord.model_validate(json.loads(out.read_text()))
+
+    assert record.mode == "smoke" and record.complete and not record.simulated
+    env = record.environment
+    assert env.engine_name == engine_name
+    assert env.served_models == ["tiny"]
+    assert env.kv_capacity_tokens is not None and env.kv_capacity_tokens > 0
+    assert record.probes, "the SLO search ran no probe"
+    for probe in record.probes:
+        w = probe.window
+        assert w.errors == 0 and w.usage_missing == 0, w.error_kinds
+        assert probe.metrics is not None and probe.metrics.scrapes >= 1
+        assert probe.metrics.running_mean is not None
+    assert record.repeats
+    rep = record.repeats[0].window
+    assert rep.completed == rep.requests > 0
+    assert rep.output_tokens >= rep.requests  # at least one token each, counted by usage
+    assert rep.goodput_tok_s == pytest.approx(rep.output_tokens / rep.duration_s, rel=1e-6)
+    assert record.result is not None and record.result.rate_rps > 0
