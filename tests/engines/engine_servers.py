@@ -215,6 +215,7 @@ class StreamResult:
     done: bool = False
     last: float = 0.0
     error: dict[str, Any] | None = None
+    last_event: dict[str, Any] | None = None
 
     @property
     def ttft_s(self) -> float:
@@ -252,6 +253,7 @@ def stream_completion(base_url: str, body: dict[str, Any], timeout_s: float = 60
             event = json.loads(data)
             now = time.monotonic()
             res.last = now
+            res.last_event = event
             if isinstance(event.get("error"), dict):
                 res.error = event["error"]
             choices = event.get("choices") or []

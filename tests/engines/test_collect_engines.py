@@ -40,7 +40,7 @@ def test_one_window_of_token_id_requests(
     server: EngineServer = request.getfixturevalue(fixture)
     ids = tiny_model.printable_ids
     specs = [
-        RequestSpec(prompt=[ids[(13 * i + k) % len(ids)] for k in range(12 + i % 5)], max_tokens=8)
+        RequestSpec(prompt=[ids[(13 * i + k) % len(ids)] for k in range(12 + i % 5)], max_tokens=32)
         for i in range(50)
     ]
     cfg = LoadConfig(
@@ -65,14 +65,16 @@ def test_one_window_of_token_id_requests(
     assert s.requests == len(inside) >= 2  # Poisson at 4 req/s over 2 s (seed 7)
     assert s.errors == 0 and s.completed == s.requests, s.error_kinds
     assert s.usage_missing == 0
-    # Exact lengths: every request asked for 8 tokens with ignore_eos; usage says 8.
-    assert all(r.output_tokens == 8 for r in inside)
-    assert s.output_tokens == 8 * s.requests
+    # Exact lengths: every request asked for 32 tokens with ignore_eos; usage says 32.
+    assert all(r.output_tokens == 32 for r in inside)
+    assert s.output_tokens == 32 * s.requests
     # Token-id prompts of 12–16 ids: the engine counts exactly those (no BOS added).
     assert all(12 <= r.prompt_tokens <= 16 for r in inside)
     assert s.input_tokens == sum(r.prompt_tokens for r in inside)
     assert isinstance(s.ttft_ms.p99, float) and 0 < s.ttft_ms.p99 < 5000
-    assert isinstance(s.tpot_ms.p50, float) and 0 < s.tpot_ms.p50 < 500
+    # A decode step of this model takes about a millisecond: when the client is held up,
+    # a whole stream can land in one read and its TPOT reads 0. Most streams do not.
+    assert isinstance(s.tpot_ms.p90, float) and 0 < s.tpot_ms.p90 < 500
     assert s.slo_pass
 
 

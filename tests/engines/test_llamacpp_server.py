@@ -59,11 +59,16 @@ def test_streamed_token_id_prompt_has_exact_usage_and_one_chunk_per_token(
     assert res.usage["completion_tokens"] == 24
     assert len(res.texts) == 24  # one SSE chunk per generated token
     assert res.finish_reason == "length"
-    # Plausible on a 2-core CPU for a 0.9M-parameter model: first token well under a
-    # second, a decode step in (0, 200) ms, and TPOT consistent with the chunk times.
+    # Plausible on a 2-core CPU for a 0.9M-parameter model: first token within seconds,
+    # a decode step under 200 ms. The client's TPOT can read lower than the server's when
+    # several chunks land in one read (a held-up client), never higher by much.
     assert 0 < res.ttft_s < 5.0
-    assert res.tpot_s is not None and 0 < res.tpot_s < 0.2
-    assert res.tpot_s * 23 == pytest.approx(res.chunk_times[-1] - res.chunk_times[0])
+    assert res.tpot_s is not None and 0 <= res.tpot_s < 0.2
+    assert res.last_event is not None
+    timings = res.last_event["timings"]  # llama.cpp's own, on the final chunk
+    assert timings["predicted_n"] == 24 and timings["prompt_n"] == 16
+    assert 0 < timings["predicted_per_token_ms"] < 200
+    assert res.tpot_s * 1000 <= timings["predicted_per_token_ms"] * 1.5 + 20
 
 
 def test_ignore_eos_gives_exactly_max_tokens_when_eos_is_forced(
