@@ -226,6 +226,18 @@ def test_unreachable_engine_is_an_engine_error() -> None:
         probe_engine(url, None, timeout_s=2.0)
 
 
+def test_metrics_page_that_is_not_prometheus_is_noted_not_fatal() -> None:
+    routes = {
+        "/v1/models": _models("vllm"),
+        "/version": _json({"version": "0.32.0"}),
+        "/metrics": _json({"not": "prometheus {"}),
+    }
+    with Scripted(routes) as srv:
+        info = probe_engine(srv.url, None)
+    assert info.engine_name == "vllm" and not info.metrics_available
+    assert any("not in Prometheus text format" in n for n in info.notes)
+
+
 def test_models_without_a_data_list_is_an_engine_error() -> None:
     with Scripted({"/v1/models": _json({"models": []})}) as srv, pytest.raises(EngineError):
         probe_engine(srv.url, None)

@@ -170,8 +170,13 @@ def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0)
         hinted = next((_OWNER_TO_ENGINE[o] for o in sorted(owners) if o in _OWNER_TO_ENGINE), None)
 
         metrics_text = _get_metrics_text(client, f"{root}/metrics")
-        info.metrics_available = metrics_text is not None
-        families = parse_metrics_text(metrics_text) if metrics_text else {}
+        families: Families = {}
+        if metrics_text is not None:
+            try:
+                families = parse_metrics_text(metrics_text)
+                info.metrics_available = True
+            except ValueError:
+                info.notes.append("/metrics answered, but not in Prometheus text format")
         if hinted is None and families:
             hinted = _engine_from_metric_names(families)
 
