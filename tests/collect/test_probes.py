@@ -353,6 +353,18 @@ def test_log_scan_finds_the_seed_warnings(tmp_path: Path) -> None:
     assert "Using KV cache scaling factor 1.0 for fp8_e4m3" in found[0]
 
 
+def test_log_scan_finds_llamacpp_warnings(tmp_path: Path) -> None:
+    log = tmp_path / "llama.log"
+    log.write_text(
+        "srv  update_slots: failed to find free space in the KV cache, retrying with "
+        "smaller batch size, off = 0, n_batch = 512, ret = 1\n"
+        "slot launch_slot_: request (9000 tokens) exceeds the available context size "
+        "(2048 tokens), try increasing it\n"
+    )
+    found = scan_engine_log(log)
+    assert [f.split(" (")[0] for f in found] == ["KV cache full", "request longer than the context"]
+
+
 def test_log_scan_of_a_clean_log_is_empty(tmp_path: Path) -> None:
     log = tmp_path / "clean.log"
     log.write_text("INFO all good\nPreemptions: 0\n")

@@ -85,6 +85,7 @@ class EngineInfo(StrictModel):
             update["engine_version"] = self.engine_version
         if self.kv_capacity_tokens is not None:
             update["kv_capacity_tokens"] = self.kv_capacity_tokens
+            update["kv_capacity_source"] = self.kv_capacity_source
         return env.model_copy(update=update)
 
 
@@ -323,8 +324,10 @@ _READERS = {
 # model_executor/layers/quantization/kv_cache.py (FP8 scales), vllm/v1/metrics/loggers.py
 # ("Preemptions: N" in the periodic stats line), vLLM 0.x scheduler ("is preempted by
 # PreemptionMode"), vllm/v1/core/kv_cache_utils.py (KV cache too small), SGLang
-# managers/scheduler.py ("KV cache pool is full. Retract requests."), llama.cpp server
-# ("failed to find free space in the KV cache"), and PyTorch's out-of-memory errors.
+# managers/scheduler.py ("KV cache pool is full. Retract requests."), llama.cpp's server
+# ("failed to find free space in the KV cache", "request (N tokens) exceeds the available
+# context size"; strings read from the xllamacpp build), vLLM's "maximum context length
+# is" request error, and PyTorch's out-of-memory errors.
 _LOG_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "uncalibrated FP8 KV-cache scale (k/v scale 1.0)",
@@ -340,6 +343,10 @@ _LOG_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "KV cache too small for the model's max length",
         re.compile(r"larger than the available KV cache memory|No available memory for the cache"),
+    ),
+    (
+        "request longer than the context",
+        re.compile(r"exceeds the available context size|maximum context length is"),
     ),
     ("out of memory", re.compile(r"CUDA out of memory|HIP out of memory|OutOfMemoryError")),
 )
