@@ -110,6 +110,11 @@ def _collect_options(func: F) -> F:
         click.option("--endpoint", default=None, help="Overrides the spec's engine.endpoint."),
         click.option("--no-accuracy", is_flag=True, help="Skip the accuracy suite."),
         click.option("--no-progress", is_flag=True, help="No live display on stderr."),
+        click.option(
+            "--fast-search",
+            is_flag=True,
+            help="Cheaper SLO search (short warm-ups after a pass, scout windows, bisect to 5%).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -126,6 +131,7 @@ def _collect(
     endpoint: str | None,
     no_accuracy: bool,
     no_progress: bool,
+    fast_search: bool,
 ) -> None:
     import shlex
 
@@ -143,6 +149,7 @@ def _collect(
             accuracy=not no_accuracy,
             command=shlex.join(["tokenwatt", *sys.argv[1:]]),
             progress=not no_progress,
+            fast_search=fast_search,
         )
     )
     r = record.result

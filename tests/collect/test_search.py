@@ -7,6 +7,7 @@ import pytest
 from tokenwatt.collect.search import (
     Phase,
     ProbeOutcome,
+    ProbePolicy,
     SearchOptions,
     measure_repeats,
     monotonicity_warnings,
@@ -183,3 +184,20 @@ def test_back_offs_run_out() -> None:
 def test_repeats_reject_bad_arguments(repeats: int, backoff: float, max_backoffs: int) -> None:
     with pytest.raises(ValueError, match="repeats"):
         measure_repeats(lambda r, i, b: ProbeOutcome(True), 1.0, repeats, backoff, max_backoffs)
+
+
+def test_default_probe_policy_is_design_md() -> None:
+    policy = ProbePolicy(45, 60)
+    assert policy.plan("grow", []) == (45, 60)
+    assert policy.plan("bisect", [(2, True), (4, False)]) == (45, 60)
+
+
+def test_probe_policy_options_shorten_only_undoubted_probes() -> None:
+    policy = ProbePolicy(45, 60, warmup_after_pass_s=10, scout_window_s=15, scout_until_rel=0.5)
+    assert policy.plan("grow", []) == (45, 15)  # first probe: full warm-up, scout window
+    assert policy.plan("grow", [(2, True)]) == (10, 15)  # after a pass: short warm-up
+    # Bracket 8..32 is 300% wide: still scouting; after a miss: full warm-up.
+    assert policy.plan("bisect", [(8, True), (32, False)]) == (45, 15)
+    # Bracket 16..20 is 25% wide: the verdict is close, full window.
+    assert policy.plan("bisect", [(8, True), (32, False), (16, True), (20, False)]) == (45, 60)
+    assert policy.plan("bisect", [(16, True), (20, False), (18, True)]) == (10, 60)

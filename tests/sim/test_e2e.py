@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from tokenwatt.collect.arrivals import poisson_schedule
-from tokenwatt.collect.run import RETRIED_PREFIX, CollectOptions, collect
+from tokenwatt.collect.run import RETRIED_PREFIX
 from tokenwatt.records import RunRecord, load_spec
 from tokenwatt.records.spec import Spec
 from tokenwatt.sim.engine import PROFILES, Profile, simulate
@@ -47,41 +47,72 @@ class Collected:
 CONFIGS = (("bf16-kv", "sim-bf16kv", "baseline"), ("fp8-kv", "sim-fp8kv", "tuned"))
 
 
-def _collect_one(profile: str, label: str, role: str, out: Path) -> Collected:
-    sim = start_sim(
-        "--profile",
-        profile,
-        "--accuracy-suite",
-        str(SUITE),
-        "--accuracy-p",
-        str(ACCURACY_P[profile]),
-    )
-    try:
-        path = out / f"{label}.json"
-        record = collect(
-            CollectOptions(
-                spec_path=SPEC,
-                label=label,
-                role=role,  # type: ignore[arg-type]
-                out=path,
-                mode="quick",
-                endpoint=sim.endpoint,
-                command=f"tokenwatt collect --spec {SPEC.name} --label {label} --role {role}",
-                progress=False,
-            )
-        )
-    finally:
-        sim.stop()
-    return Collected(profile, record, path)
+def _collect_cmd(label: str, role: str, endpoint: str, out: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "tokenwatt",
+        "collect",
+        "--spec",
+        str(SPEC),
+        "--label",
+        label,
+        "--role",
+        role,
+        "--out",
+        str(out),
+        "--endpoint",
+        endpoint,
+        "--no-progress",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
-def collected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Collected]:
-    """Collect both configurations at once (two threads, each its own event loop)."""
+def collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Collected]]:
+    """Collect both configurations at once: two simulators, two ``tokenwatt collect``."""
     out = tmp_path_factory.mktemp("runs")
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = [pool.submit(_collect_one, *config, out) for config in CONFIGS]
-        return {f.result().profile: f.result() for f in futures}
+    sims: list[SimProcess] = []
+    procs: list[tuple[str, Path, subprocess.Popen[str]]] = []
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    try:
+        for profile, label, role in CONFIGS:
+            sim = start_sim(
+                "--profile",
+                profile,
+                "--accuracy-suite",
+                str(SUITE),
+                "--accuracy-p",
+                str(ACCURACY_P[profile]),
+            )
+            sims.append(sim)
+            path = out / f"{label}.json"
+            cmd = _collect_cmd(label, role, sim.endpoint, path, "--mode", "quick")
+            procs.append(
+                (
+                    profile,
+                    path,
+                    subprocess.Popen(
+                        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+                    ),
+                )
+            )
+        results: dict[str, Collected] = {}
+        for profile, path, proc in procs:
+            stdout, stderr = proc.communicate(timeout=120)
+            assert proc.returncode == 0, stdout + stderr
+            assert f"wrote {path}" in stdout
+            results[profile] = Collected(
+                profile, RunRecord.model_validate_json(path.read_text()), path
+            )
+        yield results
+    finally:
+        for _, _, proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        for sim in sims:
+            sim.stop()
 
 
 def model_first_miss(profile: Profile, spec: Spec, seed: int) -> float:
@@ -193,30 +224,9 @@ def test_accuracy_scores_are_the_simulators_coin(collected: dict[str, Collected]
 
 def _collect_cli(sim: SimProcess, out: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = _collect_cmd("interrupted", "baseline", sim.endpoint, out, "--no-accuracy")
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tokenwatt",
-            "collect",
-            "--spec",
-            str(SPEC),
-            "--label",
-            "interrupted",
-            "--role",
-            "baseline",
-            "--out",
-            str(out),
-            "--endpoint",
-            sim.endpoint,
-            "--no-accuracy",
-            "--no-progress",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-        env=env,
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env
     )
 
 
@@ -286,3 +296,33 @@ def test_spec_is_the_one_the_records_carry(collected: dict[str, Collected]) -> N
     assert record.spec.measurement == spec.measurement
     assert record.spec.slo == spec.slo
     assert record.spec.engine.endpoint != spec.engine.endpoint
+
+
+def test_report_and_site_show_both_configurations(
+    collected: dict[str, Collected], tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from tokenwatt.cli import cli
+    from tokenwatt.records import load_report
+
+    reports = tmp_path / "reports"
+    report_file = reports / "sim-demo.json"
+    runner = CliRunner()
+    runs = [str(collected[p].path) for p in ("bf16-kv", "fp8-kv")]
+    title = "Simulated FP8 KV cache (demo)"
+    result = runner.invoke(
+        cli, ["report", *runs, "--title", title, "--demo", "--out", str(report_file)]
+    )
+    assert result.exit_code == 0, result.output
+    report = load_report(report_file)
+    labels = {c.label for c in report.configs}
+    assert labels == {"sim-bf16kv", "sim-fp8kv"}
+
+    docs = tmp_path / "docs"
+    result = runner.invoke(cli, ["build", "--reports", str(reports), "--out", str(docs)])
+    assert result.exit_code == 0, result.output
+    pages = [p for p in docs.rglob("*.md") if "sim-bf16kv" in p.read_text(encoding="utf-8")]
+    assert pages, "no page names the baseline configuration"
+    text = pages[0].read_text(encoding="utf-8")
+    assert "sim-fp8kv" in text

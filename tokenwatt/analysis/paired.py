@@ -128,6 +128,7 @@ def bootstrap_delta_ci_pts(
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     import numpy as np
+
     diff = np.asarray(tuned, dtype=float) - np.asarray(baseline, dtype=float)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, diff.size, size=(resamples, diff.size))

@@ -17,16 +17,24 @@ from rich.text import Text
 class WindowSnapshot(Protocol):
     """What the load generator reports while a window runs (``loadgen.WindowProgress``)."""
 
-    phase: str
-    rate_rps: float
-    elapsed_s: float
-    total_s: float
-    sent: int
-    in_flight: int
-    completed: int
-    errors: int
-    ttft_p99_ms: float | None
-    tpot_p99_ms: float | None
+    @property
+    def phase(self) -> str: ...
+    @property
+    def rate_rps(self) -> float: ...
+    @property
+    def elapsed_s(self) -> float: ...
+    @property
+    def total_s(self) -> float: ...
+    @property
+    def sent(self) -> int: ...
+    @property
+    def in_flight(self) -> int: ...
+    @property
+    def errors(self) -> int: ...
+    @property
+    def ttft_p99_ms(self) -> float | None: ...
+    @property
+    def tpot_p99_ms(self) -> float | None: ...
 
 
 def _ms(value: float | None) -> str:

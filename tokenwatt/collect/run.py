@@ -17,31 +17,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import os
-import socket
-import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from tokenwatt import __version__
-from tokenwatt.collect.modes import PRESETS, Mode, apply_mode
+from tokenwatt.collect.modes import PRESETS, Mode
 from tokenwatt.collect.progress import Progress
+from tokenwatt.collect.runfile import (
+    environment_from,
+    git_commit,
+    load_run_spec,
+    read_api_key,
+    suite_path,
+    write_record,
+)
 from tokenwatt.collect.search import (
     Phase,
     ProbeOutcome,
+    ProbePolicy,
+    SearchOptions,
     measure_repeats,
     monotonicity_warnings,
     slo_search,
 )
+from tokenwatt.collect.verdict import RETRIED_PREFIX, classification_view, retried
 from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError
-from tokenwatt.records.load import load_spec
 from tokenwatt.records.power import PowerWindow
 from tokenwatt.records.run import (
     EngineMetrics,
-    Environment,
     Probe,
     Repeat,
     RunRecord,
@@ -52,12 +57,15 @@ from tokenwatt.records.spec import Spec, fingerprint
 from tokenwatt.records.window import WindowSummary
 
 Role = Literal["baseline", "tuned"]
+FAST_WARMUP_AFTER_PASS = 10 / 45
+"""``--fast-search``: warm-up after a passing probe, as a share of ``warmup_s`` (10 of 45 s)."""
+FAST_SCOUT_WINDOW = 15 / 60
+"""``--fast-search``: scout window as a share of ``search_window_s`` (15 of 60 s)."""
 CLIENT_LAG_RETRY_FRACTION = 0.1
 """A probe that missed while the client itself ran late — send-lag p99 above 10% of the TTFT
 limit (and above DESIGN.md's 10 ms client-bound mark) — is measured once more: TTFT counts
 from the scheduled time, so the client's lag alone can push it over the limit."""
-RETRIED_PREFIX = "client-bound"
-"""Start of ``failure_reason`` of a probe that was measured again (its verdict was not used)."""
+
 REPEAT_SEED_STRIDE = 1000
 """Repeat *i* uses arrival seed ``workload.seed + 1000 × (i + 1)``: a fresh Poisson sample,
 while every search probe reuses ``workload.seed`` (common random numbers make pass/fail
@@ -79,6 +87,10 @@ class CollectOptions:
         accuracy: run the accuracy suite when the spec names one.
         command: the command line, stored in the record for the report's reproduce block.
         progress: show the live display on stderr.
+        fast_search: the cheaper search of ``benchmarks/search_cost.py`` (about half the
+            GPU time there): shorter warm-ups after a passing probe, short "scout" windows
+            while the verdict is not close, geometric bisection until the bracket is 5%
+            wide. Off by default: DESIGN.md's search is the default.
     """
 
     spec_path: Path
@@ -91,128 +103,12 @@ class CollectOptions:
     accuracy: bool = True
     command: str = ""
     progress: bool = True
+    fast_search: bool = False
     environ: dict[str, str] | None = field(default=None, repr=False)
 
 
 class EngineDiedError(EngineError):
     """The engine stopped answering in the middle of the run."""
-
-
-def write_record(record: RunRecord, out: Path) -> None:
-    """Write ``record`` to ``out`` atomically: temp file in the same folder, then rename.
-
-    A reader never sees a half-written file; a crash leaves the previous version in place.
-
-    Raises:
-        OSError: the folder cannot be created or written.
-    """
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = record.model_dump_json(indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        Path(tmp).replace(out)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            Path(tmp).unlink()
-        raise
-
-
-def git_commit(start: Path) -> str | None:
-    """The git commit of the checkout containing ``start`` (None outside one)."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(start), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    sha = done.stdout.strip()
-    return sha if done.returncode == 0 and len(sha) == 40 else None
-
-
-def read_api_key(spec: Spec, file: str, environ: dict[str, str] | None = None) -> str | None:
-    """The API key from the environment variable named by ``engine.api_key_env`` (or None).
-
-    Raises:
-        InputError: the spec names a variable that is not set.
-    """
-    name = spec.engine.api_key_env
-    if not name:
-        return None
-    env = os.environ if environ is None else environ
-    value = env.get(name)
-    if not value:
-        raise InputError(
-            [Problem(file, "engine.api_key_env", f"environment variable {name} is not set")]
-        )
-    return value
-
-
-def load_run_spec(path: Path, mode: Mode, endpoint: str | None) -> Spec:
-    """Load the spec, override the endpoint, apply the mode, and check the suite exists.
-
-    Raises:
-        SpecError: the spec cannot be read or is invalid.
-        InputError: the accuracy suite named by the spec does not exist.
-    """
-    spec = load_spec(path)
-    if endpoint is not None:
-        engine = spec.engine.model_validate({**spec.engine.model_dump(), "endpoint": endpoint})
-        spec = spec.model_copy(update={"engine": engine})
-    return apply_mode(spec, mode)
-
-
-def suite_path(spec: Spec, spec_path: Path) -> Path | None:
-    """The accuracy suite file: as written, or relative to the spec's folder."""
-    if not spec.accuracy.suite:
-        return None
-    p = Path(spec.accuracy.suite)
-    if not p.is_absolute() and not p.exists():
-        p = spec_path.parent / p
-    return p
-
-
-def _classification_view(result: Any, slo: Any) -> WindowSummary:
-    """The window as its evidence stood when our early stop cut it short.
-
-    The stop cancels the requests still in flight, and the stored summary counts them as
-    failures (both p99 at infinity), which would hide *which* limit was missed. Here the
-    p99 TTFT and TPOT come from the requests that finished, except that a limit is marked
-    missed (``"inf"``) when more requests than a p99 allows had already missed it —
-    cancelled ones still waiting for a first token past the TTFT limit included — as
-    :func:`tokenwatt.analysis.latency.missed_beyond_doubt` counts them. Cancelled
-    requests are not counted as engine errors.
-    """
-    from tokenwatt.analysis.latency import misses_allowed, summarise_window, tpot_ms
-
-    summary: WindowSummary = result.summary
-    if not summary.stopped_early:
-        return summary
-    window = [r for r in result.requests if r.in_window]
-    done = [r for r in window if r.error != "cancelled"]
-    limit_s = slo.ttft_p99_ms / 1e3
-    ttft_misses = sum(
-        1
-        for r in window
-        if (r.chunk_s and r.chunk_s[0] - r.scheduled_s > limit_s)
-        or (not r.chunk_s and (r.finished_s or r.scheduled_s) - r.scheduled_s > limit_s)
-    )
-    tpot_misses = sum(1 for r in done if r.error is None and (tpot_ms(r) or 0.0) > slo.tpot_p99_ms)
-    allowed = misses_allowed(len(window))
-    base = summarise_window(done, rate_rps=summary.rate_rps, duration_s=summary.duration_s, slo=slo)
-    update: dict[str, Any] = {}
-    if ttft_misses > allowed:
-        update["ttft_ms"] = base.ttft_ms.model_copy(update={"p99": "inf"})
-    if tpot_misses > allowed:
-        update["tpot_ms"] = base.tpot_ms.model_copy(update={"p99": "inf"})
-    return base.model_copy(update={**update, "slo_pass": False})
 
 
 class _Run:
@@ -224,8 +120,23 @@ class _Run:
         self.api_key = api_key
         self.meter: Any = None
         self.progress = Progress(enabled=opts.progress)
+        self.history: list[tuple[float, bool]] = []
+        m = spec.measurement
+        self.policy = ProbePolicy(m.warmup_s, m.search_window_s)
+        self.search_options = SearchOptions()
+        if opts.fast_search:
+            self.policy = ProbePolicy(
+                m.warmup_s,
+                m.search_window_s,
+                warmup_after_pass_s=m.warmup_s * FAST_WARMUP_AFTER_PASS,
+                scout_window_s=m.search_window_s * FAST_SCOUT_WINDOW,
+                scout_until_rel=0.5,
+            )
+            self.search_options = SearchOptions(bisect_until_rel=0.05, geometric_bisect=True)
         self.record = RunRecord(
-            tool=ToolInfo(version=__version__, git_commit=git_commit(Path.cwd())),
+            tool=ToolInfo(
+                version=__version__, git_commit=git_commit(Path(__file__).resolve().parent)
+            ),
             label=opts.label,
             role=opts.role,
             mode=opts.mode,
@@ -304,13 +215,15 @@ class _Run:
                 await asyncio.sleep(duration_s)
             finally:
                 stopping[0] = True  # a cancel from here on would lose the window's metrics
-                metrics[0] = await scraper.stop()
+                # The meter first: no await before it, so a cancellation of this task
+                # cannot leave its window open.
                 if self.meter is not None:
                     try:
                         power[0] = self.meter.stop_window()
                     except TelemetryError as exc:
                         self.record.not_covered.append(f"Power: {exc}")
                         self.meter = None
+                metrics[0] = await scraper.stop()
 
         # Opening the scraper's HTTP client blocks the event loop for a moment (TLS
         # context); do it before the load generator's schedule starts.
@@ -338,9 +251,7 @@ class _Run:
         if not summary.slo_pass:
             from tokenwatt.analysis.failure import classify_failure
 
-            mode = classify_failure(
-                _classification_view(result, spec.slo), metrics[0], slo=spec.slo
-            )
+            mode = classify_failure(classification_view(result, spec.slo), metrics[0], slo=spec.slo)
             if mode is not None:
                 detail = summary.failure_reason
                 summary.failure_reason = f"{mode} ({detail})" if detail else mode
@@ -358,10 +269,17 @@ class _Run:
             raise EngineDiedError(f"the engine stopped answering: {exc}") from exc
 
     def run_one(
-        self, step: str, rate: float, duration_s: float, seed: int, early_stop: bool
+        self,
+        step: str,
+        rate: float,
+        duration_s: float,
+        seed: int,
+        early_stop: bool,
+        warmup_s: float | None = None,
     ) -> tuple[WindowSummary, EngineMetrics | None, PowerWindow | None, ProbeOutcome]:
         self.progress.begin(step)
-        warmup_s = self.spec.measurement.warmup_s
+        if warmup_s is None:
+            warmup_s = self.spec.measurement.warmup_s
         summary, metrics, power = asyncio.run(
             self._window(rate, duration_s, warmup_s, seed, early_stop)
         )
@@ -379,14 +297,25 @@ class _Run:
 
     # -- the whole run -----------------------------------------------------------------
 
-    def probe(self, rate: float, phase: Phase) -> ProbeOutcome:
-        """One search probe; a miss the client's own lag may explain is measured again once."""
-        m = self.spec.measurement
+    def _measured(
+        self,
+        step: str,
+        rate: float,
+        duration_s: float,
+        seed: int,
+        early_stop: bool,
+        store: Callable[[WindowSummary, EngineMetrics | None, PowerWindow | None], None],
+        warmup_s: float | None = None,
+    ) -> ProbeOutcome:
+        """One window; a miss that the client's own lag may explain is measured again once.
+
+        Both windows are stored (the first marked :data:`RETRIED_PREFIX`); the verdict is
+        the second's, the GPU time is both's.
+        """
         spent = ProbeOutcome(False)
         for attempt in range(2):
-            step = f"{phase} probe {len(self.record.probes) + 1}"
-            summary, metrics, _power, outcome = self.run_one(
-                step, rate, m.search_window_s, self.spec.workload.seed, early_stop=True
+            summary, metrics, power, outcome = self.run_one(
+                step, rate, duration_s, seed, early_stop, warmup_s
             )
             spent = ProbeOutcome(
                 outcome.passed,
@@ -401,9 +330,7 @@ class _Run:
                     f"{RETRIED_PREFIX} (send-lag p99 {summary.send_lag_p99_ms:.0f} ms), "
                     f"measured again: {summary.failure_reason}"
                 )
-            self.record.probes.append(
-                Probe(phase=phase, window=summary, metrics=metrics, warmup_s=m.warmup_s)
-            )
+            store(summary, metrics, power)
             self.checkpoint()
             self._check_engine(summary)
             if not retry:
@@ -414,22 +341,36 @@ class _Run:
         limit_ms = CLIENT_LAG_RETRY_FRACTION * self.spec.slo.ttft_p99_ms
         return summary.client_bound and summary.send_lag_p99_ms > max(10.0, limit_ms)
 
+    def probe(self, rate: float, phase: Phase) -> ProbeOutcome:
+        """One search probe (the callback of :func:`slo_search`)."""
+        warmup_s, window_s = self.policy.plan(phase, self.history)
+
+        def store(w: WindowSummary, metrics: EngineMetrics | None, _p: PowerWindow | None) -> None:
+            self.record.probes.append(
+                Probe(phase=phase, window=w, metrics=metrics, warmup_s=warmup_s)
+            )
+
+        step = f"{phase} probe {len(self.record.probes) + 1}"
+        outcome = self._measured(
+            step, rate, window_s, self.spec.workload.seed, True, store, warmup_s
+        )
+        self.history.append((rate, outcome.passed))
+        return outcome
+
     def repeat(self, rate: float, index: int, backoffs: int) -> ProbeOutcome:
+        """One measurement repeat (the callback of :func:`measure_repeats`)."""
         m = self.spec.measurement
         seed = self.spec.workload.seed + REPEAT_SEED_STRIDE * (index + 1)
-        summary, metrics, power, outcome = self.run_one(
-            f"repeat {index + 1}/{m.repeats}", rate, m.window_s, seed, early_stop=False
-        )
-        self.record.repeats.append(
-            Repeat(window=summary, power=power, metrics=metrics, backoff=backoffs)
-        )
-        self.checkpoint()
-        self._check_engine(summary)
-        return outcome
+
+        def store(w: WindowSummary, metrics: EngineMetrics | None, p: PowerWindow | None) -> None:
+            self.record.repeats.append(Repeat(window=w, power=p, metrics=metrics, backoff=backoffs))
+
+        step = f"repeat {index + 1}/{m.repeats}"
+        return self._measured(step, rate, m.window_s, seed, False, store)
 
     def measure(self) -> None:
         spec, rec = self.spec, self.record
-        trace = slo_search(self.probe, spec.sweep)
+        trace = slo_search(self.probe, spec.sweep, self.search_options)
         warnings = list(trace.warnings)
         for w in warnings:
             self.progress.note(f"warning: {w}")
@@ -452,7 +393,7 @@ class _Run:
         points = [(p.rate_rps, p.outcome.passed) for p in trace.steps]
         points += [(p.rate_rps, p.outcome.passed) for p in reps.steps]
         extra = [w for w in monotonicity_warnings(points) if w not in warnings]
-        final = [r for r in rec.repeats if r.backoff == reps.backoffs]
+        final = [r for r in rec.repeats if r.backoff == reps.backoffs and not retried(r.window)]
         passing = [r for r in final if r.window.slo_pass]
         goodput = sum(r.window.goodput_tok_s for r in passing) / len(passing) if passing else 0.0
         if reps.rate_rps is None:
@@ -469,22 +410,6 @@ class _Run:
                 "warnings": warnings + extra,
             }
         )
-
-
-def _environment(info: Any, meter: Any, spec: Spec) -> Environment:
-    env = Environment(engine_flags=list(spec.engine.flags), hostname=socket.gethostname())
-    env = info.apply_to(env)
-    if meter is not None:
-        ident = meter.identity()
-        env = env.model_copy(
-            update={
-                "gpu_name": ident.accelerator,
-                "gpu_count": ident.count,
-                "driver": ident.driver,
-                "rated_bw_tbs_per_gpu": ident.rated_bw_tbs_per_gpu,
-            }
-        )
-    return env
 
 
 def collect(opts: CollectOptions) -> RunRecord:
@@ -531,7 +456,10 @@ def collect(opts: CollectOptions) -> RunRecord:
     else:
         rec.not_covered.append("Power: no power source configured (power.source: none)")
     try:
-        rec.environment = _environment(info, run.meter, spec)
+        rec.environment = environment_from(info, run.meter, spec)
+        if (info.engine_version or "").startswith(SIM_VERSION.split()[0]):
+            # It speaks vLLM's metric names, but it is the simulator.
+            rec.environment.engine_name = SIM_VERSION.split()[0]
         run.checkpoint()
         with run.progress:
             run.measure()

@@ -142,6 +142,9 @@ class Engine:
         self.running: list[SimRequest] = []
         self.blocks_used = 0
         self.finished = 0
+        self.queued = 0
+        """Requests left waiting by the last admission: vLLM records its waiting gauge after
+        scheduling, so arrivals between two iterations are not counted as queued."""
 
     def blocks_for(self, req: SimRequest) -> int:
         """KV blocks a request reserves: prompt + max_tokens, rounded up to blocks."""
@@ -199,6 +202,7 @@ class Engine:
             self.running.append(head)
             new_tokens += head.prompt_tokens
             admitted += 1
+        self.queued = len(self.waiting)
         if not self.running:
             return None
         batch = list(self.running)

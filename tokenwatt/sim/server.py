@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import math
+import re
 import socket
 import time
 import uuid
@@ -208,8 +209,7 @@ class SimServer:
             seed = body.get("seed")
             answer = self.answers.answer(text, seed if isinstance(seed, int) else None)
             if answer is not None:
-                words = answer.split(" ")
-                text_tokens = [w if i == 0 else " " + w for i, w in enumerate(words)]
+                text_tokens = re.findall(r"\s*\S+", answer)  # one "token" per word
                 max_tokens = min(max_tokens, len(text_tokens))
         if not self.engine.fits_ever(prompt_tokens, max_tokens):
             raise BadRequestError(
@@ -361,7 +361,7 @@ class _SimCollector(Collector):
         info.add_metric([str(p.block_size), str(p.num_gpu_blocks), p.kv_dtype, "0"], 1.0)
         return [
             gauge("vllm:num_requests_running", "Running requests", len(engine.running)),
-            gauge("vllm:num_requests_waiting", "Waiting requests", len(engine.waiting)),
+            gauge("vllm:num_requests_waiting", "Waiting requests", engine.queued),
             gauge("vllm:kv_cache_usage_perc", "KV-cache usage (1 = 100%)", engine.kv_usage),
             counter("vllm:num_preemptions", "Preemptions (never, in the sim)", 0),
             counter("vllm:prompt_tokens", "Prefill tokens", sim.prompt_tokens_total),

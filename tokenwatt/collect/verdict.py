@@ -1,0 +1,52 @@
+"""Reading a probe's verdict: retried windows and the failure mode of early-stopped ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenwatt.records.spec import SloSpec
+from tokenwatt.records.window import WindowSummary
+
+RETRIED_PREFIX = "client-bound"
+"""Start of ``failure_reason`` of a window that was measured again (its verdict was not used)."""
+
+
+def retried(window: WindowSummary) -> bool:
+    """True for a window that was measured again because the client lagged."""
+    return (window.failure_reason or "").startswith(RETRIED_PREFIX)
+
+
+def classification_view(result: Any, slo: SloSpec) -> WindowSummary:
+    """The window as its evidence stood when our early stop cut it short.
+
+    The stop cancels the requests still in flight, and the stored summary counts them as
+    failures (both p99 at infinity), which would hide *which* limit was missed. Here the
+    p99 TTFT and TPOT come from the requests that finished, except that a limit is marked
+    missed (``"inf"``) when more requests than a p99 allows had already missed it —
+    cancelled ones still waiting for a first token past the TTFT limit included — as
+    :func:`tokenwatt.analysis.latency.missed_beyond_doubt` counts them. Cancelled
+    requests are not counted as engine errors.
+    """
+    from tokenwatt.analysis.latency import misses_allowed, summarise_window, tpot_ms
+
+    summary: WindowSummary = result.summary
+    if not summary.stopped_early:
+        return summary
+    window = [r for r in result.requests if r.in_window]
+    done = [r for r in window if r.error != "cancelled"]
+    limit_s = slo.ttft_p99_ms / 1e3
+    ttft_misses = sum(
+        1
+        for r in window
+        if (r.chunk_s and r.chunk_s[0] - r.scheduled_s > limit_s)
+        or (not r.chunk_s and (r.finished_s or r.scheduled_s) - r.scheduled_s > limit_s)
+    )
+    tpot_misses = sum(1 for r in done if r.error is None and (tpot_ms(r) or 0.0) > slo.tpot_p99_ms)
+    allowed = misses_allowed(len(window))
+    base = summarise_window(done, rate_rps=summary.rate_rps, duration_s=summary.duration_s, slo=slo)
+    update: dict[str, Any] = {}
+    if ttft_misses > allowed:
+        update["ttft_ms"] = base.ttft_ms.model_copy(update={"p99": "inf"})
+    if tpot_misses > allowed:
+        update["tpot_ms"] = base.tpot_ms.model_copy(update={"p99": "inf"})
+    return base.model_copy(update={**update, "slo_pass": False})
