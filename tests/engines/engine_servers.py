@@ -100,7 +100,7 @@ def _spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None) -> subpro
 
 
 def start_llamacpp(
-    gguf: Path, log_path: Path, *, parallel: int = 4, ctx: int = 8192
+    gguf: Path, log_path: Path, *, parallel: int = 4, ctx: int = 8192, threads_http: int = -1
 ) -> EngineServer:
     """llama.cpp's server for ``gguf`` on a free port of 127.0.0.1, with ``/metrics`` on."""
     port = free_port()
@@ -117,6 +117,8 @@ def start_llamacpp(
         str(ctx),
         "--alias",
         MODEL_NAME,
+        "--threads-http",
+        str(threads_http),
     ]
     proc = _spawn(cmd, log_path, None)
     server = EngineServer("llama.cpp", f"http://127.0.0.1:{port}", proc, log_path, 0.0)
