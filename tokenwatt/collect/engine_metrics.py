@@ -195,8 +195,10 @@ class MetricsScraper:
         next_t = time.monotonic() + self.interval_s
         while True:
             await asyncio.sleep(max(0.0, next_t - time.monotonic()))
-            next_t += self.interval_s
             await self.scrape_once()
+            # A scrape slower than the interval (a busy engine) skips the missed ticks
+            # instead of firing them all at once.
+            next_t = max(next_t + self.interval_s, time.monotonic())
 
     async def start(self) -> None:
         """Open the client, scrape once, and keep scraping in the background."""
