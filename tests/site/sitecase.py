@@ -61,6 +61,8 @@ def rich_data() -> dict[str, Any]:
             for t in range(6)
         ]
         cfg["mbu_breakdown"] = {"weights_gbs": 1000.0, "kv_gbs": 940.0 if i == 0 else 525.0}
+        cfg["accuracy"].update(items=600, seeds=3)
+    data["configs"][1]["accuracy"].update(ci_low_pts=-5.9, ci_high_pts=-2.1, mcnemar_p=0.00012)
     return data
 
 

@@ -136,6 +136,8 @@ def test_v2_detail_adds_sweep_power_and_mbu_charts(tmp_path: Path, cache_dir: Pa
     assert [r["throttle"] for r in power[:3]] == ["", "sw_power_cap", ""]
     assert power[-1]["t_end_s"] == 6.0
     assert specs["mbu"]["datasets"]["rated"] == [{"gbs": pytest.approx(3350.0)}]
+    stats = html.unescape(page[page.index("### Accuracy statistics") :])
+    assert "| vllm-fp8kv | 600 | 3 | 0.0 pts | −5.9 pts to −2.1 pts | 0.00012 |" in stats
     gate = specs["accuracy"]["datasets"]["gate"]
     assert gate == [{"gate_pts": 95.0}]  # baseline 96.0 − 1.0-point threshold
 

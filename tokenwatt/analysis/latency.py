@@ -47,7 +47,8 @@ def percentile(values: Iterable[float], q: int) -> float | None:
     """
     if not 0 <= q <= 100:
         raise ValueError(f"percentile must be in 0..100, got {q}")
-    ordered = np.sort(np.asarray(list(values), dtype=np.float64))
+    data = values if isinstance(values, list | np.ndarray) else list(values)
+    ordered = np.sort(np.asarray(data, dtype=np.float64))
     n = len(ordered)
     if n == 0:
         return None

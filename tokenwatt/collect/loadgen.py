@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import time
@@ -25,11 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import aiohttp
-import msgspec
 
 from tokenwatt.analysis.latency import percentile, send_lag_ms, summarise_window, tpot_ms, ttft_ms
 from tokenwatt.collect.arrivals import poisson_schedule
-from tokenwatt.collect.sse import SseDecoder
+from tokenwatt.collect.stream import StreamError, read_stream
 from tokenwatt.collect.workload import RequestSpec
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.records.request import RequestResult
@@ -144,6 +144,8 @@ class WindowProgress:
     """A snapshot for a live display (latencies in ms; ``math.inf`` when failures reach p99).
 
     ``elapsed_s`` counts from the start of the warm-up; ``total_s`` is warm-up + window.
+    TTFT and TPOT p99 are over the in-window requests finished so far (None before any);
+    send-lag p99 over the latest 2,000 requests sent.
     """
 
     phase: Phase
@@ -171,91 +173,15 @@ class WindowResult:
     window_end_s: float
     wall_start_unix: float
 
-
-class _Delta(msgspec.Struct):
-    content: str | None = None
-    reasoning_content: str | None = None  # reasoning models' thinking (vLLM)
-    reasoning: str | None = None
-
-
-class _Choice(msgspec.Struct):
-    text: str | None = None  # completions
-    delta: _Delta | None = None  # chat
+    def __repr__(self) -> str:
+        # asyncio may repr a finished task's result; tens of thousands of requests would
+        # make that take longer than the window's own bookkeeping.
+        return f"WindowResult({len(self.requests)} requests, summary={self.summary!r})"
 
 
-class _Usage(msgspec.Struct):
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-
-
-class _Chunk(msgspec.Struct):
-    """The fields of a streamed chunk that matter here; others are skipped unparsed."""
-
-    choices: list[_Choice] | None = None
-    usage: _Usage | None = None
-    error: Any = None
-
-
-# One typed decode per network read (its events joined into a JSON array): msgspec skips
-# the fields we do not read, several times faster than json.loads chunk by chunk.
-_CHUNKS = msgspec.json.Decoder(list[_Chunk])
-
-
-class _StreamError(Exception):
-    def __init__(self, kind: str) -> None:
-        super().__init__(kind)
-        self.kind = kind
-
-
-def _carries_text(choice: _Choice) -> bool:
-    if choice.text:
-        return True
-    delta = choice.delta
-    return delta is not None and bool(delta.content or delta.reasoning_content or delta.reasoning)
-
-
-async def _consume(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
-    """Read one SSE stream into ``res``; raises _StreamError for a malformed stream."""
-    decoder = SseDecoder()
-    chunk_s = res.chunk_s
-    usage: _Usage | None = None
-    done = False
-    clock = time.perf_counter
-    async for piece in resp.content.iter_any():
-        now = clock()
-        datas = decoder.feed_data(piece)
-        if not datas:
-            continue
-        if datas[-1] == b"[DONE]":
-            done = True
-            datas.pop()
-        if not datas:
-            continue
-        try:
-            chunks = _CHUNKS.decode(b"[" + b",".join(datas) + b"]")
-        except msgspec.DecodeError as exc:
-            raise _StreamError("protocol") from exc
-        for chunk in chunks:
-            if chunk.error is not None:
-                raise _StreamError("stream_error")
-            if chunk.choices and _carries_text(chunk.choices[0]):
-                chunk_s.append(now)
-            if chunk.usage is not None:
-                usage = chunk.usage
-    if not done:
-        raise _StreamError("protocol")
-    if chunk_s:
-        res.first_token_s = chunk_s[0]
-        res.last_token_s = chunk_s[-1]
-    if usage is not None and usage.completion_tokens is not None:
-        res.output_tokens = usage.completion_tokens
-        if usage.prompt_tokens is not None:
-            res.prompt_tokens = usage.prompt_tokens
-    else:
-        res.output_tokens = len(chunk_s)
-        res.usage_missing = True
-    if not chunk_s:
-        raise _StreamError("empty")
+def _raise_failure(task: asyncio.Task[None]) -> None:
+    if task.done() and not task.cancelled() and (problem := task.exception()) is not None:
+        raise problem
 
 
 class _Window:
@@ -275,6 +201,8 @@ class _Window:
         self.window_done = asyncio.Event()
         self.completed = 0
         self.errors = 0
+        self.ttfts_ms: list[float] = []
+        self.tpots_ms: list[float] = []
 
     async def request(self, res: RequestResult, body: bytes) -> None:
         try:
@@ -292,6 +220,11 @@ class _Window:
             else:
                 self.errors += 1
             if res.in_window:
+                # Kept as they come, so a progress snapshot never walks every request.
+                self.ttfts_ms.append(ttft_ms(res))
+                tpot = tpot_ms(res)
+                if tpot is not None:
+                    self.tpots_ms.append(tpot)
                 self.window_pending -= 1
                 if self.window_pending == 0 and self.window_dispatched:
                     self.window_done.set()
@@ -306,10 +239,10 @@ class _Window:
                         with contextlib.suppress(aiohttp.ClientError):
                             await resp.content.read(_ERROR_BODY_LIMIT)
                         return
-                    await _consume(resp, res)
+                    await read_stream(resp, res)
         except TimeoutError:
             res.error = "timeout"
-        except _StreamError as exc:
+        except StreamError as exc:
             res.error = exc.kind
         except aiohttp.ClientConnectorError:
             res.error = "connect"
@@ -321,8 +254,7 @@ class _Window:
             res.error = "connect" if res.status is None else "disconnect"
 
     def snapshot(self, phase: Phase, rate: float, elapsed: float, total: float) -> WindowProgress:
-        done = [r for r in self.window_results if r.finished_s is not None]
-        tpots = [t for t in (tpot_ms(r) for r in done) if t is not None]
+        recent = self.results[-2000:]  # send lag of the latest requests: is the client behind?
         return WindowProgress(
             phase=phase,
             rate_rps=rate,
@@ -332,9 +264,9 @@ class _Window:
             in_flight=len(self.tasks),
             completed=self.completed,
             errors=self.errors,
-            ttft_p99_ms=percentile([ttft_ms(r) for r in done], 99),
-            tpot_p99_ms=percentile(tpots, 99),
-            send_lag_p99_ms=percentile([send_lag_ms(r) for r in self.results], 99),
+            ttft_p99_ms=percentile(self.ttfts_ms, 99),
+            tpot_p99_ms=percentile(self.tpots_ms, 99),
+            send_lag_p99_ms=percentile([send_lag_ms(r) for r in recent], 99),
         )
 
 
@@ -361,6 +293,7 @@ async def run_window(
     check_interval_s: float = 0.5,
     keep_load_until_done: bool = True,
     session: aiohttp.ClientSession | None = None,
+    freeze_gc: bool = True,
 ) -> WindowResult:
     """Run one window: ``warmup_s`` of load, then ``duration_s`` measured, then the drain.
 
@@ -384,6 +317,8 @@ async def run_window(
             window started; True stops the probe (``summary.stopped_early``), cancelling
             requests in flight (error ``cancelled``).
         session: an aiohttp session to reuse; by default one is opened and closed here.
+        freeze_gc: ``gc.freeze()`` for the window, so that a full garbage collection does
+            not scan the objects alive before it (a 200 ms pause was seen without).
 
     Returns:
         A :class:`WindowResult`.
@@ -407,21 +342,33 @@ async def run_window(
     window_end = t0 + window_end_offset
     stopped = False
 
+    def window_dispatched() -> None:
+        if not state.window_dispatched:
+            state.window_dispatched = True
+            if state.window_pending == 0:
+                state.window_done.set()
+
     async def dispatch() -> None:
+        try:
+            await send_all()
+        finally:
+            window_dispatched()
+
+    async def send_all() -> None:
         clock = time.perf_counter
+        last_spec: RequestSpec | None = None
+        body = b""
         for offset in offsets.tolist():
             in_window = warmup_s <= offset < window_end_offset
             if offset >= window_end_offset:
-                if not state.window_dispatched:
-                    state.window_dispatched = True
-                    if state.window_pending == 0:
-                        state.window_done.set()
+                window_dispatched()
                 if state.window_done.is_set():
                     return
             spec = next(requests, None)
             if spec is None:
                 return
-            body = cfg.body(spec)
+            if spec is not last_spec:  # the same request again (a fixed workload): reuse
+                body, last_spec = cfg.body(spec), spec
             target = t0 + offset
             delay = target - clock()
             if delay > 0:
@@ -470,28 +417,47 @@ async def run_window(
                 state.window_done.set()
                 return
 
+    if freeze_gc:
+        # A full collection scans every object alive; the imports alone make that tens of
+        # milliseconds here, long enough to delay sends. Frozen objects are not scanned.
+        gc.freeze()
+    dispatcher = loop.create_task(dispatch())
+    watcher = loop.create_task(monitor(dispatcher))
     try:
-        dispatcher = loop.create_task(dispatch())
-        watcher = loop.create_task(monitor(dispatcher))
-        with contextlib.suppress(asyncio.CancelledError):
-            await dispatcher
+        # asyncio.wait returns, rather than raises, when stop_early cancels the dispatcher.
+        await asyncio.wait({dispatcher, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        _raise_failure(watcher)  # a progress or stop_early callback that raised
+        await asyncio.wait({dispatcher})
+        _raise_failure(dispatcher)
         if not stopped:
             # Every in-window request has its own timeout, but may first wait for a slot.
             remaining = window_end + cfg.request_timeout_s - time.perf_counter()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(state.window_done.wait(), max(remaining, 0.0))
-        watcher.cancel()
+            waiter = loop.create_task(state.window_done.wait())
+            try:
+                await asyncio.wait(
+                    {waiter, watcher},
+                    timeout=max(remaining, 0.0),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                waiter.cancel()
+            _raise_failure(watcher)
         end = time.perf_counter()
+    finally:
+        # Also on errors and Ctrl-C: nothing is left running, the session is closed.
+        dispatcher.cancel()
+        watcher.cancel()
         leftover = list(state.tasks)
         for task in leftover:
             task.cancel()
-        await asyncio.gather(*leftover, watcher, return_exceptions=True)
-        for res in state.window_results:
-            if res.error == "cancelled" and not stopped:
-                res.error = "timeout"  # still unanswered when the drain ran out
-    finally:
+        await asyncio.gather(*leftover, watcher, dispatcher, return_exceptions=True)
         if own_session:
             await http.close()
+        if freeze_gc:
+            gc.unfreeze()
+    for res in state.window_results:
+        if res.error == "cancelled" and not stopped:
+            res.error = "timeout"  # still unanswered when the drain ran out
     measured_s = duration_s
     if stopped:
         measured_s = max(min(end, window_end) - window_start, 1e-3)

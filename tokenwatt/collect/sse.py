@@ -67,6 +67,8 @@ class SseDecoder:
         return out
 
     def _feed(self, chunk: bytes, out: list[Any], full: bool) -> None:
+        if not self._started and chunk[:1] not in (b"", _BOM[:1]) and not self._pending:
+            self._started = True  # no byte-order mark to strip
         if (
             chunk[-2:] == b"\n\n"
             and self._started
@@ -76,8 +78,20 @@ class SseDecoder:
             and not self._after_cr
             and b"\r" not in chunk
         ):
-            # Fast path, the framing servers actually send: whole events, LF line ends,
-            # one "data: " line each. Anything else in a block takes the general rules.
+            # Fast path, the framing servers actually send: whole events, LF line ends.
+            events = chunk.count(b"\n\ndata: ") + 1
+            if chunk[:6] == b"data: " and chunk.count(b"\n") == 2 * events:
+                # Every newline is part of an event separator, so every line is one
+                # "data: " line: one split in C yields all the data.
+                datas = chunk[6:-2].split(b"\n\ndata: ")
+                if full:
+                    last_id = self._last_id
+                    out.extend(
+                        SseEvent("message", d.decode("utf-8", "replace"), last_id) for d in datas
+                    )
+                else:
+                    out.extend(datas)
+                return
             for block in chunk[:-2].split(b"\n\n"):
                 if block[:6] == b"data: " and b"\n" not in block:
                     data = block[6:]

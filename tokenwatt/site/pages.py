@@ -92,6 +92,33 @@ def _headline(report: ReportV2, analysis: ReportAnalysis, names: list[str]) -> l
     return rows
 
 
+def _accuracy_stats(analysis: ReportAnalysis, names: list[str]) -> list[dict[str, Any]]:
+    """Per-configuration suite size, seeds, spread, paired CI and McNemar p, when recorded."""
+    rows = []
+    for name, c in zip(names, analysis.configs, strict=True):
+        acc = c.config.accuracy
+        if acc is None:
+            continue
+        has_ci = acc.ci_low_pts is not None and acc.ci_high_pts is not None
+        if acc.items is None and acc.seeds is None and not has_ci and acc.mcnemar_p is None:
+            continue
+        rows.append(
+            {
+                "name": name,
+                "n_items": num(acc.items, 0),
+                "seeds": num(acc.seeds, 0),
+                "spread": trusted(f"{num(acc.spread_pts)} pts"),
+                "ci": (
+                    trusted(f"{signed_pts(acc.ci_low_pts)} to {signed_pts(acc.ci_high_pts)}")
+                    if has_ci
+                    else DASH
+                ),
+                "p": DASH if acc.mcnemar_p is None else trusted(f"{acc.mcnemar_p:.3g}"),
+            }
+        )
+    return rows
+
+
 def _capacity_rows(analysis: ReportAnalysis, names: list[str]) -> list[dict[str, Any]]:
     rows = []
     for name, c in zip(names, analysis.configs, strict=True):
@@ -259,6 +286,7 @@ def render_report(report: ReportV2, file: str) -> RenderedReport:
         "names": names,
         "headline": _headline(report, analysis, names),
         "capacity": _capacity_rows(analysis, names),
+        "accuracy_stats": _accuracy_stats(analysis, names),
         "conclusion": conclusion(analysis, report.fleet.cards),
         "charts": _chart_specs(report, analysis, names),
         "disagreements": [str(d) for d in analysis.disagreements],
