@@ -14,6 +14,7 @@ with SIGTERM (SIGKILL after a grace period) on the group of the process the fixt
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -271,6 +272,29 @@ def stream_completion(base_url: str, body: dict[str, Any], timeout_s: float = 60
                 if ch.get("finish_reason"):
                     res.finish_reason = ch["finish_reason"]
     return res
+
+
+async def wait_until_idle(server: EngineServer, timeout_s: float = 120.0) -> None:
+    """Wait until the engine's /metrics shows no running and no waiting request.
+
+    A window that ends by cancelling its leftover requests leaves the engine busy with them
+    for a moment (it notices a closed stream only at its next write): a test measuring the
+    next burst waits here first, so the two do not mix.
+    """
+    from tokenwatt.collect.engine_metrics import RUNNING_NAMES, WAITING_NAMES, parse_metrics_text
+
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(timeout=30) as client:
+        while True:
+            families = parse_metrics_text((await client.get(server.base_url + "/metrics")).text)
+            busy = sum(
+                v for name in (*RUNNING_NAMES, *WAITING_NAMES) for _, v in families.get(name, [])
+            )
+            if busy == 0:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{server.name} still busy after {timeout_s:.0f} s")
+            await asyncio.sleep(0.2)
 
 
 def iter_metric_names(text: str) -> Iterator[str]:

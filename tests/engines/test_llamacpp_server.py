@@ -6,7 +6,7 @@ import asyncio
 
 import httpx
 import pytest
-from engine_servers import EngineServer, iter_metric_names, stream_completion
+from engine_servers import EngineServer, iter_metric_names, stream_completion, wait_until_idle
 from tiny_model import TinyModel
 
 from tokenwatt.collect.engine_metrics import parse_metrics_text
@@ -129,6 +129,7 @@ async def _predicted_total(base_url: str) -> float:
 async def test_scraper_sees_running_and_deferred_requests(
     llamacpp_server: EngineServer, tiny_model: TinyModel
 ) -> None:
+    await wait_until_idle(llamacpp_server)
     before = await _predicted_total(llamacpp_server.base_url)
     scraper = MetricsScraper(llamacpp_server.endpoint, interval_s=0.05)
     await scraper.start()

@@ -16,6 +16,7 @@ from engine_servers import (
     EngineServer,
     iter_metric_names,
     stream_completion,
+    wait_until_idle,
 )
 from tiny_model import TinyModel
 
@@ -174,6 +175,7 @@ async def test_scraper_sees_a_full_kv_cache_queue_and_preemptions(
                 async for _ in r.aiter_lines():
                     pass
 
+        await wait_until_idle(vllm_server)  # leftovers of earlier tests mix into the counters
         before = await generated_total()
         # A busy 2-core machine can slow vLLM's /metrics to seconds: a long timeout.
         scraper = MetricsScraper(vllm_server.endpoint, interval_s=0.1, timeout_s=60)
@@ -203,6 +205,7 @@ async def _classified_window(
     specs = [
         RequestSpec(prompt=[*_prompt(model, 7), ids[i]], max_tokens=max_tokens) for i in range(40)
     ]
+    await wait_until_idle(server)  # the previous window's cancelled leftovers
     scraper = MetricsScraper(server.endpoint, interval_s=0.2, timeout_s=60)
     await scraper.start()
     result = await run_window(
