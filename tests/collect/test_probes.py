@@ -302,6 +302,7 @@ async def test_scraper_without_metrics_endpoint_records_no_scrapes() -> None:
         await scraper.start()
         metrics = await scraper.stop()
     assert metrics.scrapes == 0 and scraper.failed == 2
+    assert scraper.last_error == "ValueError: HTTP 404"
     assert metrics.running_mean is None and metrics.preemptions is None
 
 

@@ -137,7 +137,7 @@ async def test_scraper_sees_running_and_deferred_requests(
     sent = await _concurrent_streams(llamacpp_server.base_url, 6, 768, _prompt(tiny_model, 8))
     metrics = await scraper.stop()
 
-    assert scraper.failed == 0
+    assert scraper.failed == 0, scraper.last_error
     assert metrics.scrapes >= 3
     assert max(s.running or 0 for s in scraper.scrapes) >= 1
     assert metrics.waiting_max is not None and metrics.waiting_max >= 1

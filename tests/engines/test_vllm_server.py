@@ -184,7 +184,7 @@ async def test_scraper_sees_a_full_kv_cache_queue_and_preemptions(
         metrics = await scraper.stop()
         after = await generated_total()
 
-    assert scraper.failed == 0
+    assert scraper.failed == 0, scraper.last_error
     assert metrics.scrapes >= 3, "no scrape between the first and the last"
     assert 1 <= max(s.running or 0 for s in scraper.scrapes) <= VLLM_MAX_NUM_SEQS
     assert metrics.kv_usage_max_pct is not None and metrics.kv_usage_max_pct >= 90
