@@ -163,6 +163,24 @@ def test_final_repeats_are_those_after_the_last_backoff() -> None:
     assert {r.rate_rps for r in base.repeats_detail} == {8.1}
 
 
+def test_a_client_bound_retried_repeat_is_not_counted() -> None:
+    # The collector measures a window that missed while the client lagged once more and
+    # keeps both; the first (marked "client-bound … measured again") has no verdict.
+    run = make_run(repeat_passes=(True, True))
+    first = run.repeats[0].model_copy(deep=True)
+    first.window.slo_pass = False
+    first.window.ttft_ms.p99 = 900.0
+    first.window.failure_reason = (
+        "client-bound (send-lag p99 80 ms), measured again: queueing/KV-bound (ttft)"
+    )
+    run.repeats.insert(0, first)
+    report = _report(run, tuned_run())
+    base = report.configs[0]
+    assert (base.slo_pass_count, base.repeats) == (2, 2)
+    assert base.ttft_p99_ms == 340.0  # the retried window's 900 ms is not the worst p99
+    assert len(base.repeats_detail) == 2 and all(r.slo_pass for r in base.repeats_detail)
+
+
 def test_a_missed_repeat_counts_and_infinite_p99_is_null() -> None:
     run = tuned_run(repeat_passes=(True, False), ttft_p99s=(352.0, "inf"))
     report = _report(make_run(), run)

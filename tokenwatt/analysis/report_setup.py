@@ -14,6 +14,7 @@ from tokenwatt.records.report_v2 import ConfigV2
 from tokenwatt.records.run import Repeat, RunRecord
 from tokenwatt.records.runs_io import RunInput
 from tokenwatt.records.spec import Spec
+from tokenwatt.records.window import retried
 
 # chat-mix-v1's lengths when a spec does not restate them (DESIGN.md, "Workloads").
 _CHAT_MIX_V1 = ("median 1,024 · p90 4,096", "median 256 · p90 1,024")
@@ -30,11 +31,16 @@ NOT_COVERED_SIMULATED = "Simulated engine: no real hardware or engine was measur
 
 
 def final_repeats(run: RunRecord) -> list[Repeat]:
-    """The repeats at the final rate: those after the last back-off."""
+    """The repeats at the final rate: those after the last back-off.
+
+    A window the collector measured again because the client lagged
+    (:func:`tokenwatt.records.window.retried`) is left out: its verdict was replaced by the
+    next window's, as the run's own ``result`` counts it.
+    """
     if not run.repeats:
         return []
     last = max(r.backoff for r in run.repeats)
-    return [r for r in run.repeats if r.backoff == last]
+    return [r for r in run.repeats if r.backoff == last and not retried(r.window)]
 
 
 def valid_power(repeats: Sequence[Repeat]) -> list[PowerWindow]:

@@ -5,15 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from tokenwatt.records.spec import SloSpec
-from tokenwatt.records.window import WindowSummary
+from tokenwatt.records.window import RETRIED_PREFIX, WindowSummary, retried
 
-RETRIED_PREFIX = "client-bound"
-"""Start of ``failure_reason`` of a window that was measured again (its verdict was not used)."""
-
-
-def retried(window: WindowSummary) -> bool:
-    """True for a window that was measured again because the client lagged."""
-    return (window.failure_reason or "").startswith(RETRIED_PREFIX)
+__all__ = ["RETRIED_PREFIX", "classification_view", "retried"]
 
 
 def classification_view(result: Any, slo: SloSpec) -> WindowSummary:

@@ -54,3 +54,15 @@ class WindowSummary(StrictModel):
     slo_pass: bool = False
     failure_reason: str | None = None
     stopped_early: bool = False
+
+
+RETRIED_PREFIX = "client-bound"
+"""Start of ``failure_reason`` of a window that the collector measured again because the
+client itself lagged (send-lag p99 above 10% of the TTFT limit): the window is kept in the
+record, but its verdict is not used — the next window at the same rate replaces it."""
+
+
+def retried(window: WindowSummary) -> bool:
+    """True for a window that was measured again because the client lagged (its verdict
+    was replaced by the next window's; see :data:`RETRIED_PREFIX`)."""
+    return (window.failure_reason or "").startswith(RETRIED_PREFIX)
