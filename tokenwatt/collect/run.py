@@ -389,8 +389,8 @@ class _Run:
             self.repeat, trace.found_rps, spec.measurement.repeats, s.backoff, s.max_backoffs
         )
         points = [(p.rate_rps, p.outcome.passed) for p in trace.steps]
-        points += [(p.rate_rps, p.outcome.passed) for p in reps.steps]
-        extra = [w for w in monotonicity_warnings(points) if w not in warnings]
+        repeat_points = [(p.rate_rps, p.outcome.passed) for p in reps.steps]
+        extra = [w for w in monotonicity_warnings(points, repeat_points) if w not in warnings]
         final = [r for r in rec.repeats if r.backoff == reps.backoffs and not retried(r.window)]
         passing = [r for r in final if r.window.slo_pass]
         goodput = sum(r.window.goodput_tok_s for r in passing) / len(passing) if passing else 0.0
