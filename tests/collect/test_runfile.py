@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tokenwatt.analysis.failure import classify_failure
 from tokenwatt.cli import cli
 from tokenwatt.collect.modes import PRESETS, apply_mode
 from tokenwatt.collect.runfile import load_run_spec, read_api_key, write_record
@@ -171,10 +172,14 @@ def test_an_early_stop_on_waiting_requests_reads_as_a_ttft_miss() -> None:
         _req(0.0, [], "cancelled", 1.0),  # waited 1 s for a first token
         _req(0.1, [], "cancelled", 1.0),  # waited 0.9 s
     ]
-    view = classification_view(_Result(_summary(), reqs), slo)
+    stored = _summary(errors=2, error_kinds={"cancelled": 2}, failure_reason="ttft,tpot,errors")
+    view = classification_view(_Result(stored, reqs), slo)
     assert view.ttft_ms.p99 == "inf"
     assert view.tpot_ms.p99 != "inf"
     assert view.errors == 0
+    # our own cancellations are neither engine errors nor a TPOT miss in the reason
+    assert view.failure_reason == "ttft,stopped_early"
+    assert classify_failure(view, None, slo=slo) == "queueing/KV-bound"
 
 
 def test_an_early_stop_on_slow_tokens_reads_as_a_tpot_miss() -> None:
@@ -188,6 +193,8 @@ def test_an_early_stop_on_slow_tokens_reads_as_a_tpot_miss() -> None:
     view = classification_view(_Result(_summary(), reqs), slo)
     assert view.tpot_ms.p99 == "inf"
     assert view.ttft_ms.p99 != "inf"
+    assert view.failure_reason == "tpot,stopped_early"
+    assert classify_failure(view, None, slo=slo) == "per-token-latency-bound"
 
 
 def test_retried_windows_are_recognised() -> None:

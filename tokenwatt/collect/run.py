@@ -249,9 +249,12 @@ class _Run:
         if not summary.slo_pass:
             from tokenwatt.analysis.failure import classify_failure
 
-            mode = classify_failure(classification_view(result, spec.slo), metrics[0], slo=spec.slo)
+            view = classification_view(result, spec.slo)
+            mode = classify_failure(view, metrics[0], slo=spec.slo)
             if mode is not None:
-                detail = summary.failure_reason
+                # An early-stopped window's own reason counts our cancellations as errors;
+                # the view's says what the engine did.
+                detail = view.failure_reason
                 summary.failure_reason = f"{mode} ({detail})" if detail else mode
         return summary, metrics[0], power[0]
 
