@@ -30,6 +30,14 @@ class WindowSummary(StrictModel):
     ``output_tokens`` counts tokens of requests that *arrived* in the window (from the
     server's ``usage``; ``usage_missing`` counts requests whose tokens were counted by the
     client instead). ``goodput_tok_s`` = output tokens / ``duration_s`` (DESIGN.md).
+
+    TTFT (ms) counts from each request's *scheduled* time, including any wait for a
+    ``max_concurrency`` slot; ``ttft_from_send_ms`` counts from the actual send.
+    ``send_lag_p99_ms`` is the p99 of how late the client got round to a request
+    (dispatched − scheduled, ms): a wait for a concurrency slot is the server's backlog,
+    not client lateness, so it is left out here (it is in TTFT); with no slot wait this
+    equals DESIGN.md's sent − scheduled. ``client_bound`` is set when that p99 exceeds
+    10 ms.
     """
 
     rate_rps: PosFloat
