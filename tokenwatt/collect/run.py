@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -184,16 +184,9 @@ class _Run:
             expected = window_request_count(rate, warmup_s, duration_s, seed)
 
             def stop(requests: Any, _elapsed: float) -> bool:
-                # The load generator fills first_token_s when a stream ends; a request
-                # already streaming has its first token in chunk_s[0] (do not count it as
-                # still waiting for one).
-                seen = [
-                    replace(r, first_token_s=r.chunk_s[0])
-                    if r.first_token_s is None and r.chunk_s
-                    else r
-                    for r in requests
-                ]
-                return missed_beyond_doubt(seen, expected, spec.slo, now_s=time.perf_counter())
+                # collect.stream sets first_token_s at the first text chunk, so a request
+                # still streaming is not counted as waiting for its first token.
+                return missed_beyond_doubt(requests, expected, spec.slo, now_s=time.perf_counter())
 
         scraper = MetricsScraper(
             spec.engine.endpoint, interval_s=min(1.0, duration_s / 4), api_key=self.api_key
