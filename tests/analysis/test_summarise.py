@@ -59,6 +59,19 @@ def test_two_runs_give_a_valid_v2_report_with_the_runs_numbers() -> None:
     assert tuned.accuracy is not None
     assert (tuned.accuracy.score, tuned.accuracy.delta_pts) == (88.0, -8.0)
     assert (tuned.accuracy.items, tuned.accuracy.seeds) == (50, 1)
+    # paired on the same 50 items: 4 right only in the baseline, none only in the tuned
+    # configuration -> McNemar exact p = 2 × 0.5⁴ = 0.125; every bootstrap Δ is ≤ 0
+    assert tuned.accuracy.mcnemar_p == 0.125
+    assert tuned.accuracy.ci_low_pts is not None and tuned.accuracy.ci_high_pts is not None
+    assert tuned.accuracy.ci_low_pts < -8.0 < tuned.accuracy.ci_high_pts <= 0.0
+    assert base.accuracy is not None and base.accuracy.delta_pts == 0.0
+    assert base.accuracy.mcnemar_p is None
+    # per window: power samples, throttle counts per reason
+    assert [r.power_samples for r in base.repeats_detail] == [120, 120]
+    assert [r.throttle_counts for r in base.repeats_detail] == [
+        {"sw_power_cap": 100},
+        {"sw_power_cap": 99},
+    ]
     assert [r.goodput_tok_s for r in base.repeats_detail] == [4600.0, 4544.6]
     assert [r.energy_j for r in base.repeats_detail] == [640.0 * 120, 634.0 * 120]
     assert [p.rate_rps for p in base.sweep] == [2.0, 4.0, 8.0, 16.0, 9.0]

@@ -28,7 +28,13 @@ from tokenwatt.records.report_v1 import (
 
 
 class RepeatV2(StrictModel):
-    """One measurement window at the found rate. Latencies in ms, power in W, energy in J."""
+    """One measurement window at the found rate. Latencies in ms, power in W, energy in J.
+
+    ``mean_power_w`` is board power summed over the GPUs and averaged over the window;
+    ``throttle_counts`` counts, per clock-event (throttle) reason, the window's
+    ``power_samples`` that had it set; clocks are the window's mean SM and memory clocks
+    (MHz). Tokens per joule of the window = ``goodput_tok_s`` × ``window_s`` / ``energy_j``.
+    """
 
     rate_rps: PosFloat
     goodput_tok_s: NonNegFloat
@@ -38,6 +44,10 @@ class RepeatV2(StrictModel):
     window_s: PosFloat | None = None
     mean_power_w: PosFloat | None = None
     energy_j: PosFloat | None = None
+    power_samples: NonNegInt | None = None
+    throttle_counts: dict[str, NonNegInt] = Field(default_factory=dict)
+    sm_clock_mhz: NonNegFloat | None = None
+    mem_clock_mhz: NonNegFloat | None = None
 
 
 class ProbeV2(StrictModel):
