@@ -170,7 +170,15 @@ def test_sweep_draws_infinite_p99_misses_above_the_line_with_their_mode(
             "throttle_counts": {"sw_power_cap": 100},
             "sm_clock_mhz": 1755.0,
             "mem_clock_mhz": 2619.0,
-        }
+        },
+        {
+            "rate_rps": 9.0,
+            "goodput_tok_s": 4544.6,
+            "slo_pass": True,
+            "window_s": 120.0,
+            "power_samples": 120,
+            "throttle_counts": {"sw_power_cap": 99},
+        },
     ]
     reports = tmp_path / "reports"
     write_record(reports, data)
@@ -192,6 +200,19 @@ def test_sweep_draws_infinite_p99_misses_above_the_line_with_their_mode(
         "| vllm-default | 9.00 | 4,600.0 | — | — | ✓ | 640 | 76,800 | 7.19 | "
         "sw_power_cap 100 of 120 | 1,755 / 2,619 |"
     ) in text
+    # the throttle share uses the windows' own sample counts: 199 of 120 + 120
+    assert "| vllm-default | sw_power_cap | 199 | 199 of 240 samples (83%) |" in text
+
+
+def test_durations_keep_their_decimals() -> None:
+    from tokenwatt.site.fmt import seconds
+
+    assert (seconds(0.3), seconds(45), seconds(1200.0), seconds(None)) == (
+        "0.3 s",
+        "45 s",
+        "1,200 s",
+        "—",
+    )
 
 
 def test_two_builds_are_byte_identical(
