@@ -91,6 +91,12 @@ def test_two_runs_give_a_valid_v2_report_with_the_runs_numbers() -> None:
     assert [f.path for f in report.run_files] == ["runs/vllm-default.json", "runs/vllm-fp8kv.json"]
     assert report.run_files[0].sha256 == "a" * 64
     assert not report.simulated and not report.demo
+    # the summary puts the gate's verdict beside the gain (no credit without the gate)
+    assert report.summary.endswith(
+        "vllm-fp8kv: SLO goodput +10.6% against vllm-default; accuracy −8.0 points, "
+        "failing the 1-point gate, so no capacity credit."
+    )
+    assert "2 repeats at the found rate" in report.summary
 
 
 def test_report_analysis_matches_the_seed_conclusion() -> None:
@@ -309,3 +315,11 @@ def test_mbu_above_100_percent_is_not_shown_and_says_why() -> None:
     assert report.configs[0].mbu_pct is None
     notes = report.not_covered
     assert any(i.startswith("MBU for vllm-default: the computed 130.0%") for i in notes)
+
+
+def test_engine_text_does_not_repeat_a_name_the_version_already_carries() -> None:
+    base = make_run()
+    base.environment.engine_name = "tokenwatt-sim"
+    base.environment.engine_version = "tokenwatt-sim 0.1.0"
+    report = _report(base, tuned_run())
+    assert report.configs[0].engine == "tokenwatt-sim 0.1.0 · KV BF16"

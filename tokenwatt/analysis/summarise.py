@@ -295,7 +295,10 @@ def _band(repeats: Sequence[Repeat]) -> float:
 def _engine_text(run: RunRecord) -> str:
     name = run.environment.engine_name or run.spec.engine.name
     version = run.environment.engine_version or run.spec.engine.version
-    engine = f"{name} {version}" if version else name
+    if version and version.lower().startswith(name.lower()):
+        engine = version  # "tokenwatt-sim 0.1.0", not "tokenwatt-sim tokenwatt-sim 0.1.0"
+    else:
+        engine = f"{name} {version}" if version else name
     return f"{engine} · KV {run.spec.model.kv_dtype.upper()}"
 
 
