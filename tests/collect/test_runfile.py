@@ -201,3 +201,14 @@ def test_retried_windows_are_recognised() -> None:
     assert retried(_summary(failure_reason="client-bound (send-lag p99 50 ms), measured again: x"))
     assert not retried(_summary(failure_reason="queueing/KV-bound (ttft)"))
     assert not retried(_summary())
+
+
+def test_goodput_is_zero_when_the_backoffs_ran_out() -> None:
+    from tokenwatt.collect.run import repeats_goodput
+    from tokenwatt.records.run import Repeat
+
+    passed = Repeat(window=_summary(slo_pass=True, stopped_early=False, goodput_tok_s=500.0))
+    missed = Repeat(window=_summary(goodput_tok_s=900.0))
+    # the last back-off: repeat 1 met the SLO, repeat 2 missed -> no rate was confirmed
+    assert repeats_goodput([passed, missed], confirmed=False) == 0.0
+    assert repeats_goodput([passed, passed], confirmed=True) == 500.0

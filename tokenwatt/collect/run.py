@@ -320,6 +320,10 @@ class _Run:
             )
             retry = attempt == 0 and not summary.slo_pass and self._client_lagged(summary)
             if retry:
+                self.progress.note(
+                    f"{step}: the client lagged (send-lag p99 {summary.send_lag_p99_ms:.0f} ms);"
+                    " this window's verdict is not used, measuring again"
+                )
                 summary.failure_reason = (
                     f"{RETRIED_PREFIX} (send-lag p99 {summary.send_lag_p99_ms:.0f} ms), "
                     f"measured again: {summary.failure_reason}"
@@ -389,7 +393,7 @@ class _Run:
         extra = [w for w in monotonicity_warnings(points, repeat_points) if w not in warnings]
         final = [r for r in rec.repeats if r.backoff == reps.backoffs and not retried(r.window)]
         passing = [r for r in final if r.window.slo_pass]
-        goodput = sum(r.window.goodput_tok_s for r in passing) / len(passing) if passing else 0.0
+        goodput = repeats_goodput(final, confirmed=reps.rate_rps is not None)
         if reps.rate_rps is None:
             extra.append("no repeat met the SLO after the last back-off; goodput is 0")
         rec.result = result.model_copy(
@@ -404,6 +408,20 @@ class _Run:
                 "warnings": warnings + extra,
             }
         )
+
+
+def repeats_goodput(final: list[Repeat], *, confirmed: bool) -> float:
+    """The run's goodput (tok/s): the mean goodput of the final repeats, all of which met
+    the SLO; 0 when the back-offs ran out without a rate whose every repeat met it.
+
+    DESIGN.md: goodput is taken at the highest rate whose windows meet the SLO. When the
+    last back-off still had a miss there is no such rate, so a passing window measured
+    before that miss is no goodput figure.
+    """
+    passing = [r for r in final if r.window.slo_pass]
+    if not confirmed or not passing:
+        return 0.0
+    return sum(r.window.goodput_tok_s for r in passing) / len(passing)
 
 
 def collect(opts: CollectOptions) -> RunRecord:
