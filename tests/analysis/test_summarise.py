@@ -68,6 +68,7 @@ def test_two_runs_give_a_valid_v2_report_with_the_runs_numbers() -> None:
     assert base.accuracy.mcnemar_p is None
     # per window: power samples, throttle counts per reason
     assert [r.power_samples for r in base.repeats_detail] == [120, 120]
+    assert [r.slo_attainment_pct for r in base.repeats_detail] == [99.5, 99.5]
     assert [r.throttle_counts for r in base.repeats_detail] == [
         {"sw_power_cap": 100},
         {"sw_power_cap": 99},

@@ -164,6 +164,7 @@ def test_sweep_draws_infinite_p99_misses_above_the_line_with_their_mode(
             "goodput_tok_s": 4600.0,
             "slo_pass": True,
             "window_s": 120.0,
+            "slo_attainment_pct": 99.5,
             "mean_power_w": 640.0,
             "energy_j": 76800.0,
             "power_samples": 120,
@@ -197,7 +198,7 @@ def test_sweep_draws_infinite_p99_misses_above_the_line_with_their_mode(
     assert "| vllm-default | 32.00 | — | — | queueing/KV-bound (ttft,stopped_early) |" in text
     # per window: 4,600 tok/s × 120 s / 76,800 J = 7.19 tok/J; throttle share; clocks
     assert (
-        "| vllm-default | 9.00 | 4,600.0 | — | — | ✓ | 640 | 76,800 | 7.19 | "
+        "| vllm-default | 9.00 | 4,600.0 | — | — | ✓ | 99.5% | 640 | 76,800 | 7.19 | "
         "sw_power_cap 100 of 120 | 1,755 / 2,619 |"
     ) in text
     # the throttle share uses the windows' own sample counts: 199 of 120 + 120

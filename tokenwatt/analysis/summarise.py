@@ -373,6 +373,7 @@ def _repeat(r: Repeat) -> RepeatV2:
         window_s=r.window.duration_s,
         mean_power_w=(power.mean_power_w or None) if power else None,
         energy_j=(power.energy_j or None) if power else None,
+        slo_attainment_pct=round(r.window.slo_attainment_pct, 2),
         power_samples=seen.samples if seen is not None else None,
         throttle_counts=dict(sorted(seen.throttle_counts.items())) if seen is not None else {},
         sm_clock_mhz=seen.sm_clock_mhz_mean if seen is not None else None,

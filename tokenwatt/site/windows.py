@@ -15,7 +15,7 @@ from typing import Any
 
 from tokenwatt.records import ReportV2
 from tokenwatt.records.report_v2 import ProbeV2, RepeatV2
-from tokenwatt.site.fmt import DASH, num
+from tokenwatt.site.fmt import DASH, num, pct
 
 
 def probe_outcome(p: ProbeV2) -> str:
@@ -77,6 +77,7 @@ def repeat_rows(report: ReportV2, names: list[str]) -> list[dict[str, Any]]:
                     "ttft": num(r.ttft_p99_ms, 1),
                     "tpot": num(r.tpot_p99_ms, 1),
                     "slo": "✓" if r.slo_pass else "✗",
+                    "attainment": pct(r.slo_attainment_pct),
                     "power": num(r.mean_power_w, 0),
                     "energy": num(r.energy_j, 0),
                     "tpj": num(tokens_per_joule(r), 2),
