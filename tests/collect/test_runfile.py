@@ -67,6 +67,16 @@ def test_endpoint_override_is_validated(tmp_path: Path) -> None:
     assert err.value.problems[0].file == "--endpoint"
 
 
+def test_kv_dtype_override_keeps_the_fingerprint() -> None:
+    plain = load_run_spec(SIM_SPEC, "quick", None)
+    fp8 = load_run_spec(SIM_SPEC, "quick", None, "fp8")
+    assert (plain.model.kv_dtype, fp8.model.kv_dtype) == ("bf16", "fp8")
+    assert fingerprint(plain) == fingerprint(fp8)
+    with pytest.raises(InputError) as err:
+        load_run_spec(SIM_SPEC, "quick", None, "int3")
+    assert err.value.problems[0].file == "--kv-dtype"
+
+
 def _record() -> RunRecord:
     spec = load_spec(SIM_SPEC)
     return RunRecord(

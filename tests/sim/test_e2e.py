@@ -87,7 +87,8 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Co
             )
             sims.append(sim)
             path = out / f"{label}.json"
-            cmd = _collect_cmd(label, role, sim.endpoint, path, "--mode", "quick")
+            kv = ["--kv-dtype", PROFILES[profile].kv_dtype]  # one spec, two KV dtypes
+            cmd = _collect_cmd(label, role, sim.endpoint, path, "--mode", "quick", *kv)
             procs.append(
                 (
                     profile,
@@ -364,6 +365,9 @@ def test_report_page_carries_every_figure_from_the_runs(
     raw = (docs / "reports" / "sim-page.md").read_text(encoding="utf-8")
     text = html.unescape(raw)
     base, tuned = report.configs
+
+    # Each configuration carries its own KV dtype (--kv-dtype) under one fingerprint.
+    assert base.engine.endswith("KV BF16") and tuned.engine.endswith("KV FP8")
 
     # Sweep: every probe, each miss with its failure mode (the two configurations differ).
     sweep = _chart_rows(raw, "sweep")

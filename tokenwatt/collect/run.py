@@ -84,6 +84,8 @@ class CollectOptions:
         mode: ``smoke``, ``quick`` or ``full`` (see :mod:`tokenwatt.collect.modes`).
         engine_log: an engine log to scan for known warnings.
         endpoint: overrides ``engine.endpoint``.
+        kv_dtype: overrides ``model.kv_dtype`` (a per-configuration setting, outside the
+            fingerprint), so two configurations can share one spec.
         accuracy: run the accuracy suite when the spec names one.
         command: the command line, stored in the record for the report's reproduce block.
         progress: show the live display on stderr.
@@ -100,6 +102,7 @@ class CollectOptions:
     mode: Mode = "quick"
     engine_log: Path | None = None
     endpoint: str | None = None
+    kv_dtype: str | None = None
     accuracy: bool = True
     command: str = ""
     progress: bool = True
@@ -440,7 +443,7 @@ def collect(opts: CollectOptions) -> RunRecord:
     from tokenwatt.collect.probes import probe_engine, scan_engine_log
     from tokenwatt.sim.server import SIM_VERSION
 
-    spec = load_run_spec(opts.spec_path, opts.mode, opts.endpoint)
+    spec = load_run_spec(opts.spec_path, opts.mode, opts.endpoint, opts.kv_dtype)
     api_key = read_api_key(spec, str(opts.spec_path), opts.environ)
     suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
     if suite is not None and not suite.is_file():
