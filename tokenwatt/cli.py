@@ -199,7 +199,13 @@ def run_command(**kwargs: Any) -> None:
 
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8000, show_default=True, type=int, help="Port (0: a free one).")
+@click.option(
+    "--port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port (0: a free one).",
+)
 @click.option(
     "--profile",
     default="bf16-kv",
@@ -337,7 +343,7 @@ def report(
         runs, title=title, report_id=report_id, cards=cards, demo=demo, command=command
     )
     target = out if out is not None else Path("reports") / f"{report_id or slug(title)}.json"
-    write_report(record, target, force=force)
+    write_report(record, target, force=force, inputs=list(run_files))
     click.echo(f"wrote {target} ({len(record.configs)} configurations)")
 
 
@@ -361,6 +367,18 @@ def schema(out_dir: Path, check: bool) -> None:
         click.echo(f"wrote {path}")
     if check or not result.written:
         click.echo(f"{len(result.current)} schema files are current in {out_dir}")
+
+
+class _FiniteFloat(click.FloatRange):
+    """A float in a range that is also finite: ``nan`` passes click's range check."""
+
+    name = "finite float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if number != number:
+            self.fail(f"{value!r} is not a number.", param, ctx)
+        return number
 
 
 _WEIGHT_DTYPES = (
@@ -395,13 +413,13 @@ _KV_DTYPES = ("bf16", "fp16", "fp32", "fp8", "fp8_e4m3", "fp8_e5m2")
 )
 @click.option(
     "--kv-cache-gib",
-    type=click.FloatRange(min=0),
+    type=_FiniteFloat(min=0, max=1e6),
     default=None,
     help="KV-cache size (GiB, as vLLM logs it) to turn into a capacity in tokens.",
 )
 @click.option(
     "--batch",
-    type=click.FloatRange(min=0),
+    type=_FiniteFloat(min=0, max=1e7),
     default=None,
     help="Running batch: weights read per decode step (MoE: expected distinct experts).",
 )

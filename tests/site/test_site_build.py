@@ -18,7 +18,7 @@ from sitecase import (
 )
 
 from tokenwatt.cli import cli
-from tokenwatt.errors import RecordError, StaleSiteError
+from tokenwatt.errors import InputError, RecordError, StaleSiteError
 from tokenwatt.site.build import build_site
 
 SEED_PAGE = "reports/lab-h100-qwen3-30b-a3b-kv-cache.md"
@@ -297,7 +297,7 @@ def test_failure_while_writing_keeps_old_site(
         return real_write(self, data)
 
     monkeypatch.setattr(Path, "write_bytes", failing_write)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(InputError, match="cannot write the site: No space left"):
         build_site(seed_reports, docs, cache_dir=cache_dir)
     assert len(written) == 2  # it failed half-way through writing the new folder
     assert tree(docs) == before

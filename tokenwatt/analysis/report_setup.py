@@ -45,11 +45,18 @@ def final_repeats(run: RunRecord) -> list[Repeat]:
 
 
 def valid_power(repeats: Sequence[Repeat]) -> list[PowerWindow]:
-    """The repeats' power windows that are valid and carry a mean power (W)."""
+    """The repeats' power windows that are valid and carry a mean power (W) above zero.
+
+    A window of zero watts is a meter that read nothing, not a measurement: it is left out,
+    so the report says "no valid power measurement" instead of silently dropping the value.
+    """
     return [
         r.power
         for r in repeats
-        if r.power is not None and r.power.valid and r.power.mean_power_w is not None
+        if r.power is not None
+        and r.power.valid
+        and r.power.mean_power_w is not None
+        and r.power.mean_power_w > 0
     ]
 
 

@@ -196,6 +196,7 @@ class _Run:
         )
         power: list[PowerWindow | None] = [None]
         metrics: list[EngineMetrics | None] = [None]
+        stopping = [False]
         lead_s = 0.05  # the load generator starts its schedule this long after the call
 
         async def watch() -> None:
@@ -209,6 +210,7 @@ class _Run:
             try:
                 await asyncio.sleep(duration_s)
             finally:
+                stopping[0] = True  # a cancel from here on would lose the window's metrics
                 # The meter first: no await before it, so a cancellation of this task
                 # cannot leave its window open.
                 if self.meter is not None:
@@ -235,7 +237,7 @@ class _Run:
                 stop_early=stop,
             )
         finally:
-            if not watcher.done():
+            if not watcher.done() and not stopping[0]:
                 watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher

@@ -69,6 +69,9 @@ _CALCULATOR = re.compile(r"<<[^<>]*>>")
 _GOLD = re.compile(r"^-?\d+(?:\.\d+)?$")
 
 
+_NOT_A_ROW = "not a row: nested too deeply, or a number of thousands of digits"
+
+
 class FetchError(TokenwattError):
     """A suite's source files could not be downloaded or did not match their pinned hash."""
 
@@ -143,6 +146,9 @@ def read_gsm8k(path: Path) -> list[GsmExample]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             problems.append(Problem(str(path), where, f"not JSON: {exc.msg}"))
+            continue
+        except (RecursionError, ValueError):
+            problems.append(Problem(str(path), where, _NOT_A_ROW))
             continue
         if not isinstance(row, dict):
             problems.append(Problem(str(path), where, "expected a JSON object"))
@@ -244,14 +250,41 @@ def build_suite_file(test_path: Path, train_path: Path, n: int, seed: int, out: 
     Raises:
         InputError: unreadable or malformed input files, or ``n`` out of range.
     """
+    for given, flag in ((test_path, "--test"), (train_path, "--train")):
+        if _same_file(out, given):
+            raise InputError(
+                [
+                    Problem(
+                        str(out),
+                        "--out",
+                        f"is the {flag} split; writing the suite there would destroy it "
+                        "(choose another --out)",
+                    )
+                ]
+            )
     test = read_gsm8k(test_path)
     train = read_gsm8k(train_path)
+    if len(train) < SHOTS:
+        raise InputError(
+            [
+                Problem(
+                    str(train_path),
+                    "",
+                    f"the train split needs at least {SHOTS} rows (the exemplars), "
+                    f"has {len(train)}",
+                )
+            ]
+        )
     try:
         items = build_gsm8k_suite(test, train, n, seed)
     except ValueError as exc:
-        raise InputError([Problem("<input>", "--n", str(exc))]) from exc
+        raise InputError([Problem(str(test_path), "--n", str(exc))]) from exc
     data = suite_bytes(items)
-    write_atomic(out, data)
+    try:
+        write_atomic(out, data)
+    except OSError as exc:
+        why = "it is a folder" if out.is_dir() else str(exc.strerror or exc)
+        raise InputError([Problem(str(out), "--out", f"cannot write the suite: {why}")]) from exc
     return BuiltSuite(
         out,
         len(items),
@@ -259,6 +292,20 @@ def build_suite_file(test_path: Path, train_path: Path, n: int, seed: int, out: 
         _sha256_file(test_path),
         _sha256_file(train_path),
     )
+
+
+def _cannot_write(path: Path, exc: OSError) -> InputError:
+    """The error for a download that cannot be stored under ``--dest``."""
+    why = "a folder is in the way" if path.is_dir() else str(exc.strerror or exc)
+    return InputError([Problem(str(path), "--dest", f"cannot write: {why}")])
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (through links too); by resolved path when missing."""
+    try:
+        return a.samefile(b)
+    except OSError:
+        return a.resolve() == b.resolve()
 
 
 def _sha256_file(path: Path) -> str:
@@ -287,6 +334,9 @@ def load_suite(path: Path) -> list[SuiteItem]:
             row: Any = json.loads(line)
         except json.JSONDecodeError as exc:
             problems.append(Problem(str(path), where, f"not JSON: {exc.msg}"))
+            continue
+        except (RecursionError, ValueError):
+            problems.append(Problem(str(path), where, _NOT_A_ROW))
             continue
         if not isinstance(row, dict):
             problems.append(Problem(str(path), where, "expected a JSON object"))
@@ -339,7 +389,8 @@ def fetch_gsm8k(
     Raises:
         FetchError: the server cannot be reached (offline), answers with an error status,
             or sends bytes that do not match the pinned hash. Nothing partial is left.
-        InputError: ``dest`` cannot be created (e.g. it is a file).
+        InputError: ``dest`` cannot be created (e.g. it is a file) or written (full,
+            read-only, a folder where a file goes). Nothing partial is left.
     """
     import httpx
 
@@ -356,7 +407,10 @@ def fetch_gsm8k(
             done.append(FetchedFile(target, pinned.sha256, True))
             continue
         url = f"{base_url.rstrip('/')}/{pinned.name}"
-        fd, tmp_name = tempfile.mkstemp(dir=dest, prefix=f".{pinned.name}.", suffix=".tmp")
+        try:
+            fd, tmp_name = tempfile.mkstemp(dir=dest, prefix=f".{pinned.name}.", suffix=".tmp")
+        except OSError as exc:
+            raise _cannot_write(dest, exc) from exc
         tmp = Path(tmp_name)
         try:
             digest = hashlib.sha256()
@@ -370,6 +424,11 @@ def fetch_gsm8k(
                 for chunk in response.iter_bytes():
                     digest.update(chunk)
                     size += len(chunk)
+                    if size > pinned.size_bytes:
+                        raise FetchError(
+                            f"{url}: more than the pinned {pinned.size_bytes:,} bytes; stopped "
+                            "(not the pinned file); nothing was written"
+                        )
                     fh.write(chunk)
             actual = digest.hexdigest()
             if actual != pinned.sha256:
@@ -378,6 +437,8 @@ def fetch_gsm8k(
                     f"{pinned.sha256} ({pinned.size_bytes:,} bytes); nothing was written"
                 )
             tmp.replace(target)
+        except OSError as exc:  # disk full, read-only, a folder where the file goes
+            raise _cannot_write(target, exc) from exc
         except httpx.HTTPError as exc:
             raise FetchError(
                 f"cannot download {url}: {type(exc).__name__}: {exc or 'no detail'}. "

@@ -167,11 +167,22 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+_TOO_DEEP = "arrays or objects are nested too deeply (no record needs more than a few levels)"
+
+
+def _plain(exc: ValueError) -> str:
+    """A parser's ValueError in the user's words (Python's digit limit names a sys call)."""
+    if "integer string conversion" in str(exc):
+        return "a number has thousands of digits (no field needs one)"
+    return str(exc)
+
+
 def read_json(path: Path, error: type[InputError] = RecordError) -> Any:
     """Parse a JSON file strictly.
 
-    NaN/Infinity literals, duplicate keys in one object and syntax errors become ``error``
-    (one :class:`Problem` naming the file, with line and column for syntax errors).
+    NaN/Infinity literals, duplicate keys in one object, nesting too deep for the parser and
+    syntax errors become ``error`` (one :class:`Problem` naming the file, with line and
+    column for syntax errors).
     """
     file = str(path)
     try:
@@ -188,6 +199,8 @@ def read_json(path: Path, error: type[InputError] = RecordError) -> Any:
         return json.loads(
             text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys
         )
+    except RecursionError as exc:
+        raise error([Problem(file, "", f"not valid JSON: {_TOO_DEEP}")]) from exc
     except json.JSONDecodeError as exc:
         hint = ""
         if exc.msg.startswith("Unterminated string") or exc.pos >= len(text.rstrip()) - 1:
@@ -202,15 +215,31 @@ def read_json(path: Path, error: type[InputError] = RecordError) -> Any:
             ]
         ) from exc
     except ValueError as exc:
-        raise error([Problem(file, "", f"not valid JSON: {exc}")]) from exc
+        raise error([Problem(file, "", f"not valid JSON: {_plain(exc)}")]) from exc
 
 
 def validate(model: type[M], data: Any, file: str, error: type[InputError] = RecordError) -> M:
-    """Validate ``data`` as ``model``; every pydantic error becomes one :class:`Problem`."""
+    """Validate parsed JSON ``data`` as ``model``, strictly, as its JSON Schema reads.
+
+    Strict: a number written as a string (``"4572.3"``), a boolean where a number goes, or
+    ``2.0`` where a whole number goes is an error, not silently converted — the record is
+    published as it is and must fit the schema published beside it. Every pydantic error
+    becomes one :class:`Problem`.
+    """
     try:
-        return model.model_validate(data)
+        return model.model_validate_json(_as_json(data), strict=True)
     except ValidationError as exc:
         raise error(problems_from(file, exc)) from exc
+
+
+def _as_json(data: Any) -> str:
+    """``data`` (as :func:`read_json` gives it) back as JSON text, for pydantic's JSON mode.
+
+    JSON mode reads dates from strings even when strict, which Python mode does not. A
+    number too big for a float (``1e999``) is written as ``Infinity``, which the models
+    refuse as not finite.
+    """
+    return json.dumps(data, ensure_ascii=False)
 
 
 def parse_report(data: Any, file: str) -> ReportV1 | ReportV2:
@@ -221,7 +250,7 @@ def parse_report(data: Any, file: str) -> ReportV1 | ReportV2:
         )
     if "schema_version" in data:
         version = data["schema_version"]
-        if isinstance(version, bool) or version not in KNOWN_REPORT_VERSIONS:
+        if type(version) is not int or version not in KNOWN_REPORT_VERSIONS:
             known = ", ".join(str(v) for v in KNOWN_REPORT_VERSIONS)
             raise RecordError(
                 [
@@ -234,7 +263,7 @@ def parse_report(data: Any, file: str) -> ReportV1 | ReportV2:
                 ]
             )
     try:
-        return _REPORT_ADAPTER.validate_python(data)
+        return _REPORT_ADAPTER.validate_json(_as_json(data), strict=True)
     except ValidationError as exc:
         raise RecordError(problems_from(file, exc)) from exc
 
@@ -272,6 +301,10 @@ def load_spec(path: Path) -> Spec:
         data = yaml.load(text, Loader=_StrictYamlLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         raise SpecError([Problem(file, "", f"not valid YAML: {_yaml_message(exc)}")]) from exc
+    except RecursionError as exc:
+        raise SpecError([Problem(file, "", f"not valid YAML: {_TOO_DEEP}")]) from exc
+    except ValueError as exc:  # e.g. an integer of thousands of digits
+        raise SpecError([Problem(file, "", f"not valid YAML: {_plain(exc)}")]) from exc
     if not isinstance(data, dict):
         raise SpecError(
             [
@@ -284,11 +317,30 @@ def load_spec(path: Path) -> Spec:
             ]
         )
     _reject_nonfinite(data, file)
-    return validate(Spec, data, file, SpecError)
+    try:
+        # Strict, as for JSON records: `window_s: "120"` or `repeats: true` is an error.
+        return Spec.model_validate(data, strict=True)
+    except ValidationError as exc:
+        raise SpecError(problems_from(file, exc)) from exc
 
 
 class _StrictYamlLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, except that a key given twice in one mapping is an error."""
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error, and
+    so is any alias (``*name``): a spec never needs one, and nested aliases expand
+    exponentially (the "billion laughs" file that takes minutes and gigabytes to walk)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        """Compose a node, refusing aliases."""
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                "anchors and aliases (&name, *name) are not allowed in a spec; write the "
+                "values out",
+                event.start_mark,
+            )
+        return super().compose_node(parent, index)
 
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,14 +70,36 @@ def load_runs(paths: list[Path]) -> list[RunInput]:
     return runs
 
 
-def write_report(report: ReportV2, out: Path, *, force: bool = False) -> Path:
+def write_report(
+    report: ReportV2, out: Path, *, force: bool = False, inputs: Sequence[Path] = ()
+) -> Path:
     """Write a report record as JSON, atomically (temporary file, then ``os.replace``).
 
     A crash leaves either the old file or the new one, never half of one.
 
+    Args:
+        report: the record to write.
+        out: the file to write.
+        force: replace ``out`` if it exists.
+        inputs: the run files the report was made from; ``out`` may never be one of them,
+            even with ``force`` (that would destroy a measurement).
+
     Raises:
-        InputError: ``out`` exists and ``force`` is false, or its folder cannot be written.
+        InputError: ``out`` is one of ``inputs``, exists and ``force`` is false, or cannot
+            be written (its folder, a full or read-only disk).
     """
+    for given in inputs:
+        if _same_file(out, given):
+            raise InputError(
+                [
+                    Problem(
+                        str(out),
+                        "--out",
+                        f"is the run file {given} given as input; writing the report there "
+                        "would destroy the run record (choose another --out)",
+                    )
+                ]
+            )
     if out.exists() and not force:
         raise InputError(
             [Problem(str(out), "", "already exists; pass --force to replace it, or --out")]
@@ -92,7 +115,18 @@ def write_report(report: ReportV2, out: Path, *, force: bool = False) -> Path:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
         Path(tmp).replace(out)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError([Problem(str(out), "", f"cannot write: {exc.strerror or exc}")]) from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return out
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (through links too); by resolved path when missing."""
+    try:
+        return a.samefile(b)
+    except OSError:
+        return a.resolve() == b.resolve()

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from tokenwatt.errors import TokenwattError
+from tokenwatt.errors import InputError, Problem, TokenwattError
 from tokenwatt.records.load import AnyReport
 from tokenwatt.records.run import RunRecord
 from tokenwatt.records.spec import Spec
@@ -63,22 +63,31 @@ def export_schemas(out_dir: Path, *, check: bool = False) -> SchemaExport:
 
     Raises:
         StaleSchemaError: with ``check``, when a file is missing or differs (names each one).
+        InputError: a schema file cannot be read or written: a folder in its place, a file
+            where ``out_dir`` should be, a full or read-only disk.
     """
     written: list[Path] = []
     current: list[Path] = []
     stale: list[Path] = []
     for path, text in schema_files(out_dir).items():
         try:
-            old = path.read_text(encoding="utf-8")
+            old: str | None = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             old = None
+        except (IsADirectoryError, NotADirectoryError) as exc:
+            raise _cannot(path, exc) from exc
+        except UnicodeDecodeError:
+            old = None  # not UTF-8: stale, rewritten below
         if old == text:
             current.append(path)
         elif check:
             stale.append(path)
         else:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            _write_atomic(path, text)
+            try:
+                out_dir.mkdir(parents=True, exist_ok=True)
+                _write_atomic(path, text)
+            except OSError as exc:
+                raise _cannot(path, exc) from exc
             written.append(path)
     if stale:
         names = ", ".join(str(p) for p in stale)
@@ -86,6 +95,13 @@ def export_schemas(out_dir: Path, *, check: bool = False) -> SchemaExport:
             f"schema files are stale or missing: {names}; run `tokenwatt schema` and commit them"
         )
     return SchemaExport(written, current)
+
+
+def _cannot(path: Path, exc: OSError) -> InputError:
+    """The error for a schema file that cannot be read or written (a folder in its place,
+    a file where the folder should be, a full or read-only disk)."""
+    why = "a folder is in the way" if path.is_dir() else str(exc.strerror or exc)
+    return InputError([Problem(str(path), "", f"cannot read or write the schema file: {why}")])
 
 
 def _write_atomic(path: Path, text: str) -> None:

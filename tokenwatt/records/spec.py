@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 
@@ -23,6 +25,49 @@ from tokenwatt.records.base import (
 )
 
 KvDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SECRET_QUERY = re.compile(r"key|token|secret|passw|auth|sig|credential", re.IGNORECASE)
+
+
+def _check_env_name(field: str, value: str | None) -> None:
+    """An ``*_env`` field holds a variable's name; a pasted secret must not reach a record.
+
+    The value is never repeated in the message: it may be the secret itself.
+    """
+    if value is not None and not _ENV_NAME.fullmatch(value):
+        raise FieldValueError(
+            field,
+            "must be the name of an environment variable (letters, digits and '_', not "
+            "starting with a digit), not the secret itself; the value is not shown here",
+        )
+
+
+def _check_url_has_no_secret(field: str, url: str) -> None:
+    """Refuse ``user:password@`` and ``?api_key=…`` in a URL that records will carry.
+
+    The URL is never repeated in the message: it holds the secret.
+    """
+    parts = urlsplit(url)
+    try:
+        has_user = parts.username is not None or parts.password is not None
+    except ValueError:
+        has_user = "@" in parts.netloc
+    if has_user or "@" in parts.netloc:
+        raise FieldValueError(
+            field,
+            "must not carry a user name or password (user:password@host): records keep this "
+            "URL; give secrets through an environment variable (api_key_env, password_env)",
+        )
+    query_keys = [kv.split("=", 1)[0] for kv in parts.query.split("&") if kv]
+    if any(_SECRET_QUERY.search(k) for k in query_keys) or _SECRET_QUERY.search(parts.fragment):
+        raise FieldValueError(
+            field,
+            "must not carry a key or token in its query (?api_key=...): records keep this "
+            "URL; give secrets through an environment variable (api_key_env, password_env)",
+        )
+    if parts.scheme in ("http", "https") and not parts.hostname:
+        raise FieldValueError(field, "must name a host (http://HOST:PORT/...)")
 
 
 class HardwareSpec(StrictModel):
@@ -53,6 +98,15 @@ class EngineSpec(StrictModel):
             raise FieldValueError(
                 "endpoint", f"must start with http:// or https://, got {self.endpoint!r}"
             )
+        _check_url_has_no_secret("endpoint", self.endpoint)
+        _check_env_name("api_key_env", self.api_key_env)
+        for i, flag in enumerate(self.flags):
+            if flag == "--api-key" or flag.startswith("--api-key="):
+                raise FieldValueError(
+                    f"flags[{i}]",
+                    "--api-key would put the engine's key in every record; start the engine "
+                    "with it yourself and give the key to tokenwatt through api_key_env",
+                )
         return self
 
 
@@ -177,6 +231,9 @@ class PowerSpec(StrictModel):
 
     @model_validator(mode="after")
     def _source_needs(self) -> PowerSpec:
+        _check_env_name("password_env", self.password_env)
+        if self.url is not None:
+            _check_url_has_no_secret("url", self.url)
         if self.source in ("redfish", "prometheus") and not self.url:
             raise FieldValueError("url", f"power.source {self.source!r} needs power.url")
         if self.source == "command" and not self.command:

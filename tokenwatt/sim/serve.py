@@ -40,10 +40,19 @@ def serve(sim: SimServer, host: str = "127.0.0.1", port: int = 8000) -> None:
 
     The line ``tokenwatt sim: serving <profile> on http://HOST:PORT`` goes to stdout first
     thing, so a parent process can read the port when it passed 0.
+
+    Raises:
+        InputError: the address cannot be listened on (in use, unknown host, bad port).
     """
 
     async def main() -> None:
-        runner, bound = await start_server(sim, host, port)
+        try:
+            runner, bound = await start_server(sim, host, port)
+        except (OSError, OverflowError) as exc:  # in use, no such address, port > 65535
+            why = getattr(exc, "strerror", None) or str(exc)
+            raise InputError(
+                [Problem(f"{host}:{port}", "--host/--port", f"cannot listen there: {why}")]
+            ) from exc
         url_host = f"[{host}]" if ":" in host else host
         print(f"tokenwatt sim: serving {sim.profile.name} on http://{url_host}:{bound}", flush=True)
         try:

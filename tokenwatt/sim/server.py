@@ -432,8 +432,12 @@ async def start_server(sim: SimServer, host: str, port: int) -> tuple[web.AppRun
         OSError: the address cannot be bound.
     """
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()  # not leaked when the address is in use or unknown
+        raise
     runner = web.AppRunner(create_app(sim), access_log=None)
     await runner.setup()
     site = web.SockSite(runner, sock)

@@ -47,17 +47,25 @@ def load_suite(path: Path) -> list[SuiteItem]:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError([Problem(file, where, f"not valid JSON: {exc.msg}")]) from exc
+        except (RecursionError, ValueError) as exc:
+            raise InputError(
+                [Problem(file, where, "not valid JSON: nested too deeply, or a huge number")]
+            ) from exc
         if not isinstance(data, dict):
             raise InputError([Problem(file, where, "each line must be a JSON object")])
         for key in ("id", "question", "prompt", "gold"):
             if not isinstance(data.get(key), str):
                 raise InputError([Problem(file, f"{where}.{key}", "must be a string")])
         try:
-            Decimal(data["gold"].replace(",", ""))
+            finite = Decimal(data["gold"].replace(",", "")).is_finite()
         except InvalidOperation as exc:
             raise InputError(
                 [Problem(file, f"{where}.gold", f"not a number: {data['gold']!r}")]
             ) from exc
+        if not finite:  # Decimal reads "NaN" and "Infinity"; no answer can equal them
+            raise InputError(
+                [Problem(file, f"{where}.gold", f"not a finite number: {data['gold']!r}")]
+            )
         items.append(SuiteItem(data["id"], data["question"], data["prompt"], data["gold"]))
     return items
 

@@ -7,6 +7,7 @@ the vl-convert version, because making the bundle takes seconds.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from importlib.metadata import version
@@ -35,7 +36,9 @@ def vega_bundle(cache_dir: Path, *, write_cache: bool = True) -> bytes:
     converter: Any = vl_convert
     data = str(converter.javascript_bundle()).encode("utf-8")
     if write_cache:
-        write_atomic(cached, data)
+        # A cache that cannot be written (disk full, read-only) only costs time.
+        with contextlib.suppress(OSError):
+            write_atomic(cached, data)
     return data
 
 

@@ -1,7 +1,7 @@
 """``tokenwatt build``: report records → the MkDocs docs folder.
 
-Reads every ``*.json`` under the reports folder, validates and migrates it, refuses
-simulated measurements outside demo reports, recomputes every derived number
+Reads every ``*.json`` under the reports folder (hidden names aside), validates and
+migrates it, refuses simulated measurements outside demo reports, recomputes every derived number
 (:mod:`tokenwatt.analysis`), and writes the pages, the raw records, the methods pages, the
 schemas page and the chart scripts. Every problem of every file is collected before
 anything is written; the output is byte-for-byte the same for the same input.
@@ -13,10 +13,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tokenwatt.errors import Problem, RecordError, StaleSiteError
+from tokenwatt.errors import InputError, Problem, RecordError, StaleSiteError
 from tokenwatt.site.assets import BUNDLE_PATH, static_assets, vega_bundle
 from tokenwatt.site.cache import PageCache, code_key
-from tokenwatt.site.output import stale_paths, swap_in
+from tokenwatt.site.output import (
+    SITE_MARKER,
+    SITE_MARKER_TEXT,
+    replace_refusal,
+    stale_paths,
+    swap_in,
+)
 from tokenwatt.site.templates import RenderedReport, templates_dir
 
 MBU_PLACEHOLDER = """# MBU
@@ -60,17 +66,38 @@ def build_site(
             ``.tokenwatt-cache/`` beside ``docs_dir``. Deleting it only costs time.
 
     Raises:
-        RecordError: one :class:`Problem` per problem in any record; nothing is written.
+        RecordError: one :class:`Problem` per problem in any record, or per ``*.json`` entry
+            that is not a file; nothing is written.
+        InputError: ``docs_dir`` is a file, holds the records, is a folder the build did not
+            make (see :func:`~tokenwatt.site.output.replace_refusal`), or cannot be written
+            (disk full, read-only); the previous site is left as it was.
         StaleSiteError: ``check`` found stale, missing or extra files.
     """
     started = time.perf_counter()
     if not reports_dir.is_dir():
         raise RecordError([Problem(str(reports_dir), "", "no such folder of report records")])
+    if docs_dir.exists() and not docs_dir.is_dir():
+        raise InputError(
+            [
+                Problem(
+                    str(docs_dir),
+                    "",
+                    "is a file, not a folder: the site is written as a folder here "
+                    "(move the file away, or pass another --out)",
+                )
+            ]
+        )
     templates = templates_dir()
     cache_root = cache_dir or docs_dir.resolve().parent / ".tokenwatt-cache"
     cache = PageCache(cache_root / "pages", code_key(templates), writable=not check)
-    files = sorted(p for p in reports_dir.glob("*.json") if p.is_file())
+    # Hidden names are editors' lock and swap files (Emacs' .#x.json is a dangling link).
+    refusal = None if check else replace_refusal(docs_dir, reports_dir)
+    if refusal is not None:
+        raise InputError([Problem(str(docs_dir), "--out", refusal)])
+    found = sorted(p for p in reports_dir.glob("*.json") if not p.name.startswith("."))
+    files = [p for p in found if p.is_file()]
     loaded, problems = _load_all(files, cache)
+    problems += [_not_a_file(p) for p in found if not p.is_file()]
     problems += _duplicate_ids(loaded)
     if problems:
         raise RecordError(problems)
@@ -88,7 +115,19 @@ def build_site(
             f"{docs_dir} is up to date with {len(loaded)} report(s)", warnings, len(loaded)
         )
     if stale:
-        swap_in(docs_dir, outputs, set(stale))
+        try:
+            swap_in(docs_dir, outputs, set(stale))
+        except OSError as exc:
+            raise InputError(
+                [
+                    Problem(
+                        str(docs_dir),
+                        "",
+                        f"cannot write the site: {exc.strerror or exc}; the previous site is "
+                        "unchanged",
+                    )
+                ]
+            ) from exc
     summary = (
         f"built {len(loaded)} report page(s) into {docs_dir}: {len(stale)} file(s) changed, "
         f"{len(warnings)} warning(s), {time.perf_counter() - started:.2f} s"
@@ -133,6 +172,17 @@ def _load_all(files: list[Path], cache: PageCache) -> tuple[list[_Loaded], list[
     return loaded, problems
 
 
+def _not_a_file(path: Path) -> Problem:
+    """A ``*.json`` entry that is a folder, a broken link or a device: said, not skipped."""
+    if path.is_symlink() and not path.exists():
+        what = "a link to nothing (broken symbolic link)"
+    elif path.is_dir():
+        what = "a folder"
+    else:
+        what = "not a regular file"
+    return Problem(str(path), "", f"is {what}; a report record must be a JSON file")
+
+
 def _duplicate_ids(loaded: list[_Loaded]) -> list[Problem]:
     first: dict[str, str] = {}
     problems = []
@@ -173,6 +223,7 @@ def _site_files(
         out[f"reports/{item.page.id}.md"] = item.page.page.encode("utf-8")
         out[f"reports/{item.page.id}.json"] = item.raw
     out["index.md"] = render_index([item.page for item in loaded]).encode("utf-8")
+    out[SITE_MARKER] = SITE_MARKER_TEXT
     for page in sorted((templates / "methods").glob("*.md")):
         out[f"methods/{page.name}"] = page.read_bytes()
     out.setdefault("methods/mbu.md", MBU_PLACEHOLDER.encode("utf-8"))

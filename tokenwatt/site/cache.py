@@ -7,6 +7,7 @@ record and its cached page and renders nothing (no validation, no Altair).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from importlib.metadata import version
@@ -53,8 +54,10 @@ class PageCache:
         return data if isinstance(data, dict) else None
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
-        """Store an entry (no-op when the cache is read-only, as under ``--check``)."""
+        """Store an entry (no-op when the cache is read-only, as under ``--check``, or cannot
+        be written: a full or read-only disk makes the next build slower, not fail)."""
         if not self.writable:
             return
         text = json.dumps(entry, sort_keys=True, ensure_ascii=False)
-        write_atomic(self.folder / f"{key}.json", text.encode("utf-8"))
+        with contextlib.suppress(OSError):
+            write_atomic(self.folder / f"{key}.json", text.encode("utf-8"))

@@ -14,6 +14,48 @@ import shutil
 import tempfile
 from pathlib import Path
 
+SITE_MARKER = ".tokenwatt-site"
+"""A file the build puts in every docs folder it makes: the folder may be replaced."""
+
+SITE_MARKER_TEXT = (
+    b"Made by `tokenwatt build`: this whole folder is replaced on every build.\n"
+    b"Keep nothing else here.\n"
+)
+
+_LAYOUT_FILES = frozenset({"index.md", "schemas.md", SITE_MARKER})
+_LAYOUT_DIRS = frozenset({"reports", "methods", "schemas", "assets"})
+
+
+def replace_refusal(docs_dir: Path, reports_dir: Path) -> str | None:
+    """Why ``docs_dir`` must not be replaced by a build, or None when it may be.
+
+    A build replaces the docs folder as a whole, so it refuses a folder that holds the
+    report records, and a folder that it did not make: one without :data:`SITE_MARKER`
+    holding any file outside the site's layout (``tokenwatt build --out ~`` or
+    ``--out .`` would otherwise delete everything there). A missing or empty folder, or a
+    site made by an earlier build, may be replaced.
+    """
+    docs, reports = docs_dir.resolve(), reports_dir.resolve()
+    if docs == reports or docs in reports.parents:
+        return (
+            f"holds the report records ({reports_dir}); the build replaces this whole folder, "
+            "so it would delete them: pass an --out of its own (default docs)"
+        )
+    if not docs_dir.is_dir() or (docs_dir / SITE_MARKER).is_file():
+        return None
+    foreign = sorted(
+        rel
+        for rel in existing_files(docs_dir)
+        if rel not in _LAYOUT_FILES and rel.split("/", 1)[0] not in _LAYOUT_DIRS
+    )
+    if not foreign:
+        return None
+    shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+    return (
+        f"is not a site made by `tokenwatt build` (it holds {shown}); the build replaces "
+        "this whole folder, so it would delete them: pass a new or empty --out"
+    )
+
 
 def existing_files(docs_dir: Path) -> set[str]:
     """Every file under ``docs_dir`` as a POSIX path relative to it (empty if absent)."""
@@ -52,6 +94,7 @@ def swap_in(docs_dir: Path, outputs: dict[str, bytes], changed: set[str]) -> Non
     parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".tokenwatt-build-{docs_dir.name}-"))
     try:
+        staging.chmod(0o755)  # mkdtemp makes 0700; the site is for reading by others
         made: set[Path] = set()
         for rel in sorted(outputs):
             target = staging / rel

@@ -1,0 +1,36 @@
+"""The simulated engine's suite reader with hostile lines: clear errors naming file and line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tokenwatt.errors import InputError
+from tokenwatt.sim.suite import load_suite
+
+
+def _line(gold: str) -> str:
+    return json.dumps({"id": "a", "question": "q", "prompt": "p", "gold": gold})
+
+
+@pytest.mark.parametrize("gold", ["NaN", "Infinity", "-inf", "sNaN"])
+def test_gold_that_is_not_finite_is_refused(gold: str, tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text(_line(gold) + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as exc:
+        load_suite(path)
+    assert [str(p) for p in exc.value.problems] == [
+        f"{path}: line 1.gold: not a finite number: {gold!r}"
+    ]
+
+
+def test_line_nested_too_deeply_is_an_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text(_line("1") + "\n" + "[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as exc:
+        load_suite(path)
+    assert [str(p) for p in exc.value.problems] == [
+        f"{path}: line 2: not valid JSON: nested too deeply, or a huge number"
+    ]
