@@ -123,3 +123,31 @@ def test_without_slo_or_reason_the_engine_decides() -> None:
 )
 def test_engine_pressure_thresholds(m: EngineMetrics | None, expected: bool | None) -> None:
     assert engine_under_pressure(m) is expected
+
+
+def _stopped(**kw: Any) -> WindowSummary:
+    """An early-stopped 100-request window: p99 TTFT infinite, TPOT under its limit."""
+    base: dict[str, Any] = {
+        "rate_rps": 60.0,
+        "duration_s": 1.0,
+        "requests": 100,
+        "completed": 80,
+        "errors": 20,
+        "ttft_ms": Percentiles(p50=100.0, p90=300.0, p99="inf"),
+        "tpot_ms": Percentiles(p50=20.0, p90=30.0, p99=40.0),
+        "slo_pass": False,
+        "stopped_early": True,
+    }
+    base.update(kw)
+    return WindowSummary.model_validate(base)
+
+
+def test_the_collectors_own_cancellations_are_not_engine_errors() -> None:
+    # 20 requests still in flight were cancelled by the collector's early stop.
+    stopped = _stopped(error_kinds={"cancelled": 20})
+    assert classify_failure(stopped, None, slo=SLO) == QUEUEING_KV_BOUND
+
+
+def test_engine_errors_beside_cancellations_still_classify_as_errors() -> None:
+    broken = _stopped(error_kinds={"http_503": 18, "cancelled": 2})
+    assert classify_failure(broken, None, slo=SLO) == ERRORS

@@ -11,6 +11,7 @@ from typing import Any
 from markupsafe import Markup
 
 from tokenwatt.analysis import ConfigAnalysis, ReportAnalysis, analyse_report, conclusion
+from tokenwatt.analysis.paired import straddles_threshold
 from tokenwatt.errors import Problem
 from tokenwatt.records import ReportV2
 from tokenwatt.site import charts
@@ -18,6 +19,7 @@ from tokenwatt.site.escape import code_block, json_for_script, md_text, trusted
 from tokenwatt.site.fmt import DASH, num, pct, signed_pct, signed_pts
 from tokenwatt.site.setup import setup_sections, throttle_rows
 from tokenwatt.site.templates import RenderedReport, environment, templates_dir
+from tokenwatt.site.windows import probe_outcome, probe_rows, repeat_rows
 
 
 def refuse_simulated(report: ReportV2, file: str) -> list[Problem]:
@@ -92,8 +94,12 @@ def _headline(report: ReportV2, analysis: ReportAnalysis, names: list[str]) -> l
     return rows
 
 
-def _accuracy_stats(analysis: ReportAnalysis, names: list[str]) -> list[dict[str, Any]]:
-    """Per-configuration suite size, seeds, spread, paired CI and McNemar p, when recorded."""
+def _accuracy_stats(
+    analysis: ReportAnalysis, names: list[str], threshold: float
+) -> list[dict[str, Any]]:
+    """Per-configuration suite size, seeds, spread, paired CI and McNemar p, when recorded,
+    with the rule's verdict (which decides capacity credit) and a "needs the full suite"
+    note when the interval straddles the threshold."""
     rows = []
     for name, c in zip(names, analysis.configs, strict=True):
         acc = c.config.accuracy
@@ -114,9 +120,27 @@ def _accuracy_stats(analysis: ReportAnalysis, names: list[str]) -> list[dict[str
                     else DASH
                 ),
                 "p": DASH if acc.mcnemar_p is None else trusted(f"{acc.mcnemar_p:.3g}"),
+                "verdict": _gate_text(c),
+                "note": (
+                    "needs the full suite: the interval holds both a pass and a fail"
+                    if has_ci
+                    and not c.is_baseline
+                    and straddles_threshold(
+                        acc.ci_low_pts or 0.0, acc.ci_high_pts or 0.0, threshold
+                    )
+                    else ""
+                ),
             }
         )
     return rows
+
+
+def _gate_text(c: ConfigAnalysis) -> str:
+    if c.is_baseline:
+        return "baseline"
+    if c.gate is None:
+        return "no gate"
+    return "pass" if c.gate.passed else "fail"
 
 
 def _capacity_rows(analysis: ReportAnalysis, names: list[str]) -> list[dict[str, Any]]:
@@ -190,19 +214,7 @@ def _chart_specs(
                 "spec": charts.accuracy_chart(acc_rows, gate_line),
             }
         )
-    sweep_rows = [
-        {
-            "name": n,
-            "rate_rps": p.rate_rps,
-            "slo_load": _slo_load(p.ttft_p99_ms, p.tpot_p99_ms, report),
-            "ttft_p99_ms": p.ttft_p99_ms,
-            "tpot_p99_ms": p.tpot_p99_ms,
-            "verdict": "meets SLO" if p.slo_pass else "misses SLO",
-        }
-        for n, c in pairs
-        for p in c.config.sweep
-        if p.ttft_p99_ms is not None or p.tpot_p99_ms is not None
-    ]
+    sweep_rows = _sweep_rows(report, pairs)
     if sweep_rows:
         out.append(
             {
@@ -256,14 +268,48 @@ def _chart_specs(
     return out
 
 
-def _slo_load(ttft: float | None, tpot: float | None, report: ReportV2) -> float:
-    """The worse of p99 TTFT / limit and p99 TPOT / limit (≤ 1 meets the SLO)."""
+def _slo_load(ttft: float | None, tpot: float | None, report: ReportV2) -> float | None:
+    """The worse of p99 TTFT / limit and p99 TPOT / limit (≤ 1 meets the SLO); None when
+    neither p99 is finite."""
     ratios = []
     if ttft is not None:
         ratios.append(ttft / report.slo.ttft_p99_ms)
     if tpot is not None:
         ratios.append(tpot / report.slo.tpot_p99_ms)
-    return round(max(max(ratios), 1e-3), 6)
+    return round(max(max(ratios), 1e-3), 6) if ratios else None
+
+
+def _sweep_rows(report: ReportV2, pairs: list[tuple[str, ConfigAnalysis]]) -> list[dict[str, Any]]:
+    """One point per SLO-search probe, misses with their failure mode.
+
+    A probe that missed with an infinite p99 (failed requests reached the 99th percentile,
+    or it was stopped early) has no finite ratio for the limit it missed; it is drawn above
+    every finite point (at 1.5 × the largest ratio, at least 2) and marked ``off_scale``,
+    never left out or drawn below the SLO line.
+    """
+    rows: list[dict[str, Any]] = []
+    for n, c in pairs:
+        for p in c.config.sweep:
+            load = _slo_load(p.ttft_p99_ms, p.tpot_p99_ms, report)
+            off_scale = not p.slo_pass and (load is None or load <= 1.0)
+            rows.append(
+                {
+                    "name": n,
+                    "rate_rps": p.rate_rps,
+                    "slo_load": None if off_scale else load,
+                    "off_scale": off_scale,
+                    "ttft_p99_ms": p.ttft_p99_ms,
+                    "tpot_p99_ms": p.tpot_p99_ms,
+                    "verdict": "meets SLO" if p.slo_pass else "misses SLO",
+                    "outcome": probe_outcome(p),
+                }
+            )
+    finite = [r["slo_load"] for r in rows if r["slo_load"] is not None]
+    top = round(max(2.0, 1.5 * max(finite, default=1.0)), 6)
+    for r in rows:
+        if r["off_scale"]:
+            r["slo_load"] = top
+    return [r for r in rows if r["slo_load"] is not None]
 
 
 def _step(timeline: list[Any]) -> float:
@@ -286,12 +332,14 @@ def render_report(report: ReportV2, file: str) -> RenderedReport:
         "names": names,
         "headline": _headline(report, analysis, names),
         "capacity": _capacity_rows(analysis, names),
-        "accuracy_stats": _accuracy_stats(analysis, names),
+        "accuracy_stats": _accuracy_stats(analysis, names, report.accuracy.threshold_pts),
         "conclusion": conclusion(analysis, report.fleet.cards),
         "charts": _chart_specs(report, analysis, names),
         "disagreements": [str(d) for d in analysis.disagreements],
         "setup": setup_sections(report),
         "throttle": throttle_rows(report, names),
+        "probes": probe_rows(report, names),
+        "repeats": repeat_rows(report, names),
         "reproduce": code_block(report.reproduce, "sh"),
         "slo_ttft": num(report.slo.ttft_p99_ms, 0),
         "slo_tpot": num(report.slo.tpot_p99_ms, 0),
