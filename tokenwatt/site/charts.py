@@ -105,7 +105,15 @@ def _accuracy_template() -> Spec:
             tooltip=[alt.Tooltip("gate_pts:Q", title="Gate line (%)", format=".1f")],
         )
     )
-    return _finish(alt.layer(bars, rule).properties(width="container", height=alt.Step(34)))
+    # Value labels just past the bar's end, like the goodput and tokens/J charts.
+    labels = (
+        alt.Chart(_named(alt, "rows"))
+        .mark_text(align="left", dx=4)
+        .encode(x="score:Q", y=y, text=alt.Text("score:Q", format=".1f"))
+    )
+    return _finish(
+        alt.layer(bars, rule, labels).properties(width="container", height=alt.Step(34))
+    )
 
 
 def accuracy_chart(rows: Rows, gate_pts: float | None) -> Spec:

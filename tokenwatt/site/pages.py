@@ -6,11 +6,13 @@ Rendered through ``site_templates/report.md.j2`` with the escaping environment o
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from markupsafe import Markup
 
 from tokenwatt.analysis import ConfigAnalysis, ReportAnalysis, analyse_report, conclusion
+from tokenwatt.analysis.capacity import NoCredit
 from tokenwatt.analysis.paired import straddles_threshold
 from tokenwatt.errors import Problem
 from tokenwatt.records import ReportV2
@@ -74,7 +76,6 @@ def _headline(report: ReportV2, analysis: ReportAnalysis, names: list[str]) -> l
         rows.append(
             {
                 "name": name,
-                "role": cfg.effective_role,
                 "engine": cfg.engine,
                 "goodput": num(cfg.goodput_tok_s),
                 "goodput_delta": trusted("baseline")
@@ -92,6 +93,85 @@ def _headline(report: ReportV2, analysis: ReportAnalysis, names: list[str]) -> l
             }
         )
     return rows
+
+
+def outcome_brief(analysis: ReportAnalysis, limit: int = 3) -> str:
+    """The note's outcome in a few words for the index, one clause per tuned configuration.
+
+    E.g. ``vllm-fp8kv: +10.6% goodput, failed gate → no saving``. Every figure comes from
+    :func:`~tokenwatt.analysis.analyse_report` (goodput delta, gate verdict, capacity), never
+    from derived numbers stored in the record. At most ``limit`` clauses, then "+N more".
+    """
+    tuned = analysis.tuned
+    if not tuned:
+        return "baseline only"
+    clauses = [_outcome_clause(c) for c in tuned[:limit]]
+    if len(tuned) > limit:
+        clauses.append(f"+{len(tuned) - limit} more")
+    return "; ".join(clauses)
+
+
+def _outcome_clause(c: ConfigAnalysis) -> str:
+    cap = c.capacity
+    if cap is None:
+        return f"{c.config.label}: no baseline goodput to compare"
+    parts = [f"{cap.gain_pct:+.1f}% goodput"]
+    if c.gate is None:
+        parts.append("no accuracy gate")
+    else:
+        parts.append("passed gate" if c.gate.passed else "failed gate")
+    if cap.credited:
+        result = f"saves {cap.saved} of {cap.cards} cards"
+    elif NoCredit.GATE_FAILED in cap.reasons or NoCredit.NO_ACCURACY in cap.reasons:
+        result = "no saving"
+    elif NoCredit.SLO_MISSED in cap.reasons:
+        result = "missed SLO, no saving"
+    elif NoCredit.INSIDE_VARIANCE in cap.reasons:
+        result = "within noise, no saving"
+    else:
+        result = "no saving"
+    return f"{c.config.label}: {', '.join(parts)} → {result}"
+
+
+def unique_items(items: list[str]) -> list[str]:
+    """Record list items with exact repeats (after whitespace and case folding) shown once;
+    the first spelling is kept, order is unchanged."""
+    seen: set[str] = set()
+    out = []
+    for item in items:
+        key = " ".join(item.split()).casefold()
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+_SPEC_ARG = re.compile(r"--spec(?:=|\s+)(['\"]?)([^\s'\"]+)\1")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def spec_locations(reproduce: str, spec_names: frozenset[str]) -> list[Markup]:
+    """Repository paths (``specs/<name>``) of the spec files the reproduce text names.
+
+    A ``--spec`` argument counts when a file of its base name is in ``spec_names`` (the
+    names in the repository's ``specs/`` folder) and the name is plain (letters, digits,
+    ``._-``), so it can be shown as inline code. In first-mention order, each once.
+    """
+    out: list[Markup] = []
+    for match in _SPEC_ARG.finditer(reproduce):
+        name = match.group(2).replace("\\", "/").rsplit("/", 1)[-1]
+        path = trusted(f"`specs/{name}`")
+        if name in spec_names and _SAFE_NAME.match(name) and path not in out:
+            out.append(path)
+    return out
+
+
+def _spec_note(paths: list[Markup]) -> Markup | None:
+    if not paths:
+        return None
+    if len(paths) == 1:
+        return trusted(f"The spec file named above is in this repository at {paths[0]}.")
+    return trusted(f"The spec files named above are in this repository at {', '.join(paths)}.")
 
 
 def _accuracy_stats(
@@ -318,8 +398,14 @@ def _step(timeline: list[Any]) -> float:
     return 1.0
 
 
-def render_report(report: ReportV2, file: str) -> RenderedReport:
-    """Render one report's page (Markdown) and collect its disagreement warnings."""
+def render_report(
+    report: ReportV2, file: str, spec_names: frozenset[str] = frozenset()
+) -> RenderedReport:
+    """Render one report's page (Markdown) and collect its disagreement warnings.
+
+    ``spec_names``: file names in the repository's ``specs/`` folder; the page says where
+    a spec named in the reproduce text is (see :func:`spec_locations`).
+    """
     analysis = analyse_report(report)
     names = _names(analysis)
     warnings = [
@@ -341,6 +427,8 @@ def render_report(report: ReportV2, file: str) -> RenderedReport:
         "probes": probe_rows(report, names),
         "repeats": repeat_rows(report, names),
         "reproduce": code_block(report.reproduce, "sh"),
+        "spec_note": _spec_note(spec_locations(report.reproduce, spec_names)),
+        "not_covered": unique_items(report.not_covered),
         "slo_ttft": num(report.slo.ttft_p99_ms, 0),
         "slo_tpot": num(report.slo.tpot_p99_ms, 0),
         "threshold": num(report.accuracy.threshold_pts),
@@ -355,6 +443,8 @@ def render_report(report: ReportV2, file: str) -> RenderedReport:
         demo=report.demo,
         hardware=f"{report.hardware.count}× {report.hardware.accelerator}",
         model=report.model.name,
+        outcome=outcome_brief(analysis),
+        updated=bool(report.updates),
         page=page,
         warnings=warnings,
     )
