@@ -111,9 +111,7 @@ def _accuracy_template() -> Spec:
         .mark_text(align="left", dx=4)
         .encode(x="score:Q", y=y, text=alt.Text("score:Q", format=".1f"))
     )
-    return _finish(
-        alt.layer(bars, rule, labels).properties(width="container", height=alt.Step(34))
-    )
+    return _finish(alt.layer(bars, rule, labels).properties(width="container", height=alt.Step(34)))
 
 
 def accuracy_chart(rows: Rows, gate_pts: float | None) -> Spec:
