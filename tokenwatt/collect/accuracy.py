@@ -19,10 +19,10 @@ from typing import Any
 
 from tokenwatt.analysis.gate import spread_pts
 from tokenwatt.analysis.scoring import score_completion
-from tokenwatt.collect.suites import SuiteItem, load_suite
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.records.accuracy import AccuracyResult, ItemResult, SeedResult
 from tokenwatt.records.spec import Spec
+from tokenwatt.records.suite import SuiteItem, load_suite
 
 _ERROR_BODY_CHARS = 200
 
