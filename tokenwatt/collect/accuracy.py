@@ -246,7 +246,7 @@ def run_suite(
             the model name, ``measurement.request_timeout_s`` the per-request timeout.
         endpoint: the engine's base URL (``http://host:port`` or ``.../v1``).
         api_key: sent as a Bearer token when given; never stored.
-        suite_path: a suite file (:mod:`tokenwatt.collect.suites`).
+        suite_path: a suite file (:mod:`tokenwatt.records.suite`).
         limit: first N items only (overrides ``accuracy.limit``).
         seeds: number of full passes, seeds 0..N-1 (overrides ``accuracy.seeds``).
         timeout_s: per-request time limit in s, connection to last byte (overrides the spec).
