@@ -11,8 +11,8 @@ from tokenwatt.errors import InputError
 from tokenwatt.sim.suite import load_suite
 
 
-def _line(gold: str) -> str:
-    return json.dumps({"id": "a", "question": "q", "prompt": "p", "gold": gold})
+def _line(gold: str, item_id: str = "a") -> str:
+    return json.dumps({"id": item_id, "question": "q", "prompt": "p", "gold": gold})
 
 
 @pytest.mark.parametrize("gold", ["NaN", "Infinity", "-inf", "sNaN"])
@@ -21,9 +21,7 @@ def test_gold_that_is_not_finite_is_refused(gold: str, tmp_path: Path) -> None:
     path.write_text(_line(gold) + "\n", encoding="utf-8")
     with pytest.raises(InputError) as exc:
         load_suite(path)
-    assert [str(p) for p in exc.value.problems] == [
-        f"{path}: line 1.gold: not a finite number: {gold!r}"
-    ]
+    assert [str(p) for p in exc.value.problems] == [f"{path}: line 1.gold: not a number: {gold!r}"]
 
 
 def test_line_nested_too_deeply_is_an_input_error(tmp_path: Path) -> None:
@@ -32,5 +30,13 @@ def test_line_nested_too_deeply_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc:
         load_suite(path)
     assert [str(p) for p in exc.value.problems] == [
-        f"{path}: line 2: not valid JSON: nested too deeply, or a huge number"
+        f"{path}: line 2: not a row: nested too deeply, or a number of thousands of digits"
     ]
+
+
+def test_duplicate_id_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text(_line("1") + "\n" + _line("2", "b") + "\n" + _line("3") + "\n", "utf-8")
+    with pytest.raises(InputError) as exc:
+        load_suite(path)
+    assert [str(p) for p in exc.value.problems] == [f"{path}: line 3.id: duplicate id 'a'"]

@@ -14,11 +14,7 @@ def tokens_per_joule(goodput_tok_s: float, mean_power_w: float) -> float:
     Raises:
         ValueError: power not positive or either input not finite.
     """
-    if not (math.isfinite(goodput_tok_s) and math.isfinite(mean_power_w)):
-        raise ValueError("goodput and power must be finite")
-    if mean_power_w <= 0:
-        raise ValueError(f"mean power must be positive, got {mean_power_w} W")
-    return goodput_tok_s / mean_power_w
+    return _per_positive(goodput_tok_s, mean_power_w, "goodput and power", "mean power", "W")
 
 
 def tokens_per_joule_from_energy(output_tokens: float, energy_j: float) -> float:
@@ -29,11 +25,16 @@ def tokens_per_joule_from_energy(output_tokens: float, energy_j: float) -> float
     Raises:
         ValueError: energy not positive or either input not finite.
     """
-    if not (math.isfinite(output_tokens) and math.isfinite(energy_j)):
-        raise ValueError("tokens and energy must be finite")
-    if energy_j <= 0:
-        raise ValueError(f"energy must be positive, got {energy_j} J")
-    return output_tokens / energy_j
+    return _per_positive(output_tokens, energy_j, "tokens and energy", "energy", "J")
+
+
+def _per_positive(num: float, den: float, both: str, den_name: str, unit: str) -> float:
+    """``num / den`` for finite inputs and a positive ``den`` (in ``unit``), else ValueError."""
+    if not (math.isfinite(num) and math.isfinite(den)):
+        raise ValueError(f"{both} must be finite")
+    if den <= 0:
+        raise ValueError(f"{den_name} must be positive, got {den} {unit}")
+    return num / den
 
 
 def delta_pct(value: float, baseline: float) -> float:

@@ -19,10 +19,10 @@ from typing import Any
 
 from tokenwatt.analysis.gate import spread_pts
 from tokenwatt.analysis.scoring import score_completion
-from tokenwatt.collect.suites import SuiteItem, load_suite
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.records.accuracy import AccuracyResult, ItemResult, SeedResult
 from tokenwatt.records.spec import Spec
+from tokenwatt.records.suite import SuiteItem, load_suite
 
 _ERROR_BODY_CHARS = 200
 
@@ -246,7 +246,7 @@ def run_suite(
             the model name, ``measurement.request_timeout_s`` the per-request timeout.
         endpoint: the engine's base URL (``http://host:port`` or ``.../v1``).
         api_key: sent as a Bearer token when given; never stored.
-        suite_path: a suite file (:mod:`tokenwatt.collect.suites`).
+        suite_path: a suite file (:mod:`tokenwatt.records.suite`).
         limit: first N items only (overrides ``accuracy.limit``).
         seeds: number of full passes, seeds 0..N-1 (overrides ``accuracy.seeds``).
         timeout_s: per-request time limit in s, connection to last byte (overrides the spec).

@@ -18,23 +18,51 @@ class WindowSnapshot(Protocol):
     """What the load generator reports while a window runs (``loadgen.WindowProgress``)."""
 
     @property
-    def phase(self) -> str: ...
+    def phase(self) -> str:
+        """Where the window is: ``warmup``, ``window`` or ``drain``."""
+        ...
+
     @property
-    def rate_rps(self) -> float: ...
+    def rate_rps(self) -> float:
+        """Offered request rate (req/s)."""
+        ...
+
     @property
-    def elapsed_s(self) -> float: ...
+    def elapsed_s(self) -> float:
+        """Time since the warm-up started (s)."""
+        ...
+
     @property
-    def total_s(self) -> float: ...
+    def total_s(self) -> float:
+        """Warm-up plus window, planned (s)."""
+        ...
+
     @property
-    def sent(self) -> int: ...
+    def sent(self) -> int:
+        """Requests sent so far in the window (count)."""
+        ...
+
     @property
-    def in_flight(self) -> int: ...
+    def in_flight(self) -> int:
+        """Requests sent and not yet finished (count)."""
+        ...
+
     @property
-    def errors(self) -> int: ...
+    def errors(self) -> int:
+        """Requests that failed so far (count)."""
+        ...
+
     @property
-    def ttft_p99_ms(self) -> float | None: ...
+    def ttft_p99_ms(self) -> float | None:
+        """p99 TTFT of the in-window requests finished so far (ms; inf when failures reach
+        p99), or None before any."""
+        ...
+
     @property
-    def tpot_p99_ms(self) -> float | None: ...
+    def tpot_p99_ms(self) -> float | None:
+        """p99 TPOT of the in-window requests finished so far (ms; inf when failures reach
+        p99), or None before any."""
+        ...
 
 
 def _ms(value: float | None) -> str:

@@ -14,7 +14,7 @@ bisect ``bisect_steps`` times between the last pass and the first miss. Options 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -78,8 +78,24 @@ class SearchOptions:
     max_bisect_steps: int = 12
 
 
+class _StepCost:
+    """GPU time spent by a trace's steps, each carrying a :class:`ProbeOutcome`."""
+
+    steps: Sequence[ProbeStep] | Sequence[RepeatStep]
+
+    @property
+    def gpu_seconds(self) -> float:
+        """GPU-seconds of every step, warm-ups plus windows (s)."""
+        return sum(s.outcome.gpu_s for s in self.steps)
+
+    @property
+    def gpu_seconds_saved(self) -> float:
+        """Window seconds not spent thanks to early stops (s)."""
+        return sum(s.outcome.saved_s for s in self.steps)
+
+
 @dataclass
-class SearchTrace:
+class SearchTrace(_StepCost):
     """Everything the search did.
 
     Attributes:
@@ -100,16 +116,6 @@ class SearchTrace:
     def found_rps(self) -> float | None:
         """The rate the repeats are measured at: the last pass (req/s), or None."""
         return self.last_pass_rps
-
-    @property
-    def gpu_seconds(self) -> float:
-        """GPU-seconds spent by all probes, warm-ups plus windows (s)."""
-        return sum(s.outcome.gpu_s for s in self.steps)
-
-    @property
-    def gpu_seconds_saved(self) -> float:
-        """Window seconds not spent thanks to early stops (s)."""
-        return sum(s.outcome.saved_s for s in self.steps)
 
 
 ProbeFn = Callable[[float, Phase], ProbeOutcome]
@@ -303,7 +309,7 @@ class RepeatStep:
 
 
 @dataclass
-class RepeatTrace:
+class RepeatTrace(_StepCost):
     """The repeats at the found rate and any back-offs.
 
     Attributes:
@@ -316,16 +322,6 @@ class RepeatTrace:
     steps: list[RepeatStep] = field(default_factory=list)
     rate_rps: float | None = None
     backoffs: int = 0
-
-    @property
-    def gpu_seconds(self) -> float:
-        """GPU-seconds of every repeat, warm-ups plus windows (s)."""
-        return sum(s.outcome.gpu_s for s in self.steps)
-
-    @property
-    def gpu_seconds_saved(self) -> float:
-        """Window seconds not spent thanks to early stops (s)."""
-        return sum(s.outcome.saved_s for s in self.steps)
 
 
 MeasureFn = Callable[[float, int, int], ProbeOutcome]

@@ -1,6 +1,7 @@
 """Accuracy suites: fetch GSM8K, build a seeded 5-shot suite file, read it back.
 
-A suite file is JSON Lines, one item per line, the contract with the simulated engine::
+A suite file is JSON Lines, one item per line (:mod:`tokenwatt.records.suite` reads and
+writes it; the simulated engine answers from it)::
 
     {"id": "gsm8k-test-0042", "question": "...", "prompt": "...", "gold": "18"}
 
@@ -13,16 +14,22 @@ committed into this repository.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import random
 import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tokenwatt.errors import InputError, Problem, TokenwattError
+from tokenwatt.records.suite import (
+    GOLD,
+    MAX_PROBLEMS,
+    SuiteItem,
+    json_object_lines,
+)
+from tokenwatt.records.suite import load_suite as load_suite
+from tokenwatt.records.suite import suite_bytes as suite_bytes
 
 # The public GSM8K repository (archived), pinned to a commit so the bytes cannot move.
 GSM8K_COMMIT = "3101c7d5072418e28b9008a6636bde82a006892c"
@@ -66,24 +73,10 @@ SHOTS = 5
 """Exemplars in each prompt (the common GSM8K 5-shot setting)."""
 
 _CALCULATOR = re.compile(r"<<[^<>]*>>")
-_GOLD = re.compile(r"^-?\d+(?:\.\d+)?$")
-
-
-_NOT_A_ROW = "not a row: nested too deeply, or a number of thousands of digits"
 
 
 class FetchError(TokenwattError):
     """A suite's source files could not be downloaded or did not match their pinned hash."""
-
-
-@dataclass(frozen=True)
-class SuiteItem:
-    """One suite item: id, the bare question, the full 5-shot prompt and the gold number."""
-
-    id: str
-    question: str
-    prompt: str
-    gold: str
 
 
 @dataclass(frozen=True)
@@ -103,7 +96,7 @@ def gold_from_answer(answer: str) -> str:
     if "####" not in answer:
         raise ValueError("answer has no '####' line")
     gold = answer.rsplit("####", 1)[1].strip().replace(",", "")
-    if not _GOLD.match(gold):
+    if not GOLD.match(gold):
         raise ValueError(f"the text after '####' is not a number: {gold!r}")
     return gold
 
@@ -138,21 +131,7 @@ def read_gsm8k(path: Path) -> list[GsmExample]:
         raise InputError([Problem(str(path), "", f"cannot read: {exc}")]) from exc
     rows: list[GsmExample] = []
     problems: list[Problem] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"line {number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(Problem(str(path), where, f"not JSON: {exc.msg}"))
-            continue
-        except (RecursionError, ValueError):
-            problems.append(Problem(str(path), where, _NOT_A_ROW))
-            continue
-        if not isinstance(row, dict):
-            problems.append(Problem(str(path), where, "expected a JSON object"))
-            continue
+    for where, row in json_object_lines(path, text, problems):
         bad = [k for k in ("question", "answer") if not isinstance(row.get(k), str)]
         for key in bad:
             problems.append(Problem(str(path), f"{where}.{key}", "missing or not a string"))
@@ -165,7 +144,7 @@ def read_gsm8k(path: Path) -> list[GsmExample]:
             continue
         rows.append(GsmExample(row["question"], row["answer"]))
     if problems:
-        raise InputError(problems[:20])
+        raise InputError(problems[:MAX_PROBLEMS])
     if not rows:
         raise InputError([Problem(str(path), "", "holds no GSM8K rows")])
     return rows
@@ -199,18 +178,6 @@ def build_gsm8k_suite(
         )
         for i in picked
     ]
-
-
-def suite_bytes(items: list[SuiteItem]) -> bytes:
-    """The suite file's exact bytes: one compact JSON object per line, UTF-8, LF endings."""
-    lines = [
-        json.dumps(
-            {"id": it.id, "question": it.question, "prompt": it.prompt, "gold": it.gold},
-            ensure_ascii=False,
-        )
-        for it in items
-    ]
-    return ("\n".join(lines) + "\n").encode("utf-8")
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -310,56 +277,6 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def _sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def load_suite(path: Path) -> list[SuiteItem]:
-    """Read a suite file back (the format above), checking every line.
-
-    Raises:
-        InputError: unreadable file, bad JSON, a missing field, a duplicate id, or a gold
-            answer that is not a number — each named by file and ``line N.field``.
-    """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError([Problem(str(path), "", f"cannot read suite: {exc}")]) from exc
-    items: list[SuiteItem] = []
-    problems: list[Problem] = []
-    seen: set[str] = set()
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"line {number}"
-        try:
-            row: Any = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(Problem(str(path), where, f"not JSON: {exc.msg}"))
-            continue
-        except (RecursionError, ValueError):
-            problems.append(Problem(str(path), where, _NOT_A_ROW))
-            continue
-        if not isinstance(row, dict):
-            problems.append(Problem(str(path), where, "expected a JSON object"))
-            continue
-        bad = [k for k in ("id", "question", "prompt", "gold") if not isinstance(row.get(k), str)]
-        bad += [k for k in ("id", "prompt", "gold") if k not in bad and not row[k].strip()]
-        for key in bad:
-            problems.append(Problem(str(path), f"{where}.{key}", "missing, empty or not a string"))
-        if bad:
-            continue
-        if not _GOLD.match(row["gold"]):
-            problems.append(Problem(str(path), f"{where}.gold", f"not a number: {row['gold']!r}"))
-            continue
-        if row["id"] in seen:
-            problems.append(Problem(str(path), f"{where}.id", f"duplicate id {row['id']!r}"))
-            continue
-        seen.add(row["id"])
-        items.append(SuiteItem(row["id"], row["question"], row["prompt"], row["gold"]))
-    if problems:
-        raise InputError(problems[:20])
-    if not items:
-        raise InputError([Problem(str(path), "", "the suite holds no items")])
-    return items
 
 
 @dataclass(frozen=True)

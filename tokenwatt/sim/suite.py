@@ -1,73 +1,20 @@
 """Answers to an accuracy suite, right with a set probability (the simulated engine's mode).
 
-The suite file is JSON Lines, one item per line: ``{"id", "question", "prompt", "gold"}``
-with ``gold`` a number as text. Whether an item is answered right is decided by a hash of
-(simulator seed, request seed, item id), so the same seeds give the same answers.
+The suite file is the record format of :mod:`tokenwatt.records.suite` (JSON Lines, one
+``{"id", "question", "prompt", "gold"}`` item per line, ``gold`` a plain finite number as
+text, ids unique); :func:`load_suite` is that module's reader, so ``collect`` and the
+simulator accept exactly the same files. Whether an item is answered right is decided by
+a hash of (simulator seed, request seed, item id), so the same seeds give the same answers.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
-from pathlib import Path
+from decimal import Decimal
 
-from tokenwatt.errors import InputError, Problem
-
-
-@dataclass(frozen=True)
-class SuiteItem:
-    """One suite item: id, question, full prompt, and the gold number (as text)."""
-
-    id: str
-    question: str
-    prompt: str
-    gold: str
-
-
-def load_suite(path: Path) -> list[SuiteItem]:
-    """Read a JSON Lines suite.
-
-    Raises:
-        InputError: unreadable file, a line that is not a JSON object with the four string
-            fields, or a gold answer that is not a number (naming the file and line).
-    """
-    file = str(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError([Problem(file, "", f"cannot read the suite: {exc}")]) from exc
-    items: list[SuiteItem] = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"line {n}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError([Problem(file, where, f"not valid JSON: {exc.msg}")]) from exc
-        except (RecursionError, ValueError) as exc:
-            raise InputError(
-                [Problem(file, where, "not valid JSON: nested too deeply, or a huge number")]
-            ) from exc
-        if not isinstance(data, dict):
-            raise InputError([Problem(file, where, "each line must be a JSON object")])
-        for key in ("id", "question", "prompt", "gold"):
-            if not isinstance(data.get(key), str):
-                raise InputError([Problem(file, f"{where}.{key}", "must be a string")])
-        try:
-            finite = Decimal(data["gold"].replace(",", "")).is_finite()
-        except InvalidOperation as exc:
-            raise InputError(
-                [Problem(file, f"{where}.gold", f"not a number: {data['gold']!r}")]
-            ) from exc
-        if not finite:  # Decimal reads "NaN" and "Infinity"; no answer can equal them
-            raise InputError(
-                [Problem(file, f"{where}.gold", f"not a finite number: {data['gold']!r}")]
-            )
-        items.append(SuiteItem(data["id"], data["question"], data["prompt"], data["gold"]))
-    return items
+from tokenwatt.errors import InputError
+from tokenwatt.records.suite import SuiteItem as SuiteItem
+from tokenwatt.records.suite import load_suite as load_suite
 
 
 class SuiteAnswers:

@@ -19,7 +19,6 @@ Devices are taken in PCI (BDF) order and filtered by ``HIP_VISIBLE_DEVICES`` or
 from __future__ import annotations
 
 import contextlib
-import importlib
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -28,7 +27,7 @@ from tokenwatt.analysis.power import PowerMethod
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records.power import PowerScope
 from tokenwatt.telemetry.base import DeviceLostError, HardwareIdentity, ReadError, Reading
-from tokenwatt.telemetry.hardware import lookup_accelerator
+from tokenwatt.telemetry.board import board_identity, import_binding, merge_reading
 
 VIOLATION_REASONS: tuple[tuple[str, str], ...] = (
     ("active_ppt_pwr", "ppt_power"),
@@ -79,12 +78,9 @@ class AmdSmiSource:
         amdsmi: ModuleType | None = None,
     ) -> None:
         if amdsmi is None:
-            try:
-                amdsmi = importlib.import_module("amdsmi")
-            except ImportError as exc:
-                raise TelemetryError(
-                    "power.source 'board' on AMD needs the amdsmi Python package from ROCm"
-                ) from exc
+            amdsmi = import_binding(
+                "amdsmi", "power.source 'board' on AMD needs the amdsmi Python package from ROCm"
+            )
         self.smi = amdsmi
         self.notes: list[str] = []
         self._closed = False
@@ -213,25 +209,18 @@ class AmdSmiSource:
             except smi.AmdSmiException as exc:
                 if self._lost(exc):
                     raise DeviceLostError(f"{bdf}: {exc}") from exc
-        return Reading(
+        return merge_reading(
             power_w=total,
             counters_j=counters if self._has_counter else None,
-            sm_clock_mhz=sum(gfx) / len(gfx) if gfx else None,
-            mem_clock_mhz=sum(mem) / len(mem) if mem else None,
-            temperature_c=max(temps) if temps else None,
-            throttle=frozenset(reasons),
+            sm_clock_mhz=gfx,
+            mem_clock_mhz=mem,
+            temperature_c=temps,
+            throttle=reasons,
         )
 
     def identity(self) -> HardwareIdentity:
         """Market name, count, driver and VRAM; bandwidth from the hardware table."""
         smi = self.smi
-        names = sorted(
-            {
-                str(smi.amdsmi_get_gpu_asic_info(h).get("market_name", "unknown"))
-                for h in self._handles
-            }
-        )
-        name = names[0] if len(names) == 1 else " + ".join(names)
         try:
             driver: str | None = str(
                 smi.amdsmi_get_gpu_driver_info(self._handles[0])["driver_version"]
@@ -243,17 +232,15 @@ class AmdSmiSource:
             memory = int(vram_mb * 1024 * 1024) if vram_mb is not None else None
         except smi.AmdSmiException:
             memory = None
-        row = lookup_accelerator(name) if len(names) == 1 else None
-        return HardwareIdentity(
+        return board_identity(
             vendor="AMD",
-            accelerator=name,
-            count=len(self._handles),
+            names=(
+                str(smi.amdsmi_get_gpu_asic_info(h).get("market_name", "unknown"))
+                for h in self._handles
+            ),
+            device_ids=self._ids,
             driver=driver,
-            rated_bw_tbs_per_gpu=row.rated_bw_tbs if row else None,
-            rated_bw_source=row.source if row else None,
             memory_bytes_per_gpu=memory,
-            table_key=row.key if row else None,
-            device_ids=tuple(self._ids),
         )
 
     def close(self) -> None:

@@ -21,7 +21,6 @@ between MIG slices.
 from __future__ import annotations
 
 import contextlib
-import importlib
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -30,7 +29,7 @@ from tokenwatt.analysis.power import PowerMethod
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records.power import PowerScope
 from tokenwatt.telemetry.base import DeviceLostError, HardwareIdentity, ReadError, Reading
-from tokenwatt.telemetry.hardware import lookup_accelerator
+from tokenwatt.telemetry.board import board_identity, import_binding, merge_reading
 
 THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
     (0x0000000000000001, "gpu_idle"),
@@ -115,12 +114,10 @@ class NvmlSource:
         nvml: ModuleType | None = None,
     ) -> None:
         if nvml is None:
-            try:
-                nvml = importlib.import_module("pynvml")
-            except ImportError as exc:
-                raise TelemetryError(
-                    "power.source 'board' on NVIDIA needs nvidia-ml-py (pip install nvidia-ml-py)"
-                ) from exc
+            nvml = import_binding(
+                "pynvml",
+                "power.source 'board' on NVIDIA needs nvidia-ml-py (pip install nvidia-ml-py)",
+            )
         self.nv = nvml
         self.notes: list[str] = []
         self._closed = False
@@ -311,20 +308,18 @@ class NvmlSource:
             mask = self._optional(self._reasons, handle, uuid)
             if mask is not None:
                 reasons |= throttle_names(int(mask))
-        return Reading(
+        return merge_reading(
             power_w=total_mw / 1000.0,
             counters_j=counters if self._has_counter else None,
-            sm_clock_mhz=sum(sm) / len(sm) if sm else None,
-            mem_clock_mhz=sum(mem) / len(mem) if mem else None,
-            temperature_c=max(temps) if temps else None,
-            throttle=frozenset(reasons),
+            sm_clock_mhz=sm,
+            mem_clock_mhz=mem,
+            temperature_c=temps,
+            throttle=reasons,
         )
 
     def identity(self) -> HardwareIdentity:
         """Name, count, driver and memory of the selected GPUs; bandwidth from the table."""
         nv = self.nv
-        names = sorted({_text(nv.nvmlDeviceGetName(h)) for h in self._handles})
-        name = names[0] if len(names) == 1 else " + ".join(names)
         try:
             driver: str | None = _text(nv.nvmlSystemGetDriverVersion())
         except nv.NVMLError:
@@ -333,17 +328,12 @@ class NvmlSource:
             memory: int | None = int(nv.nvmlDeviceGetMemoryInfo(self._handles[0]).total)
         except nv.NVMLError:
             memory = None
-        row = lookup_accelerator(name) if len(names) == 1 else None
-        return HardwareIdentity(
+        return board_identity(
             vendor="NVIDIA",
-            accelerator=name,
-            count=len(self._handles),
+            names=(_text(nv.nvmlDeviceGetName(h)) for h in self._handles),
+            device_ids=self._ids,
             driver=driver,
-            rated_bw_tbs_per_gpu=row.rated_bw_tbs if row else None,
-            rated_bw_source=row.source if row else None,
             memory_bytes_per_gpu=memory,
-            table_key=row.key if row else None,
-            device_ids=tuple(self._ids),
         )
 
     def close(self) -> None:

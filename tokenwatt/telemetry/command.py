@@ -19,6 +19,7 @@ import json
 import re
 import shlex
 import subprocess
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tokenwatt.analysis.power import PowerMethod
@@ -57,6 +58,38 @@ def pick_reading(output: str, field: str | None) -> float:
     return float(node)
 
 
+def run_for_output(
+    args: Sequence[str],
+    timeout_s: float,
+    *,
+    env: Mapping[str, str] | None = None,
+    not_found_hint: str = "",
+) -> str:
+    """Run a reading command once (no shell) and return its standard output.
+
+    Args:
+        args: the command and its arguments.
+        timeout_s: time limit (s).
+        env: the environment; None = inherit this process's.
+        not_found_hint: appended to the "not found" message, e.g. `` (install ipmitool)``.
+
+    Raises:
+        ReadError: not found, timeout, or a non-zero exit (with the first 200 characters
+            of its standard error).
+    """
+    try:
+        done = subprocess.run(
+            list(args), capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+        )
+    except FileNotFoundError as exc:
+        raise ReadError(f"{args[0]} not found{not_found_hint}") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise ReadError(f"timed out after {timeout_s} s") from exc
+    if done.returncode != 0:
+        raise ReadError(f"exit status {done.returncode}: {done.stderr.strip()[:200]}")
+    return done.stdout
+
+
 class CommandSource:
     """Power from a user command, run once per sample.
 
@@ -91,20 +124,11 @@ class CommandSource:
         Raises:
             ReadError: not found, non-zero exit, timeout, or no reading in the output.
         """
+        stdout = run_for_output(self._args, self._timeout_s)
         try:
-            done = subprocess.run(
-                self._args, capture_output=True, text=True, timeout=self._timeout_s, check=False
-            )
-        except FileNotFoundError as exc:
-            raise ReadError(f"{self._args[0]} not found") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise ReadError(f"timed out after {self._timeout_s} s") from exc
-        if done.returncode != 0:
-            raise ReadError(f"exit status {done.returncode}: {done.stderr.strip()[:200]}")
-        try:
-            return Reading(power_w=pick_reading(done.stdout, self._field))
+            return Reading(power_w=pick_reading(stdout, self._field))
         except ValueError as exc:
-            raise ReadError(f"{exc} (output: {done.stdout.strip()[:120]!r})") from exc
+            raise ReadError(f"{exc} (output: {stdout.strip()[:120]!r})") from exc
 
     def identity(self) -> HardwareIdentity:
         """A command does not name the accelerators."""

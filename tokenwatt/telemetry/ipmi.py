@@ -9,7 +9,6 @@ names, so the password never appears on a command line. Figures are ``node`` sco
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Mapping
 
 from tokenwatt.analysis.power import PowerMethod
@@ -17,6 +16,7 @@ from tokenwatt.errors import TelemetryError
 from tokenwatt.records.power import PowerScope
 from tokenwatt.records.spec import PowerSpec
 from tokenwatt.telemetry.base import HardwareIdentity, ReadError, Reading
+from tokenwatt.telemetry.command import run_for_output
 
 _INSTANT = re.compile(r"Instantaneous power reading:\s*([0-9]+(?:\.[0-9]+)?)\s*Watts", re.I)
 _STATE = re.compile(r"Power reading state is:\s*(\w+)", re.I)
@@ -92,23 +92,11 @@ class IpmiSource:
         Raises:
             ReadError: not found, non-zero exit, timeout, or unparsable output.
         """
+        stdout = run_for_output(
+            self._args, self._timeout_s, env=self._env, not_found_hint=" (install ipmitool)"
+        )
         try:
-            done = subprocess.run(
-                self._args,
-                capture_output=True,
-                text=True,
-                timeout=self._timeout_s,
-                env=self._env,
-                check=False,
-            )
-        except FileNotFoundError as exc:
-            raise ReadError(f"{self._args[0]} not found (install ipmitool)") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise ReadError(f"timed out after {self._timeout_s} s") from exc
-        if done.returncode != 0:
-            raise ReadError(f"exit status {done.returncode}: {done.stderr.strip()[:200]}")
-        try:
-            return Reading(power_w=parse_dcmi_power_reading(done.stdout))
+            return Reading(power_w=parse_dcmi_power_reading(stdout))
         except ValueError as exc:
             raise ReadError(str(exc)) from exc
 

@@ -42,19 +42,28 @@ def series_id(labels: Mapping[str, str]) -> str:
     return f"{host}/{gpu}"
 
 
+def _results(body: Mapping[str, Any], result_type: str) -> list[Any]:
+    """The ``data.result`` list of a Prometheus HTTP API answer of ``result_type``.
+
+    Raises:
+        ValueError: an error answer, or another result type.
+    """
+    if body.get("status") != "success":
+        raise ValueError(f"{body.get('errorType', 'error')}: {body.get('error', 'query failed')}")
+    data = body.get("data")
+    if not isinstance(data, Mapping) or data.get("resultType") != result_type:
+        raise ValueError(f"expected a {result_type} result")
+    return list(data.get("result", []))
+
+
 def parse_matrix(body: Mapping[str, Any]) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
     """``(labels, [(unix time, value), …])`` series of a range-query answer (matrix).
 
     Raises:
         ValueError: an error answer or an unexpected shape.
     """
-    if body.get("status") != "success":
-        raise ValueError(f"{body.get('errorType', 'error')}: {body.get('error', 'query failed')}")
-    data = body.get("data")
-    if not isinstance(data, Mapping) or data.get("resultType") != "matrix":
-        raise ValueError("expected a matrix result")
     out = []
-    for item in data.get("result", []):
+    for item in _results(body, "matrix"):
         labels = {str(k): str(v) for k, v in item.get("metric", {}).items()}
         out.append((labels, [(float(ts), float(v)) for ts, v in item.get("values", [])]))
     return out
@@ -66,13 +75,8 @@ def parse_vector(body: Mapping[str, Any]) -> list[tuple[dict[str, str], float]]:
     Raises:
         ValueError: an error answer or an unexpected shape.
     """
-    if body.get("status") != "success":
-        raise ValueError(f"{body.get('errorType', 'error')}: {body.get('error', 'query failed')}")
-    data = body.get("data")
-    if not isinstance(data, Mapping) or data.get("resultType") != "vector":
-        raise ValueError("expected a vector result")
     out: list[tuple[dict[str, str], float]] = []
-    for item in data.get("result", []):
+    for item in _results(body, "vector"):
         labels = {str(k): str(v) for k, v in item.get("metric", {}).items()}
         out.append((labels, float(item["value"][1])))
     return out
