@@ -230,7 +230,13 @@ async def test_both_failure_modes_on_a_real_engine(
         vllm_server, tiny_model, SloSpec(ttft_p99_ms=300, tpot_p99_ms=500), 10.0, 256
     )
     assert mode == QUEUEING_KV_BOUND, metrics
-    assert metrics.waiting_max is not None and metrics.waiting_max >= 1
+    # The engine's own gauges show the KV pressure: a queue, a nearly full cache or
+    # preemptions (a 1 s scrape can miss a short-lived queue on a busy machine).
+    assert (
+        (metrics.waiting_max or 0) >= 1
+        or (metrics.kv_usage_max_pct or 0) >= 90
+        or (metrics.preemptions or 0) > 0
+    ), metrics
     # 2 req/s of short outputs: nothing waits, but a decode step of this CPU engine takes
     # milliseconds, over a 1 ms TPOT limit (the seed's FP8 story: per-token-latency-bound).
     mode, metrics = await _classified_window(
