@@ -92,7 +92,11 @@ def _collect_options(func: F) -> F:
             "--out",
             type=click.Path(path_type=Path, dir_okay=False),
             required=True,
-            help="Run record to write (runs/X.json), atomically.",
+            help=(
+                "Run record to write (runs/X.json), atomically. Checked before measuring: "
+                "never the spec, suite or engine log; an existing file is replaced only "
+                "when it is a run record."
+            ),
         ),
         click.option(
             "--mode",
