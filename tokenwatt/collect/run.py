@@ -202,6 +202,7 @@ class _Run:
         power: list[PowerWindow | None] = [None]
         metrics: list[EngineMetrics | None] = [None]
         lead_s = 0.05  # the load generator starts its schedule this long after the call
+        closing = [False]  # the watcher is closing the window: let it finish, never cancel
 
         async def watch() -> None:
             await asyncio.sleep(lead_s + warmup_s)
@@ -214,6 +215,7 @@ class _Run:
             try:
                 await asyncio.sleep(duration_s)
             finally:
+                closing[0] = True
                 # The meter first: no await before it, so a cancellation of this task
                 # cannot leave its window open.
                 if self.meter is not None:
@@ -240,7 +242,10 @@ class _Run:
                 stop_early=stop,
             )
         finally:
-            if not watcher.done():
+            # Cancelling the watcher inside scraper.stop() (in httpx's aclose) left a closed
+            # client behind that the stop() below then used: "Cannot send a request, as
+            # the client has been closed". Once it is closing, wait for it instead.
+            if not watcher.done() and not closing[0]:
                 watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
