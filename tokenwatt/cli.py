@@ -216,6 +216,13 @@ def run_command(**kwargs: Any) -> None:
     help="JSON Lines suite whose prompts it answers (right with probability --accuracy-p).",
 )
 @click.option("--accuracy-p", default=0.96, show_default=True, type=float)
+@click.option(
+    "--time-scale",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0.01, max=1000.0),
+    help="Multiply every step time (2: same behaviour at half the rates, half the CPU).",
+)
 @_errors_to_exit
 def sim(
     host: str,
@@ -225,12 +232,18 @@ def sim(
     model: str,
     accuracy_suite: Path | None,
     accuracy_p: float,
+    time_scale: float,
 ) -> None:
     """Serve a simulated engine (OpenAI-compatible API, /metrics) for trying the pipeline."""
     from tokenwatt.sim.serve import make_server, serve
 
     server = make_server(
-        profile, seed=seed, model=model, accuracy_suite=accuracy_suite, accuracy_p=accuracy_p
+        profile,
+        seed=seed,
+        model=model,
+        accuracy_suite=accuracy_suite,
+        accuracy_p=accuracy_p,
+        time_scale=time_scale,
     )
     serve(server, host, port)
 
