@@ -343,27 +343,32 @@ async def test_stop_early_ends_a_hopeless_probe(server: ScriptedServer) -> None:
 async def test_no_drift_in_sent_times(server: ScriptedServer) -> None:
     """The client sends on the fixed schedule: sent times follow scheduled ones, rate held.
 
-    600 requests at 200 req/s (3 s) by default; TOKENWATT_FULL_ARRIVALS=1 runs the issue's
-    10,000 (50 s). The schedule's own 10,000-request rate check is in test_arrivals.
+    600 requests at 100 req/s (6 s) by default: the client and the scripted server share
+    this process, and at 200 req/s a busy 2-core machine starved them into a real 7% lag.
+    TOKENWATT_FULL_ARRIVALS=1 runs the issue's 10,000 at 200 req/s (50 s). The schedule's
+    own 10,000-request rate check is in test_arrivals.
     """
-    seconds = 50.0 if os.environ.get("TOKENWATT_FULL_ARRIVALS") else 3.0
+    full = bool(os.environ.get("TOKENWATT_FULL_ARRIVALS"))
+    rate, seconds = (200.0, 50.0) if full else (100.0, 6.0)
     script(server, tokens_stream(1))
     result = await run_window(
-        config(server.base, max_concurrency=64), rate_rps=200, duration_s=seconds, warmup_s=0.0,
-        requests=same(), seed=11, keep_load_until_done=False,
+        # The server answers at once: a timeout would only measure a starved machine.
+        config(server.base, max_concurrency=64, request_timeout_s=30.0),
+        rate_rps=rate, duration_s=seconds,
+        warmup_s=0.0, requests=same(), seed=11, keep_load_until_done=False,
     )  # fmt: skip
     sent = np.array([r.sent_s for r in result.requests])
     scheduled = np.array([r.scheduled_s for r in result.requests])
-    assert len(sent) == len(poisson_schedule(200, seconds, 11)) > 500
+    assert len(sent) == len(poisson_schedule(rate, seconds, 11)) > 500
     # Drift is the slope of sent against scheduled (1 = on time); Theil-Sen, so that a few
     # sends delayed by a busy machine do not tilt it.
     slope = stats.theilslopes(sent - scheduled[0], scheduled - scheduled[0]).slope
     assert slope == pytest.approx(1.0, abs=0.01)
-    if seconds >= 50:
+    if full:
         # The issue's check: over 10,000 requests the achieved rate is within 1% of 200 req/s
-        # (1% is 0.5 s here; over 3 s one send delayed by a busy machine could exceed it).
+        # (1% is 0.5 s here; over 6 s one send delayed by a busy machine could exceed it).
         achieved = (len(sent) - 1) / (sent.max() - sent.min())
-        assert achieved == pytest.approx(200, rel=0.01)
+        assert achieved == pytest.approx(rate, rel=0.01)
     assert result.summary.errors == 0
 
 
