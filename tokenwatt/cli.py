@@ -112,6 +112,13 @@ def _collect_options(func: F) -> F:
             help="Engine log to scan for known warnings (e.g. uncalibrated KV scales).",
         ),
         click.option("--endpoint", default=None, help="Overrides the spec's engine.endpoint."),
+        click.option(
+            "--kv-dtype",
+            type=click.Choice(["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]),
+            default=None,
+            help="Overrides the spec's model.kv_dtype for this configuration "
+            "(per configuration, outside the fingerprint).",
+        ),
         click.option("--no-accuracy", is_flag=True, help="Skip the accuracy suite."),
         click.option("--no-progress", is_flag=True, help="No live display on stderr."),
         click.option(
@@ -133,6 +140,7 @@ def _collect(
     mode: str,
     engine_log: Path | None,
     endpoint: str | None,
+    kv_dtype: str | None,
     no_accuracy: bool,
     no_progress: bool,
     fast_search: bool,
@@ -150,6 +158,7 @@ def _collect(
             mode=mode,  # type: ignore[arg-type]
             engine_log=engine_log,
             endpoint=endpoint,
+            kv_dtype=kv_dtype,
             accuracy=not no_accuracy,
             command=shlex.join(["tokenwatt", *sys.argv[1:]]),
             progress=not no_progress,

@@ -60,6 +60,20 @@ def test_two_runs_give_a_valid_v2_report_with_the_runs_numbers() -> None:
     assert tuned.accuracy is not None
     assert (tuned.accuracy.score, tuned.accuracy.delta_pts) == (88.0, -8.0)
     assert (tuned.accuracy.items, tuned.accuracy.seeds) == (50, 1)
+    # paired on the same 50 items: 4 right only in the baseline, none only in the tuned
+    # configuration -> McNemar exact p = 2 × 0.5⁴ = 0.125; every bootstrap Δ is ≤ 0
+    assert tuned.accuracy.mcnemar_p == 0.125
+    assert tuned.accuracy.ci_low_pts is not None and tuned.accuracy.ci_high_pts is not None
+    assert tuned.accuracy.ci_low_pts < -8.0 < tuned.accuracy.ci_high_pts <= 0.0
+    assert base.accuracy is not None and base.accuracy.delta_pts == 0.0
+    assert base.accuracy.mcnemar_p is None
+    # per window: power samples, throttle counts per reason
+    assert [r.power_samples for r in base.repeats_detail] == [120, 120]
+    assert [r.slo_attainment_pct for r in base.repeats_detail] == [99.5, 99.5]
+    assert [r.throttle_counts for r in base.repeats_detail] == [
+        {"sw_power_cap": 100},
+        {"sw_power_cap": 99},
+    ]
     assert [r.goodput_tok_s for r in base.repeats_detail] == [4600.0, 4544.6]
     assert [r.energy_j for r in base.repeats_detail] == [640.0 * 120, 634.0 * 120]
     assert [p.rate_rps for p in base.sweep] == [2.0, 4.0, 8.0, 16.0, 9.0]
@@ -79,6 +93,12 @@ def test_two_runs_give_a_valid_v2_report_with_the_runs_numbers() -> None:
     assert [f.path for f in report.run_files] == ["runs/vllm-default.json", "runs/vllm-fp8kv.json"]
     assert report.run_files[0].sha256 == "a" * 64
     assert not report.simulated and not report.demo
+    # the summary puts the gate's verdict beside the gain (no credit without the gate)
+    assert report.summary.endswith(
+        "vllm-fp8kv: SLO goodput +10.6% against vllm-default; accuracy −8.0 points, "
+        "failing the 1-point gate, so no capacity credit."
+    )
+    assert "2 repeats at the found rate" in report.summary
 
 
 def test_report_analysis_matches_the_seed_conclusion() -> None:
@@ -162,6 +182,24 @@ def test_final_repeats_are_those_after_the_last_backoff() -> None:
     base = report.configs[0]
     assert (base.slo_pass_count, base.repeats) == (2, 2)
     assert {r.rate_rps for r in base.repeats_detail} == {8.1}
+
+
+def test_a_client_bound_retried_repeat_is_not_counted() -> None:
+    # The collector measures a window that missed while the client lagged once more and
+    # keeps both; the first (marked "client-bound … measured again") has no verdict.
+    run = make_run(repeat_passes=(True, True))
+    first = run.repeats[0].model_copy(deep=True)
+    first.window.slo_pass = False
+    first.window.ttft_ms.p99 = 900.0
+    first.window.failure_reason = (
+        "client-bound (send-lag p99 80 ms), measured again: queueing/KV-bound (ttft)"
+    )
+    run.repeats.insert(0, first)
+    report = _report(run, tuned_run())
+    base = report.configs[0]
+    assert (base.slo_pass_count, base.repeats) == (2, 2)
+    assert base.ttft_p99_ms == 340.0  # the retried window's 900 ms is not the worst p99
+    assert len(base.repeats_detail) == 2 and all(r.slo_pass for r in base.repeats_detail)
 
 
 def test_a_missed_repeat_counts_and_infinite_p99_is_null() -> None:
@@ -283,3 +321,11 @@ def test_mbu_above_100_percent_is_not_shown_and_says_why() -> None:
     assert report.configs[0].mbu_pct is None
     notes = report.not_covered
     assert any(i.startswith("MBU for vllm-default: the computed 130.0%") for i in notes)
+
+
+def test_engine_text_does_not_repeat_a_name_the_version_already_carries() -> None:
+    base = make_run()
+    base.environment.engine_name = "tokenwatt-sim"
+    base.environment.engine_version = "tokenwatt-sim 0.1.0"
+    report = _report(base, tuned_run())
+    assert report.configs[0].engine == "tokenwatt-sim 0.1.0 · KV BF16"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tokenwatt.analysis.failure import classify_failure
 from tokenwatt.cli import cli
 from tokenwatt.collect.modes import PRESETS, apply_mode
 from tokenwatt.collect.runfile import load_run_spec, read_api_key, write_record
@@ -64,6 +65,16 @@ def test_endpoint_override_is_validated(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="http") as err:
         load_run_spec(SIM_SPEC, "quick", "ftp://x")
     assert err.value.problems[0].file == "--endpoint"
+
+
+def test_kv_dtype_override_keeps_the_fingerprint() -> None:
+    plain = load_run_spec(SIM_SPEC, "quick", None)
+    fp8 = load_run_spec(SIM_SPEC, "quick", None, "fp8")
+    assert (plain.model.kv_dtype, fp8.model.kv_dtype) == ("bf16", "fp8")
+    assert fingerprint(plain) == fingerprint(fp8)
+    with pytest.raises(InputError) as err:
+        load_run_spec(SIM_SPEC, "quick", None, "int3")
+    assert err.value.problems[0].file == "--kv-dtype"
 
 
 def _record() -> RunRecord:
@@ -171,10 +182,14 @@ def test_an_early_stop_on_waiting_requests_reads_as_a_ttft_miss() -> None:
         _req(0.0, [], "cancelled", 1.0),  # waited 1 s for a first token
         _req(0.1, [], "cancelled", 1.0),  # waited 0.9 s
     ]
-    view = classification_view(_Result(_summary(), reqs), slo)
+    stored = _summary(errors=2, error_kinds={"cancelled": 2}, failure_reason="ttft,tpot,errors")
+    view = classification_view(_Result(stored, reqs), slo)
     assert view.ttft_ms.p99 == "inf"
     assert view.tpot_ms.p99 != "inf"
     assert view.errors == 0
+    # our own cancellations are neither engine errors nor a TPOT miss in the reason
+    assert view.failure_reason == "ttft,stopped_early"
+    assert classify_failure(view, None, slo=slo) == "queueing/KV-bound"
 
 
 def test_an_early_stop_on_slow_tokens_reads_as_a_tpot_miss() -> None:
@@ -188,9 +203,22 @@ def test_an_early_stop_on_slow_tokens_reads_as_a_tpot_miss() -> None:
     view = classification_view(_Result(_summary(), reqs), slo)
     assert view.tpot_ms.p99 == "inf"
     assert view.ttft_ms.p99 != "inf"
+    assert view.failure_reason == "tpot,stopped_early"
+    assert classify_failure(view, None, slo=slo) == "per-token-latency-bound"
 
 
 def test_retried_windows_are_recognised() -> None:
     assert retried(_summary(failure_reason="client-bound (send-lag p99 50 ms), measured again: x"))
     assert not retried(_summary(failure_reason="queueing/KV-bound (ttft)"))
     assert not retried(_summary())
+
+
+def test_goodput_is_zero_when_the_backoffs_ran_out() -> None:
+    from tokenwatt.collect.run import repeats_goodput
+    from tokenwatt.records.run import Repeat
+
+    passed = Repeat(window=_summary(slo_pass=True, stopped_early=False, goodput_tok_s=500.0))
+    missed = Repeat(window=_summary(goodput_tok_s=900.0))
+    # the last back-off: repeat 1 met the SLO, repeat 2 missed -> no rate was confirmed
+    assert repeats_goodput([passed, missed], confirmed=False) == 0.0
+    assert repeats_goodput([passed, passed], confirmed=True) == 500.0

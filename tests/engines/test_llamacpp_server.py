@@ -6,7 +6,7 @@ import asyncio
 
 import httpx
 import pytest
-from engine_servers import EngineServer, iter_metric_names, stream_completion
+from engine_servers import EngineServer, iter_metric_names, stream_completion, wait_until_idle
 from tiny_model import TinyModel
 
 from tokenwatt.collect.engine_metrics import parse_metrics_text
@@ -59,11 +59,16 @@ def test_streamed_token_id_prompt_has_exact_usage_and_one_chunk_per_token(
     assert res.usage["completion_tokens"] == 24
     assert len(res.texts) == 24  # one SSE chunk per generated token
     assert res.finish_reason == "length"
-    # Plausible on a 2-core CPU for a 0.9M-parameter model: first token well under a
-    # second, a decode step in (0, 200) ms, and TPOT consistent with the chunk times.
+    # Plausible on a 2-core CPU for a 0.9M-parameter model: first token within seconds,
+    # a decode step under 200 ms. The client's TPOT can read lower than the server's when
+    # several chunks land in one read (a held-up client), never higher by much.
     assert 0 < res.ttft_s < 5.0
-    assert res.tpot_s is not None and 0 < res.tpot_s < 0.2
-    assert res.tpot_s * 23 == pytest.approx(res.chunk_times[-1] - res.chunk_times[0])
+    assert res.tpot_s is not None and 0 <= res.tpot_s < 0.2
+    assert res.last_event is not None
+    timings = res.last_event["timings"]  # llama.cpp's own, on the final chunk
+    assert timings["predicted_n"] == 24 and timings["prompt_n"] == 16
+    assert 0 < timings["predicted_per_token_ms"] < 200
+    assert res.tpot_s * 1000 <= timings["predicted_per_token_ms"] * 1.5 + 20
 
 
 def test_ignore_eos_gives_exactly_max_tokens_when_eos_is_forced(
@@ -115,19 +120,24 @@ async def _concurrent_streams(base_url: str, n: int, max_tokens: int, prompt: li
         return sum(await asyncio.gather(*(one(i) for i in range(n))))
 
 
+async def _predicted_total(base_url: str) -> float:
+    async with httpx.AsyncClient(timeout=5) as client:
+        text = (await client.get(base_url + "/metrics")).text
+    return parse_metrics_text(text)["llamacpp:tokens_predicted_total"][0][1]
+
+
 async def test_scraper_sees_running_and_deferred_requests(
     llamacpp_server: EngineServer, tiny_model: TinyModel
 ) -> None:
-    before = parse_metrics_text(httpx.get(llamacpp_server.base_url + "/metrics", timeout=5).text)[
-        "llamacpp:tokens_predicted_total"
-    ][0][1]
+    await wait_until_idle(llamacpp_server)
+    before = await _predicted_total(llamacpp_server.base_url)
     scraper = MetricsScraper(llamacpp_server.endpoint, interval_s=0.05)
     await scraper.start()
     # Six requests on four slots: two wait ("deferred") until a slot frees up.
     sent = await _concurrent_streams(llamacpp_server.base_url, 6, 768, _prompt(tiny_model, 8))
     metrics = await scraper.stop()
 
-    assert scraper.failed == 0
+    assert scraper.failed == 0, scraper.last_error
     assert metrics.scrapes >= 3
     assert max(s.running or 0 for s in scraper.scrapes) >= 1
     assert metrics.waiting_max is not None and metrics.waiting_max >= 1
@@ -135,5 +145,4 @@ async def test_scraper_sees_running_and_deferred_requests(
     # This llama.cpp exports neither a KV-usage gauge nor preemptions.
     assert metrics.kv_usage_max_pct is None
     assert metrics.preemptions is None
-    after = parse_metrics_text(httpx.get(llamacpp_server.base_url + "/metrics", timeout=5).text)
-    assert after["llamacpp:tokens_predicted_total"][0][1] - before == sent
+    assert await _predicted_total(llamacpp_server.base_url) - before == sent

@@ -95,7 +95,8 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Co
             )
             sims.append(sim)
             path = out / f"{label}.json"
-            cmd = _collect_cmd(label, role, sim.endpoint, path, "--mode", "quick")
+            kv = ["--kv-dtype", PROFILES[profile].kv_dtype]  # one spec, two KV dtypes
+            cmd = _collect_cmd(label, role, sim.endpoint, path, "--mode", "quick", *kv)
             procs.append(
                 (
                     profile,
@@ -340,3 +341,103 @@ def test_report_and_site_show_both_configurations(
     assert pages, "no page names the baseline configuration"
     text = pages[0].read_text(encoding="utf-8")
     assert "sim-fp8kv" in text
+
+
+def _chart_rows(text: str, chart: str) -> list[dict[str, object]]:
+    """The ``rows`` dataset of one chart's Vega-Lite spec embedded in the page."""
+    start = text.index(f'<script type="application/json" id="tw-spec-{chart}">')
+    body = text[text.index(">", start) + 1 : text.index("</script>", start)]
+    rows: list[dict[str, object]] = json.loads(body)["datasets"]["rows"]
+    return rows
+
+
+def test_report_page_carries_every_figure_from_the_runs(
+    collected: dict[str, Collected], tmp_path: Path
+) -> None:
+    """The page made from the two runs: sweep with failure modes, power per window and over
+    time, MBU breakdown, accuracy with paired statistics and the gate, capacity conclusion."""
+    import html
+
+    from click.testing import CliRunner
+    from scipy.stats import binomtest
+
+    from tokenwatt.cli import cli
+    from tokenwatt.records import load_report
+
+    base_run, tuned_run = collected["bf16-kv"].record, collected["fp8-kv"].record
+    reports, docs = tmp_path / "reports", tmp_path / "docs"
+    runner = CliRunner()
+    runs = [str(collected[p].path) for p in ("bf16-kv", "fp8-kv")]
+    out = reports / "sim-page.json"
+    result = runner.invoke(
+        cli, ["report", *runs, "--title", "Sim page", "--demo", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    report = load_report(out)
+    result = runner.invoke(cli, ["build", "--reports", str(reports), "--out", str(docs)])
+    assert result.exit_code == 0, result.output
+    raw = (docs / "reports" / "sim-page.md").read_text(encoding="utf-8")
+    text = html.unescape(raw)
+    base, tuned = report.configs
+
+    # Each configuration carries its own KV dtype (--kv-dtype) under one fingerprint.
+    assert base.engine.endswith("KV BF16") and tuned.engine.endswith("KV FP8")
+
+    # Sweep: every probe, each miss with its failure mode (the two configurations differ).
+    sweep = _chart_rows(raw, "sweep")
+    outcomes = {(r["name"], str(r["outcome"]).split(" (")[0]) for r in sweep}
+    assert ("sim-bf16kv", "queueing/KV-bound") in outcomes
+    assert ("sim-fp8kv", "per-token-latency-bound") in outcomes
+    assert "## SLO search probes" in text
+    assert len(base.sweep) == len(base_run.probes)
+
+    # Power per window: mean W, energy J, tokens/J = goodput tokens in the window / energy.
+    assert "## Measurement windows" in text
+    for cfg in (base, tuned):
+        assert cfg.repeats_detail and cfg.power_timeline
+        for rep in cfg.repeats_detail:
+            assert rep.mean_power_w and rep.energy_j and rep.window_s
+            assert rep.power_samples and rep.power_samples > 0
+            tpj = rep.goodput_tok_s * rep.window_s / rep.energy_j
+            assert f"| {rep.energy_j:,.0f} | {tpj:,.2f} |" in text
+        mean_w = sum(r.mean_power_w or 0 for r in cfg.repeats_detail) / len(cfg.repeats_detail)
+        assert cfg.node_power_kw == pytest.approx(mean_w / 1000, abs=1e-3)
+    power = _chart_rows(raw, "power")
+    assert {r["name"] for r in power} == {"sim-bf16kv", "sim-fp8kv"}
+    assert all(float(r["power_w"]) > 0 and "throttle" in r for r in power)  # type: ignore[arg-type]
+
+    # MBU: computed from the spec's geometry, drawn as weights vs KV traffic.
+    assert base_run.mbu is not None and base.mbu_breakdown is not None
+    mbu = _chart_rows(raw, "mbu")
+    assert {(r["name"], r["part"]) for r in mbu} >= {
+        ("sim-bf16kv", "weights"),
+        ("sim-bf16kv", "KV cache"),
+    }
+    assert base.mbu_breakdown.weights_gbs == pytest.approx(
+        base_run.mbu.weights_bytes_per_step * base_run.mbu.decode_steps_per_s / 1e9, abs=0.05
+    )
+
+    # Accuracy: Δ, spread, paired interval, McNemar p (checked with scipy), gate verdict.
+    assert base_run.accuracy is not None and tuned_run.accuracy is not None
+    b = [i.correct for i in base_run.accuracy.seeds[0].items]
+    t = [i.correct for i in tuned_run.accuracy.seeds[0].items]
+    only_b = sum(x and not y for x, y in zip(b, t, strict=True))
+    only_t = sum(y and not x for x, y in zip(b, t, strict=True))
+    assert tuned.accuracy is not None
+    delta = tuned_run.accuracy.score_pct - base_run.accuracy.score_pct
+    assert tuned.accuracy.delta_pts == pytest.approx(delta, abs=0.01)
+    expected_p = binomtest(min(only_b, only_t), only_b + only_t, 0.5).pvalue
+    assert tuned.accuracy.mcnemar_p == pytest.approx(expected_p, abs=1e-4)
+    assert tuned.accuracy.ci_low_pts is not None and tuned.accuracy.ci_high_pts is not None
+    assert tuned.accuracy.ci_low_pts <= delta <= tuned.accuracy.ci_high_pts
+    assert f"{expected_p:.3g}" in text
+    threshold = report.accuracy.threshold_pts
+    assert delta < -threshold, "the simulator's coins (0.96 vs 0.85) fail the gate"
+    assert "| fail |" in text
+    start = raw.index('<script type="application/json" id="tw-spec-accuracy">')
+    body = raw[raw.index(">", start) + 1 : raw.index("</script>", start)]
+    gate = json.loads(body)["datasets"]["gate"]
+    assert gate == [{"gate_pts": pytest.approx(base_run.accuracy.score_pct - threshold)}]
+
+    # Capacity: no credit, and the conclusion names the gate as the reason.
+    assert "earns no capacity saving because it failed the accuracy gate" in text

@@ -61,10 +61,13 @@ def test_seed_page_shows_recomputed_numbers_and_conclusion(
     docs = tmp_path / "docs"
     build_site(seed_reports, docs, cache_dir=cache_dir)
     page = text_of((docs / SEED_PAGE).read_bytes())
-    rows: dict[str, str] = {}
+    # The headline comes as two tables (throughput, then latency and accuracy): join each
+    # configuration's first two rows.
+    parts: dict[str, list[str]] = {}
     for line in page.splitlines():
         if line.startswith("| vllm-"):
-            rows.setdefault(line.split("|")[1].strip(), line)  # the headline table comes first
+            parts.setdefault(line.split("|")[1].strip(), []).append(line)
+    rows = {name: " ".join(lines[:2]) for name, lines in parts.items()}
     assert "| 7.18 |" in rows["vllm-default"]
     assert "| 8.21 |" in rows["vllm-fp8kv"]
     assert "| +10.6% |" in rows["vllm-fp8kv"]
@@ -140,6 +143,80 @@ def test_v2_detail_adds_sweep_power_and_mbu_charts(tmp_path: Path, cache_dir: Pa
     assert "| vllm-fp8kv | 600 | 3 | 0.0 pts | −5.9 pts to −2.1 pts | 0.00012 |" in stats
     gate = specs["accuracy"]["datasets"]["gate"]
     assert gate == [{"gate_pts": 95.0}]  # baseline 96.0 − 1.0-point threshold
+
+
+def test_sweep_draws_infinite_p99_misses_above_the_line_with_their_mode(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    # An early-stopped probe (both p99 infinite, stored as null) and a miss whose only
+    # finite p99 is under its limit (the other was infinite): neither may vanish from the
+    # chart nor sit below the SLO line.
+    data = rich_data()
+    data["configs"][0]["sweep"] += [
+        {
+            "rate_rps": 32.0,
+            "slo_pass": False,
+            "failure_reason": "queueing/KV-bound (ttft,stopped_early)",
+            "stopped_early": True,
+        },
+        {"rate_rps": 24.0, "slo_pass": False, "tpot_p99_ms": 40.0, "failure_reason": "errors"},
+    ]
+    data["configs"][0]["repeats_detail"] = [
+        {
+            "rate_rps": 9.0,
+            "goodput_tok_s": 4600.0,
+            "slo_pass": True,
+            "window_s": 120.0,
+            "slo_attainment_pct": 99.5,
+            "mean_power_w": 640.0,
+            "energy_j": 76800.0,
+            "power_samples": 120,
+            "throttle_counts": {"sw_power_cap": 100},
+            "sm_clock_mhz": 1755.0,
+            "mem_clock_mhz": 2619.0,
+        },
+        {
+            "rate_rps": 9.0,
+            "goodput_tok_s": 4544.6,
+            "slo_pass": True,
+            "window_s": 120.0,
+            "power_samples": 120,
+            "throttle_counts": {"sw_power_cap": 99},
+        },
+    ]
+    reports = tmp_path / "reports"
+    write_record(reports, data)
+    docs = tmp_path / "docs"
+    build_site(reports, docs, cache_dir=cache_dir)
+    page = (docs / "reports/rich-v2-detail.md").read_text(encoding="utf-8")
+    line = next(x for x in page.splitlines() if 'id="tw-spec-sweep"' in x and "<script" in x)
+    rows = json.loads(line.split(">", 1)[1].rsplit("</script>", 1)[0])["datasets"]["rows"]
+    mine = {r["rate_rps"]: r for r in rows if r["name"] == "vllm-default"}
+    assert mine[32.0]["off_scale"] and mine[24.0]["off_scale"]
+    assert mine[32.0]["slo_load"] == pytest.approx(24.0)  # 1.5 × the largest ratio, 16
+    assert mine[24.0]["slo_load"] > 1.0
+    assert mine[32.0]["outcome"] == "queueing/KV-bound (ttft,stopped_early)"
+    assert not mine[16.0]["off_scale"]
+    text = html.unescape(page)
+    assert "| vllm-default | 32.00 | — | — | queueing/KV-bound (ttft,stopped_early) |" in text
+    # per window: 4,600 tok/s × 120 s / 76,800 J = 7.19 tok/J; throttle share; clocks
+    assert (
+        "| vllm-default | 9.00 | 4,600.0 | — | — | ✓ | 99.5% | 640 | 76,800 | 7.19 | "
+        "sw_power_cap 100 of 120 | 1,755 / 2,619 |"
+    ) in text
+    # the throttle share uses the windows' own sample counts: 199 of 120 + 120
+    assert "| vllm-default | sw_power_cap | 199 | 199 of 240 samples (83%) |" in text
+
+
+def test_durations_keep_their_decimals() -> None:
+    from tokenwatt.site.fmt import seconds
+
+    assert (seconds(0.3), seconds(45), seconds(1200.0), seconds(None)) == (
+        "0.3 s",
+        "45 s",
+        "1,200 s",
+        "—",
+    )
 
 
 def test_two_builds_are_byte_identical(

@@ -11,7 +11,8 @@ sequences) for the first, batch size or hardware for the second.
 
 Rules, in order, for a window that missed:
 
-1. **errors** — requests failed for reasons other than timeouts, and enough of them
+1. **errors** — requests failed for reasons other than timeouts and the collector's own
+   cancellations (error kind ``cancelled``: early stop, end of the drain), and enough of them
    (at least 1% of the window's requests, the share that puts a p99 at infinity) to miss
    the SLO by themselves.
 2. **queueing/KV-bound** — TTFT missed its limit and TPOT did not; or both missed while
@@ -44,6 +45,8 @@ KV_NEAR_FULL_PCT: Final = 95.0
 when it cannot allocate their blocks, so usage plateaus just below 100%)."""
 WAITING_MEAN_MIN: Final = 0.5
 """Mean waiting requests over the window from which the queue counts as non-empty."""
+CANCELLED: Final = "cancelled"
+"""Error kind of a request the collector cancelled itself (early stop, end of the drain)."""
 ERROR_SHARE_MIN: Final = 0.01
 """Share of failed requests that alone puts a p99 at infinity (DESIGN.md: failures count
 as infinitely slow)."""
@@ -107,7 +110,8 @@ def classify_failure(
         return None
     pressure = engine_under_pressure(metrics)
     timeouts = _timeouts(summary)
-    hard_errors = summary.errors - timeouts
+    # Requests the collector cancelled itself (early stop, drain) are not the engine's errors.
+    hard_errors = summary.errors - timeouts - summary.error_kinds.get(CANCELLED, 0)
     if summary.requests and hard_errors / summary.requests >= ERROR_SHARE_MIN:
         return ERRORS
 

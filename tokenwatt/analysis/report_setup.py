@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tokenwatt.analysis.gate import gate_verdict
 from tokenwatt.records.power import PowerWindow
 from tokenwatt.records.report_v1 import HardwareV1, ModelV1, PowerV1, WorkloadV1
 from tokenwatt.records.report_v2 import ConfigV2
 from tokenwatt.records.run import Repeat, RunRecord
 from tokenwatt.records.runs_io import RunInput
 from tokenwatt.records.spec import Spec
+from tokenwatt.records.window import retried
 
 # chat-mix-v1's lengths when a spec does not restate them (DESIGN.md, "Workloads").
 _CHAT_MIX_V1 = ("median 1,024 · p90 4,096", "median 256 · p90 1,024")
@@ -30,11 +32,16 @@ NOT_COVERED_SIMULATED = "Simulated engine: no real hardware or engine was measur
 
 
 def final_repeats(run: RunRecord) -> list[Repeat]:
-    """The repeats at the final rate: those after the last back-off."""
+    """The repeats at the final rate: those after the last back-off.
+
+    A window the collector measured again because the client lagged
+    (:func:`tokenwatt.records.window.retried`) is left out: its verdict was replaced by the
+    next window's, as the run's own ``result`` counts it.
+    """
     if not run.repeats:
         return []
     last = max(r.backoff for r in run.repeats)
-    return [r for r in run.repeats if r.backoff == last]
+    return [r for r in run.repeats if r.backoff == last and not retried(r.window)]
 
 
 def valid_power(repeats: Sequence[Repeat]) -> list[PowerWindow]:
@@ -206,20 +213,37 @@ def _dedupe(items: Sequence[str]) -> list[str]:
 
 
 def summary_text(ordered: Sequence[RunInput], configs: Sequence[ConfigV2]) -> str:
-    """A factual summary: mode, hardware, windows, SLO and each goodput change."""
+    """A factual summary: mode, hardware, windows, SLO and each goodput change, with the
+    accuracy gate's verdict beside it (a configuration that fails the gate earns no capacity
+    credit, DESIGN.md — the summary says so rather than quote the gain alone)."""
     base_run = ordered[0].run
     spec = base_run.spec
     hardware = hardware_of(base_run)
     mode = base_run.mode.capitalize()
+    repeats = configs[0].repeats
     text = (
         f"{mode} mode on {hardware.count}× {hardware.accelerator}: "
-        f"{spec.measurement.window_s:g} s windows, {configs[0].repeats} repeats at the found "
-        f"rate, SLO p99 TTFT ≤ {spec.slo.ttft_p99_ms:g} ms and p99 TPOT ≤ "
+        f"{spec.measurement.window_s:g} s windows, {repeats} repeat{'s' if repeats != 1 else ''}"
+        f" at the found rate, SLO p99 TTFT ≤ {spec.slo.ttft_p99_ms:g} ms and p99 TPOT ≤ "
         f"{spec.slo.tpot_p99_ms:g} ms."
     )
     base = configs[0]
+    threshold = spec.accuracy.max_drop_pts
     for cfg in configs[1:]:
         if base.goodput_tok_s > 0:
             change = 100.0 * (cfg.goodput_tok_s - base.goodput_tok_s) / base.goodput_tok_s
-            text += f" {cfg.label}: SLO goodput {change:+.1f}% against {base.label}."
+            text += f" {cfg.label}: SLO goodput {change:+.1f}% against {base.label}"
+            acc = cfg.accuracy
+            if acc is not None and base.accuracy is not None:
+                delta = acc.score - base.accuracy.score
+                verdict = gate_verdict(acc.score, base.accuracy.score, threshold)
+                shown = f"{delta:+.1f}".replace("-", "−")
+                if verdict.passed:
+                    text += f"; accuracy {shown} points, within the {threshold:g}-point gate"
+                else:
+                    text += (
+                        f"; accuracy {shown} points, failing the {threshold:g}-point gate, "
+                        "so no capacity credit"
+                    )
+            text += "."
     return text

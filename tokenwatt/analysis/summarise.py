@@ -28,6 +28,7 @@ import re
 import shlex
 from collections.abc import Iterable, Sequence
 
+from tokenwatt.analysis.paired import accuracy_summary
 from tokenwatt.analysis.report_setup import (
     final_repeats,
     hardware_of,
@@ -303,7 +304,10 @@ def _band(repeats: Sequence[Repeat]) -> float:
 def _engine_text(run: RunRecord) -> str:
     name = run.environment.engine_name or run.spec.engine.name
     version = run.environment.engine_version or run.spec.engine.version
-    engine = f"{name} {version}" if version else name
+    if version and version.lower().startswith(name.lower()):
+        engine = version  # "tokenwatt-sim 0.1.0", not "tokenwatt-sim tokenwatt-sim 0.1.0"
+    else:
+        engine = f"{name} {version}" if version else name
     return f"{engine} · KV {run.spec.model.kv_dtype.upper()}"
 
 
@@ -339,7 +343,7 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV2:
         slo_pass_count=sum(1 for r in repeats if r.window.slo_pass),
         repeats=len(repeats),
         throttle_counts=dict(sorted(throttle.items())),
-        accuracy=_accuracy(run, ordered[0].run),
+        accuracy=_accuracy(run, ordered[0].run, run.spec.accuracy.max_drop_pts),
         role=run.role,
         repeats_detail=[_repeat(r) for r in repeats],
         sweep=[
@@ -368,6 +372,7 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV2:
 
 def _repeat(r: Repeat) -> RepeatV2:
     power = r.power if r.power is not None and r.power.valid else None
+    seen = r.power  # throttle counts and clocks are read even when the energy is invalid
     return RepeatV2(
         rate_rps=r.window.rate_rps,
         goodput_tok_s=round(r.window.goodput_tok_s, 1),
@@ -377,6 +382,11 @@ def _repeat(r: Repeat) -> RepeatV2:
         window_s=r.window.duration_s,
         mean_power_w=(power.mean_power_w or None) if power else None,
         energy_j=(power.energy_j or None) if power else None,
+        slo_attainment_pct=round(r.window.slo_attainment_pct, 2),
+        power_samples=seen.samples if seen is not None else None,
+        throttle_counts=dict(sorted(seen.throttle_counts.items())) if seen is not None else {},
+        sm_clock_mhz=seen.sm_clock_mhz_mean if seen is not None else None,
+        mem_clock_mhz=seen.mem_clock_mhz_mean if seen is not None else None,
     )
 
 
@@ -392,15 +402,30 @@ def _timeline(window: PowerWindow) -> list[PowerSampleV2]:
     return out
 
 
-def _accuracy(run: RunRecord, base: RunRecord) -> ConfigAccuracyV2 | None:
+def _accuracy(run: RunRecord, base: RunRecord, threshold_pts: float) -> ConfigAccuracyV2 | None:
+    """Score, Δ (points, tuned − baseline), spread, and the paired statistics on the same
+    items (bootstrap interval of Δ, McNemar exact p) from
+    :func:`tokenwatt.analysis.paired.accuracy_summary`; the baseline's own row has Δ 0 and
+    no interval."""
     acc = run.accuracy
     if acc is None:
         return None
-    base_score = base.accuracy.score_pct if base.accuracy is not None else acc.score_pct
-    return ConfigAccuracyV2(
-        score=round(acc.score_pct, 2),
-        delta_pts=round(acc.score_pct - base_score, 2),
-        spread_pts=round(acc.spread_pts, 2),
-        items=len(acc.seeds[0].items),
-        seeds=len(acc.seeds),
+    if base.accuracy is None or run is base:
+        return ConfigAccuracyV2(
+            score=round(acc.score_pct, 2),
+            delta_pts=0.0,
+            spread_pts=round(acc.spread_pts, 2),
+            items=len(acc.seeds[0].items) if acc.seeds else 0,
+            seeds=len(acc.seeds),
+        )
+    paired = accuracy_summary(base.accuracy, acc, threshold_pts).record
+    return paired.model_copy(
+        update={
+            "score": round(paired.score, 2),
+            "delta_pts": round(paired.delta_pts, 2),
+            "spread_pts": round(paired.spread_pts, 2),
+            "ci_low_pts": None if paired.ci_low_pts is None else round(paired.ci_low_pts, 2),
+            "ci_high_pts": None if paired.ci_high_pts is None else round(paired.ci_high_pts, 2),
+            "mcnemar_p": None if paired.mcnemar_p is None else round(paired.mcnemar_p, 4),
+        }
     )

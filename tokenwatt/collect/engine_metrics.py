@@ -148,8 +148,9 @@ class MetricsScraper:
     ``await start()`` takes a first scrape at once (the counters' baseline) and then one per
     interval in a background task; ``await stop()`` takes a last scrape and returns the
     window's :class:`EngineMetrics`. A scrape that fails (connection error, non-200, text
-    that does not parse) is counted in ``failed`` and otherwise skipped, so a missing
-    ``/metrics`` gives ``scrapes == 0`` rather than an error.
+    that does not parse) is counted in ``failed`` (``last_error`` keeps the latest reason)
+    and otherwise skipped, so a missing ``/metrics`` gives ``scrapes == 0`` rather than an
+    error.
 
     Args:
         endpoint: the engine's URL, with or without ``/v1``.
@@ -164,6 +165,7 @@ class MetricsScraper:
     timeout_s: float = 5.0
     scrapes: list[Scrape] = field(default_factory=list)
     failed: int = 0
+    last_error: str | None = None
     names_seen: set[str] = field(default_factory=set)
     _client: httpx.AsyncClient | None = field(default=None, repr=False)
     _task: asyncio.Task[None] | None = field(default=None, repr=False)
@@ -174,17 +176,25 @@ class MetricsScraper:
         return server_root_url(self.endpoint) + "/metrics"
 
     async def scrape_once(self) -> Scrape | None:
-        """One scrape, appended to ``scrapes``; None when it failed."""
+        """One scrape, appended to ``scrapes``; None when it failed (``last_error`` says why).
+
+        A transport error (typically a kept-alive connection the server closed just as it
+        was reused) is retried once on a new connection: a scrape is a plain GET.
+        """
         if self._client is None:
             raise RuntimeError("MetricsScraper.scrape_once() before start()")
         t = time.monotonic()
         try:
-            r = await self._client.get(self.url)
+            try:
+                r = await self._client.get(self.url)
+            except httpx.TransportError:
+                r = await self._client.get(self.url)
             if r.status_code != 200:
                 raise ValueError(f"HTTP {r.status_code}")
             families = parse_metrics_text(r.text)
-        except (httpx.HTTPError, ValueError):
+        except (httpx.HTTPError, ValueError) as exc:
             self.failed += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"[:300]
             return None
         self.names_seen.update(families)
         s = reduce_families(families, t)
@@ -195,8 +205,10 @@ class MetricsScraper:
         next_t = time.monotonic() + self.interval_s
         while True:
             await asyncio.sleep(max(0.0, next_t - time.monotonic()))
-            next_t += self.interval_s
             await self.scrape_once()
+            # A scrape slower than the interval (a busy engine) skips the missed ticks
+            # instead of firing them all at once.
+            next_t = max(next_t + self.interval_s, time.monotonic())
 
     async def start(self) -> None:
         """Open the client, scrape once, and keep scraping in the background."""

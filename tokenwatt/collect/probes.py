@@ -85,6 +85,7 @@ class EngineInfo(StrictModel):
             update["engine_version"] = self.engine_version
         if self.kv_capacity_tokens is not None:
             update["kv_capacity_tokens"] = self.kv_capacity_tokens
+            update["kv_capacity_source"] = self.kv_capacity_source
         return env.model_copy(update=update)
 
 
@@ -170,8 +171,13 @@ def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0)
         hinted = next((_OWNER_TO_ENGINE[o] for o in sorted(owners) if o in _OWNER_TO_ENGINE), None)
 
         metrics_text = _get_metrics_text(client, f"{root}/metrics")
-        info.metrics_available = metrics_text is not None
-        families = parse_metrics_text(metrics_text) if metrics_text else {}
+        families: Families = {}
+        if metrics_text is not None:
+            try:
+                families = parse_metrics_text(metrics_text)
+                info.metrics_available = True
+            except ValueError:
+                info.notes.append("/metrics answered, but not in Prometheus text format")
         if hinted is None and families:
             hinted = _engine_from_metric_names(families)
 
@@ -318,8 +324,10 @@ _READERS = {
 # model_executor/layers/quantization/kv_cache.py (FP8 scales), vllm/v1/metrics/loggers.py
 # ("Preemptions: N" in the periodic stats line), vLLM 0.x scheduler ("is preempted by
 # PreemptionMode"), vllm/v1/core/kv_cache_utils.py (KV cache too small), SGLang
-# managers/scheduler.py ("KV cache pool is full. Retract requests."), llama.cpp server
-# ("failed to find free space in the KV cache"), and PyTorch's out-of-memory errors.
+# managers/scheduler.py ("KV cache pool is full. Retract requests."), llama.cpp's server
+# ("failed to find free space in the KV cache", "request (N tokens) exceeds the available
+# context size"; strings read from the xllamacpp build), vLLM's "maximum context length
+# is" request error, and PyTorch's out-of-memory errors.
 _LOG_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "uncalibrated FP8 KV-cache scale (k/v scale 1.0)",
@@ -335,6 +343,10 @@ _LOG_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "KV cache too small for the model's max length",
         re.compile(r"larger than the available KV cache memory|No available memory for the cache"),
+    ),
+    (
+        "request longer than the context",
+        re.compile(r"exceeds the available context size|maximum context length is"),
     ),
     ("out of memory", re.compile(r"CUDA out of memory|HIP out of memory|OutOfMemoryError")),
 )

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -85,6 +85,8 @@ class CollectOptions:
         mode: ``smoke``, ``quick`` or ``full`` (see :mod:`tokenwatt.collect.modes`).
         engine_log: an engine log to scan for known warnings.
         endpoint: overrides ``engine.endpoint``.
+        kv_dtype: overrides ``model.kv_dtype`` (a per-configuration setting, outside the
+            fingerprint), so two configurations can share one spec.
         accuracy: run the accuracy suite when the spec names one.
         command: the command line, stored in the record for the report's reproduce block.
         progress: show the live display on stderr.
@@ -101,6 +103,7 @@ class CollectOptions:
     mode: Mode = "quick"
     engine_log: Path | None = None
     endpoint: str | None = None
+    kv_dtype: str | None = None
     accuracy: bool = True
     command: str = ""
     progress: bool = True
@@ -185,24 +188,17 @@ class _Run:
             expected = window_request_count(rate, warmup_s, duration_s, seed)
 
             def stop(requests: Any, _elapsed: float) -> bool:
-                # The load generator fills first_token_s when a stream ends; a request
-                # already streaming has its first token in chunk_s[0] (do not count it as
-                # still waiting for one).
-                seen = [
-                    replace(r, first_token_s=r.chunk_s[0])
-                    if r.first_token_s is None and r.chunk_s
-                    else r
-                    for r in requests
-                ]
-                return missed_beyond_doubt(seen, expected, spec.slo, now_s=time.perf_counter())
+                # collect.stream sets first_token_s at the first text chunk, so a request
+                # still streaming is not counted as waiting for its first token.
+                return missed_beyond_doubt(requests, expected, spec.slo, now_s=time.perf_counter())
 
         scraper = MetricsScraper(
             spec.engine.endpoint, interval_s=min(1.0, duration_s / 4), api_key=self.api_key
         )
         power: list[PowerWindow | None] = [None]
         metrics: list[EngineMetrics | None] = [None]
+        stopping = [False]
         lead_s = 0.05  # the load generator starts its schedule this long after the call
-        closing = [False]  # the watcher is closing the window: let it finish, never cancel
 
         async def watch() -> None:
             await asyncio.sleep(lead_s + warmup_s)
@@ -215,7 +211,7 @@ class _Run:
             try:
                 await asyncio.sleep(duration_s)
             finally:
-                closing[0] = True
+                stopping[0] = True  # a cancel from here on would lose the window's metrics
                 # The meter first: no await before it, so a cancellation of this task
                 # cannot leave its window open.
                 if self.meter is not None:
@@ -242,10 +238,7 @@ class _Run:
                 stop_early=stop,
             )
         finally:
-            # Cancelling the watcher inside scraper.stop() (in httpx's aclose) left a closed
-            # client behind that the stop() below then used: "Cannot send a request, as
-            # the client has been closed". Once it is closing, wait for it instead.
-            if not watcher.done() and not closing[0]:
+            if not watcher.done() and not stopping[0]:
                 watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
@@ -255,9 +248,12 @@ class _Run:
         if not summary.slo_pass:
             from tokenwatt.analysis.failure import classify_failure
 
-            mode = classify_failure(classification_view(result, spec.slo), metrics[0], slo=spec.slo)
+            view = classification_view(result, spec.slo)
+            mode = classify_failure(view, metrics[0], slo=spec.slo)
             if mode is not None:
-                detail = summary.failure_reason
+                # An early-stopped window's own reason counts our cancellations as errors;
+                # the view's says what the engine did.
+                detail = view.failure_reason
                 summary.failure_reason = f"{mode} ({detail})" if detail else mode
         return summary, metrics[0], power[0]
 
@@ -330,6 +326,10 @@ class _Run:
             )
             retry = attempt == 0 and not summary.slo_pass and self._client_lagged(summary)
             if retry:
+                self.progress.note(
+                    f"{step}: the client lagged (send-lag p99 {summary.send_lag_p99_ms:.0f} ms);"
+                    " this window's verdict is not used, measuring again"
+                )
                 summary.failure_reason = (
                     f"{RETRIED_PREFIX} (send-lag p99 {summary.send_lag_p99_ms:.0f} ms), "
                     f"measured again: {summary.failure_reason}"
@@ -395,11 +395,11 @@ class _Run:
             self.repeat, trace.found_rps, spec.measurement.repeats, s.backoff, s.max_backoffs
         )
         points = [(p.rate_rps, p.outcome.passed) for p in trace.steps]
-        points += [(p.rate_rps, p.outcome.passed) for p in reps.steps]
-        extra = [w for w in monotonicity_warnings(points) if w not in warnings]
+        repeat_points = [(p.rate_rps, p.outcome.passed) for p in reps.steps]
+        extra = [w for w in monotonicity_warnings(points, repeat_points) if w not in warnings]
         final = [r for r in rec.repeats if r.backoff == reps.backoffs and not retried(r.window)]
         passing = [r for r in final if r.window.slo_pass]
-        goodput = sum(r.window.goodput_tok_s for r in passing) / len(passing) if passing else 0.0
+        goodput = repeats_goodput(final, confirmed=reps.rate_rps is not None)
         if reps.rate_rps is None:
             extra.append("no repeat met the SLO after the last back-off; goodput is 0")
         rec.result = result.model_copy(
@@ -414,6 +414,20 @@ class _Run:
                 "warnings": warnings + extra,
             }
         )
+
+
+def repeats_goodput(final: list[Repeat], *, confirmed: bool) -> float:
+    """The run's goodput (tok/s): the mean goodput of the final repeats, all of which met
+    the SLO; 0 when the back-offs ran out without a rate whose every repeat met it.
+
+    DESIGN.md: goodput is taken at the highest rate whose windows meet the SLO. When the
+    last back-off still had a miss there is no such rate, so a passing window measured
+    before that miss is no goodput figure.
+    """
+    passing = [r for r in final if r.window.slo_pass]
+    if not confirmed or not passing:
+        return 0.0
+    return sum(r.window.goodput_tok_s for r in passing) / len(passing)
 
 
 def collect(opts: CollectOptions) -> RunRecord:
@@ -432,7 +446,7 @@ def collect(opts: CollectOptions) -> RunRecord:
     from tokenwatt.collect.probes import probe_engine, scan_engine_log
     from tokenwatt.sim.server import SIM_VERSION
 
-    spec = load_run_spec(opts.spec_path, opts.mode, opts.endpoint)
+    spec = load_run_spec(opts.spec_path, opts.mode, opts.endpoint, opts.kv_dtype)
     api_key = read_api_key(spec, str(opts.spec_path), opts.environ)
     suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
     if suite is not None and not suite.is_file():

@@ -20,7 +20,7 @@ from tokenwatt.collect.probes import EngineInfo
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.records.load import load_spec, validate
 from tokenwatt.records.run import Environment, RunRecord
-from tokenwatt.records.spec import EngineSpec, Spec
+from tokenwatt.records.spec import EngineSpec, ModelSpec, Spec
 
 
 def write_record(record: RunRecord, out: Path) -> None:
@@ -80,18 +80,27 @@ def read_api_key(spec: Spec, file: str, environ: dict[str, str] | None = None) -
     return value
 
 
-def load_run_spec(path: Path, mode: Mode, endpoint: str | None) -> Spec:
-    """Load the spec, override ``engine.endpoint`` with ``endpoint``, apply the mode.
+def load_run_spec(
+    path: Path, mode: Mode, endpoint: str | None, kv_dtype: str | None = None
+) -> Spec:
+    """Load the spec, override ``engine.endpoint`` with ``endpoint`` and ``model.kv_dtype``
+    with ``kv_dtype`` (per configuration, outside the fingerprint), apply the mode.
 
     Raises:
         SpecError: the spec cannot be read or is invalid.
-        InputError: ``endpoint`` is not an http(s) URL (named ``--endpoint``).
+        InputError: ``endpoint`` is not an http(s) URL (named ``--endpoint``), or
+            ``kv_dtype`` is not a KV-cache dtype (named ``--kv-dtype``).
     """
     spec = load_spec(path)
     if endpoint is not None:
         data = {**spec.engine.model_dump(), "endpoint": endpoint}
         engine = validate(EngineSpec, data, "--endpoint", InputError)
         spec = spec.model_copy(update={"engine": engine})
+    if kv_dtype is not None:
+        model = validate(
+            ModelSpec, {**spec.model.model_dump(), "kv_dtype": kv_dtype}, "--kv-dtype", InputError
+        )
+        spec = spec.model_copy(update={"model": model})
     return apply_mode(spec, mode)
 
 

@@ -241,30 +241,54 @@ def _warnings(steps: list[ProbeStep]) -> list[str]:
     return monotonicity_warnings([(s.rate_rps, s.outcome.passed) for s in steps])
 
 
-def monotonicity_warnings(points: list[tuple[float, bool]]) -> list[str]:
+def monotonicity_warnings(
+    points: list[tuple[float, bool]], repeats: list[tuple[float, bool]] | None = None
+) -> list[str]:
     """Warn when pass/fail is not monotonic in rate: a miss at or below a passing rate.
 
     The search itself only probes between its last pass and first miss, so it cannot see
     this alone; it shows when its probes are combined with the repeats at the found rate
-    (a repeat missing where the probe passed), which is what the collector does.
+    (a repeat missing where the probe passed), which is what the collector does. A window
+    the collector measured again because the client lagged is one point (the second
+    window's verdict), so a retry is never read as non-monotonic.
 
     Args:
-        points: (rate in req/s, passed) for every window, in any order.
+        points: (rate in req/s, passed) for every search probe, in any order.
+        repeats: (rate in req/s, passed) for every measurement repeat, if any.
 
     Returns:
-        At most one warning sentence naming the lowest miss and the highest pass above it.
+        At most one warning sentence naming the lowest miss and the highest pass at or
+        below it, and which kind of window each was; at a single rate it says that windows
+        at that rate disagreed.
     """
-    passes = [r for r, ok in points if ok]
-    misses = [r for r, ok in points if not ok]
+    tagged = [(r, ok, "search probe") for r, ok in points]
+    tagged += [(r, ok, "repeat") for r, ok in repeats or []]
+    passes = [(r, kind) for r, ok, kind in tagged if ok]
+    misses = [(r, kind) for r, ok, kind in tagged if not ok]
     if not passes or not misses:
         return []
-    low_miss = min(misses)
-    high_pass = max(passes)
+    low_miss = min(r for r, _ in misses)
+    high_pass = max(r for r, _ in passes)
     if low_miss > high_pass:
         return []
+    advice = "; the boundary is noisy here, consider longer windows"
+    if low_miss == high_pass:
+        passed = sorted({k for r, k in passes if r == high_pass})
+        missed = sorted({k for r, k in misses if r == low_miss})
+        if passed == missed:
+            what = f"one {passed[0]} met the SLO and another missed it"
+        else:
+            met, miss = " and a ".join(passed), " and a ".join(missed)
+            what = f"a {met} met the SLO but a {miss} missed it"
+        return [
+            f"pass/fail is not repeatable at {high_pass:g} req/s: {what} "
+            f"(each window draws its own arrivals){advice}"
+        ]
+    miss_kind = sorted({k for r, k in misses if r == low_miss})[0]
+    pass_kind = sorted({k for r, k in passes if r == high_pass})[0]
     return [
-        f"pass/fail is not monotonic in rate: {low_miss:g} req/s missed the SLO but "
-        f"{high_pass:g} req/s passed; the boundary is noisy here, consider longer windows"
+        f"pass/fail is not monotonic in rate: a {miss_kind} at {low_miss:g} req/s missed the "
+        f"SLO but a {pass_kind} at {high_pass:g} req/s passed{advice}"
     ]
 
 

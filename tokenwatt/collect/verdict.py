@@ -5,15 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from tokenwatt.records.spec import SloSpec
-from tokenwatt.records.window import WindowSummary
+from tokenwatt.records.window import RETRIED_PREFIX, WindowSummary, retried
 
-RETRIED_PREFIX = "client-bound"
-"""Start of ``failure_reason`` of a window that was measured again (its verdict was not used)."""
-
-
-def retried(window: WindowSummary) -> bool:
-    """True for a window that was measured again because the client lagged."""
-    return (window.failure_reason or "").startswith(RETRIED_PREFIX)
+__all__ = ["RETRIED_PREFIX", "classification_view", "retried"]
 
 
 def classification_view(result: Any, slo: SloSpec) -> WindowSummary:
@@ -25,7 +19,9 @@ def classification_view(result: Any, slo: SloSpec) -> WindowSummary:
     missed (``"inf"``) when more requests than a p99 allows had already missed it —
     cancelled ones still waiting for a first token past the TTFT limit included — as
     :func:`tokenwatt.analysis.latency.missed_beyond_doubt` counts them. Cancelled
-    requests are not counted as engine errors.
+    requests are not counted as engine errors. Its ``failure_reason`` lists what the
+    evidence shows (``ttft``, ``tpot``, ``errors`` for the engine's own failures) and
+    ``stopped_early``; the collector puts it beside the failure mode.
     """
     from tokenwatt.analysis.latency import misses_allowed, summarise_window, tpot_ms
 
@@ -49,4 +45,25 @@ def classification_view(result: Any, slo: SloSpec) -> WindowSummary:
         update["ttft_ms"] = base.ttft_ms.model_copy(update={"p99": "inf"})
     if tpot_misses > allowed:
         update["tpot_ms"] = base.tpot_ms.model_copy(update={"p99": "inf"})
-    return base.model_copy(update={**update, "slo_pass": False})
+    view = base.model_copy(update={**update, "slo_pass": False})
+    view.failure_reason = ",".join(_reasons(view, slo, len(window)))
+    return view
+
+
+def _reasons(view: WindowSummary, slo: SloSpec, n: int) -> list[str]:
+    """What the view missed, in :func:`~tokenwatt.analysis.latency.summarise_window`'s words.
+
+    ``errors`` only for the engine's own failures (our cancellations are not among them).
+    """
+    reasons = []
+    if _above(view.ttft_ms.p99, slo.ttft_p99_ms):
+        reasons.append("ttft")
+    if _above(view.tpot_ms.p99, slo.tpot_p99_ms):
+        reasons.append("tpot")
+    if view.errors > (max(n, 1) - 1) // 100:
+        reasons.append("errors")
+    return [*reasons, "stopped_early"]
+
+
+def _above(value: object, limit_ms: float) -> bool:
+    return value == "inf" or (isinstance(value, int | float) and value > limit_ms)

@@ -16,6 +16,7 @@ from tokenwatt.records.base import (
     NonEmptyStr,
     NonNegFloat,
     NonNegInt,
+    Percent,
     PosFloat,
     StrictModel,
 )
@@ -28,7 +29,15 @@ from tokenwatt.records.report_v1 import (
 
 
 class RepeatV2(StrictModel):
-    """One measurement window at the found rate. Latencies in ms, power in W, energy in J."""
+    """One measurement window at the found rate. Latencies in ms, power in W, energy in J.
+
+    ``slo_attainment_pct`` is the share of the window's requests that met both limits
+    individually (DistServe's attainment, DESIGN.md); ``mean_power_w`` is board power
+    summed over the GPUs and averaged over the window;
+    ``throttle_counts`` counts, per clock-event (throttle) reason, the window's
+    ``power_samples`` that had it set; clocks are the window's mean SM and memory clocks
+    (MHz). Tokens per joule of the window = ``goodput_tok_s`` × ``window_s`` / ``energy_j``.
+    """
 
     rate_rps: PosFloat
     goodput_tok_s: NonNegFloat
@@ -38,6 +47,11 @@ class RepeatV2(StrictModel):
     window_s: PosFloat | None = None
     mean_power_w: PosFloat | None = None
     energy_j: PosFloat | None = None
+    slo_attainment_pct: Percent | None = None
+    power_samples: NonNegInt | None = None
+    throttle_counts: dict[str, NonNegInt] = Field(default_factory=dict)
+    sm_clock_mhz: NonNegFloat | None = None
+    mem_clock_mhz: NonNegFloat | None = None
 
 
 class ProbeV2(StrictModel):

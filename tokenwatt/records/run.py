@@ -32,7 +32,11 @@ class ToolInfo(StrictModel):
 
 
 class Environment(StrictModel):
-    """What was read at run time from the machine and the engine."""
+    """What was read at run time from the machine and the engine.
+
+    ``kv_capacity_source`` says where ``kv_capacity_tokens`` came from (e.g. vLLM's
+    ``vllm:cache_config_info`` blocks × block size, or llama.cpp's /props, an upper bound).
+    """
 
     gpu_name: str | None = None
     gpu_count: NonNegInt | None = None
@@ -43,6 +47,7 @@ class Environment(StrictModel):
     engine_flags: list[str] = Field(default_factory=list)
     served_models: list[str] = Field(default_factory=list)
     kv_capacity_tokens: NonNegInt | None = None
+    kv_capacity_source: str | None = None
     hostname: str | None = None
 
 

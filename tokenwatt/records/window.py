@@ -30,6 +30,14 @@ class WindowSummary(StrictModel):
     ``output_tokens`` counts tokens of requests that *arrived* in the window (from the
     server's ``usage``; ``usage_missing`` counts requests whose tokens were counted by the
     client instead). ``goodput_tok_s`` = output tokens / ``duration_s`` (DESIGN.md).
+
+    TTFT (ms) counts from each request's *scheduled* time, including any wait for a
+    ``max_concurrency`` slot; ``ttft_from_send_ms`` counts from the actual send.
+    ``send_lag_p99_ms`` is the p99 of how late the client got round to a request
+    (dispatched − scheduled, ms): a wait for a concurrency slot is the server's backlog,
+    not client lateness, so it is left out here (it is in TTFT); with no slot wait this
+    equals DESIGN.md's sent − scheduled. ``client_bound`` is set when that p99 exceeds
+    10 ms.
     """
 
     rate_rps: PosFloat
@@ -54,3 +62,15 @@ class WindowSummary(StrictModel):
     slo_pass: bool = False
     failure_reason: str | None = None
     stopped_early: bool = False
+
+
+RETRIED_PREFIX = "client-bound"
+"""Start of ``failure_reason`` of a window that the collector measured again because the
+client itself lagged (send-lag p99 above 10% of the TTFT limit): the window is kept in the
+record, but its verdict is not used — the next window at the same rate replaces it."""
+
+
+def retried(window: WindowSummary) -> bool:
+    """True for a window that was measured again because the client lagged (its verdict
+    was replaced by the next window's; see :data:`RETRIED_PREFIX`)."""
+    return (window.failure_reason or "").startswith(RETRIED_PREFIX)

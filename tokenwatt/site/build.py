@@ -53,7 +53,12 @@ class _Loaded:
 
 
 def build_site(
-    reports_dir: Path, docs_dir: Path, *, check: bool = False, cache_dir: Path | None = None
+    reports_dir: Path,
+    docs_dir: Path,
+    *,
+    check: bool = False,
+    cache_dir: Path | None = None,
+    specs_dir: Path | None = None,
 ) -> BuildResult:
     """Build (or, with ``check``, verify) the docs folder from the report records.
 
@@ -64,6 +69,8 @@ def build_site(
             what the records give.
         cache_dir: where rendered pages and the vega-embed bundle are cached; default
             ``.tokenwatt-cache/`` beside ``docs_dir``. Deleting it only costs time.
+        specs_dir: the repository's spec folder, default ``specs/`` beside ``reports_dir``;
+            a page whose reproduce text names a spec file found there says where it is.
 
     Raises:
         RecordError: one :class:`Problem` per problem in any record, or per ``*.json`` entry
@@ -89,14 +96,17 @@ def build_site(
         )
     templates = templates_dir()
     cache_root = cache_dir or docs_dir.resolve().parent / ".tokenwatt-cache"
-    cache = PageCache(cache_root / "pages", code_key(templates), writable=not check)
+    spec_names = _spec_names(specs_dir or reports_dir.resolve().parent / "specs")
+    # The pages depend on which spec files exist: their names are part of the cache key.
+    code = code_key(templates, extra="\n".join(sorted(spec_names)))
+    cache = PageCache(cache_root / "pages", code, writable=not check)
     # Hidden names are editors' lock and swap files (Emacs' .#x.json is a dangling link).
     refusal = None if check else replace_refusal(docs_dir, reports_dir)
     if refusal is not None:
         raise InputError([Problem(str(docs_dir), "--out", refusal)])
     found = sorted(p for p in reports_dir.glob("*.json") if not p.name.startswith("."))
     files = [p for p in found if p.is_file()]
-    loaded, problems = _load_all(files, cache)
+    loaded, problems = _load_all(files, cache, spec_names)
     problems += [_not_a_file(p) for p in found if not p.is_file()]
     problems += _duplicate_ids(loaded)
     if problems:
@@ -135,7 +145,17 @@ def build_site(
     return BuildResult(summary, warnings, len(loaded), stale)
 
 
-def _load_all(files: list[Path], cache: PageCache) -> tuple[list[_Loaded], list[Problem]]:
+def _spec_names(folder: Path) -> frozenset[str]:
+    """Names of the regular files in the spec folder (empty when there is none)."""
+    try:
+        return frozenset(p.name for p in folder.iterdir() if p.is_file())
+    except OSError:
+        return frozenset()
+
+
+def _load_all(
+    files: list[Path], cache: PageCache, spec_names: frozenset[str]
+) -> tuple[list[_Loaded], list[Problem]]:
     loaded: list[_Loaded] = []
     problems: list[Problem] = []
     for path in files:
@@ -166,7 +186,7 @@ def _load_all(files: list[Path], cache: PageCache) -> tuple[list[_Loaded], list[
         if refused:
             problems += refused
             continue
-        page = render_report(report, file)
+        page = render_report(report, file, spec_names)
         cache.put(key, page.to_json())
         loaded.append(_Loaded(file, raw, page))
     return loaded, problems

@@ -19,9 +19,10 @@ from tokenwatt.site.assets import write_atomic
 _CODE_PACKAGES = ("site", "analysis", "records")
 
 
-def code_key(templates: Path) -> str:
-    """Hash of everything that shapes a page: our source, the templates, Altair's version."""
-    digest = hashlib.sha256(f"altair {version('altair')}\n".encode())
+def code_key(templates: Path, extra: str = "") -> str:
+    """Hash of everything that shapes a page: our source, the templates, Altair's version,
+    and ``extra`` (other build inputs, such as the names of the repository's spec files)."""
+    digest = hashlib.sha256(f"altair {version('altair')}\n".encode() + extra.encode() + b"\0")
     package = Path(__file__).resolve().parents[1]
     files = [p for sub in _CODE_PACKAGES for p in sorted((package / sub).glob("*.py"))]
     files += sorted(p for p in templates.rglob("*") if p.is_file())

@@ -105,7 +105,13 @@ def _accuracy_template() -> Spec:
             tooltip=[alt.Tooltip("gate_pts:Q", title="Gate line (%)", format=".1f")],
         )
     )
-    return _finish(alt.layer(bars, rule).properties(width="container", height=alt.Step(34)))
+    # Value labels just past the bar's end, like the goodput and tokens/J charts.
+    labels = (
+        alt.Chart(_named(alt, "rows"))
+        .mark_text(align="left", dx=4)
+        .encode(x="score:Q", y=y, text=alt.Text("score:Q", format=".1f"))
+    )
+    return _finish(alt.layer(bars, rule, labels).properties(width="container", height=alt.Step(34)))
 
 
 def accuracy_chart(rows: Rows, gate_pts: float | None) -> Spec:
@@ -142,6 +148,8 @@ def _sweep_template() -> Spec:
             alt.Tooltip("ttft_p99_ms:Q", title="p99 TTFT (ms)", format=",.0f"),
             alt.Tooltip("tpot_p99_ms:Q", title="p99 TPOT (ms)", format=",.1f"),
             alt.Tooltip("verdict:N", title="Probe"),
+            alt.Tooltip("outcome:N", title="Outcome"),
+            alt.Tooltip("off_scale:N", title="p99 infinite (drawn at the top)"),
         ],
     )
     limit = (
@@ -156,7 +164,9 @@ def sweep_chart(rows: Rows) -> Spec:
     """The SLO search: per probe, the worse of p99 TTFT/limit and p99 TPOT/limit.
 
     A probe meets the SLO when that ratio is ≤ 1 (the dashed line). Rows: ``name``,
-    ``rate_rps``, ``slo_load``, ``verdict``, ``ttft_p99_ms``, ``tpot_p99_ms``.
+    ``rate_rps``, ``slo_load``, ``verdict``, ``outcome`` (the failure mode when missed),
+    ``off_scale`` (a miss whose p99 was infinite, drawn above every finite point),
+    ``ttft_p99_ms``, ``tpot_p99_ms``.
     """
     return _with_data(_sweep_template(), rows=rows, limit=[{"slo_load": 1.0}])
 

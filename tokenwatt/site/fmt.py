@@ -43,3 +43,14 @@ def pct(value: float | None, decimals: int = 1) -> Markup:
     if value is None:
         return DASH
     return trusted(f"{value:.{decimals}f}%")
+
+
+def seconds(value: float | None) -> Markup:
+    """A duration in s without false rounding: ``0.3 s``, ``45 s``, ``1,200 s``; None → dash.
+
+    Up to three decimals, trailing zeros dropped (a 0.3 s warm-up must not read "0 s").
+    """
+    if value is None:
+        return DASH
+    text = f"{value:,.3f}".rstrip("0").rstrip(".")
+    return trusted(f"{text} s")

@@ -6,11 +6,14 @@ Rendered through ``site_templates/report.md.j2`` with the escaping environment o
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from markupsafe import Markup
 
 from tokenwatt.analysis import ConfigAnalysis, ReportAnalysis, analyse_report, conclusion
+from tokenwatt.analysis.capacity import NoCredit
+from tokenwatt.analysis.paired import straddles_threshold
 from tokenwatt.errors import Problem
 from tokenwatt.records import ReportV2
 from tokenwatt.site import charts
@@ -18,6 +21,7 @@ from tokenwatt.site.escape import code_block, json_for_script, md_text, trusted
 from tokenwatt.site.fmt import DASH, num, pct, signed_pct, signed_pts
 from tokenwatt.site.setup import setup_sections, throttle_rows
 from tokenwatt.site.templates import RenderedReport, environment, templates_dir
+from tokenwatt.site.windows import probe_outcome, probe_rows, repeat_rows
 
 
 def refuse_simulated(report: ReportV2, file: str) -> list[Problem]:
@@ -72,7 +76,6 @@ def _headline(report: ReportV2, analysis: ReportAnalysis, names: list[str]) -> l
         rows.append(
             {
                 "name": name,
-                "role": cfg.effective_role,
                 "engine": cfg.engine,
                 "goodput": num(cfg.goodput_tok_s),
                 "goodput_delta": trusted("baseline")
@@ -92,8 +95,91 @@ def _headline(report: ReportV2, analysis: ReportAnalysis, names: list[str]) -> l
     return rows
 
 
-def _accuracy_stats(analysis: ReportAnalysis, names: list[str]) -> list[dict[str, Any]]:
-    """Per-configuration suite size, seeds, spread, paired CI and McNemar p, when recorded."""
+def outcome_brief(analysis: ReportAnalysis, limit: int = 3) -> str:
+    """The note's outcome in a few words for the index, one clause per tuned configuration.
+
+    E.g. ``vllm-fp8kv: +10.6% goodput, failed gate → no saving``. Every figure comes from
+    :func:`~tokenwatt.analysis.analyse_report` (goodput delta, gate verdict, capacity), never
+    from derived numbers stored in the record. At most ``limit`` clauses, then "+N more".
+    """
+    tuned = analysis.tuned
+    if not tuned:
+        return "baseline only"
+    clauses = [_outcome_clause(c) for c in tuned[:limit]]
+    if len(tuned) > limit:
+        clauses.append(f"+{len(tuned) - limit} more")
+    return "; ".join(clauses)
+
+
+def _outcome_clause(c: ConfigAnalysis) -> str:
+    cap = c.capacity
+    if cap is None:
+        return f"{c.config.label}: no baseline goodput to compare"
+    parts = [f"{cap.gain_pct:+.1f}% goodput"]
+    if c.gate is None:
+        parts.append("no accuracy gate")
+    else:
+        parts.append("passed gate" if c.gate.passed else "failed gate")
+    if cap.credited:
+        result = f"saves {cap.saved} of {cap.cards} cards"
+    elif NoCredit.GATE_FAILED in cap.reasons or NoCredit.NO_ACCURACY in cap.reasons:
+        result = "no saving"
+    elif NoCredit.SLO_MISSED in cap.reasons:
+        result = "missed SLO, no saving"
+    elif NoCredit.INSIDE_VARIANCE in cap.reasons:
+        result = "within noise, no saving"
+    else:
+        result = "no saving"
+    return f"{c.config.label}: {', '.join(parts)} → {result}"
+
+
+def unique_items(items: list[str]) -> list[str]:
+    """Record list items with exact repeats (after whitespace and case folding) shown once;
+    the first spelling is kept, order is unchanged."""
+    seen: set[str] = set()
+    out = []
+    for item in items:
+        key = " ".join(item.split()).casefold()
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+_SPEC_ARG = re.compile(r"--spec(?:=|\s+)(['\"]?)([^\s'\"]+)\1")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def spec_locations(reproduce: str, spec_names: frozenset[str]) -> list[Markup]:
+    """Repository paths (``specs/<name>``) of the spec files the reproduce text names.
+
+    A ``--spec`` argument counts when a file of its base name is in ``spec_names`` (the
+    names in the repository's ``specs/`` folder) and the name is plain (letters, digits,
+    ``._-``), so it can be shown as inline code. In first-mention order, each once.
+    """
+    out: list[Markup] = []
+    for match in _SPEC_ARG.finditer(reproduce):
+        name = match.group(2).replace("\\", "/").rsplit("/", 1)[-1]
+        path = trusted(f"`specs/{name}`")
+        if name in spec_names and _SAFE_NAME.match(name) and path not in out:
+            out.append(path)
+    return out
+
+
+def _spec_note(paths: list[Markup]) -> Markup | None:
+    if not paths:
+        return None
+    if len(paths) == 1:
+        return trusted(f"The spec file named above is in this repository at {paths[0]}.")
+    return trusted(f"The spec files named above are in this repository at {', '.join(paths)}.")
+
+
+def _accuracy_stats(
+    analysis: ReportAnalysis, names: list[str], threshold: float
+) -> list[dict[str, Any]]:
+    """Per-configuration suite size, seeds, spread, paired CI and McNemar p, when recorded,
+    with the rule's verdict (which decides capacity credit) and a "needs the full suite"
+    note when the interval straddles the threshold."""
     rows = []
     for name, c in zip(names, analysis.configs, strict=True):
         acc = c.config.accuracy
@@ -114,9 +200,27 @@ def _accuracy_stats(analysis: ReportAnalysis, names: list[str]) -> list[dict[str
                     else DASH
                 ),
                 "p": DASH if acc.mcnemar_p is None else trusted(f"{acc.mcnemar_p:.3g}"),
+                "verdict": _gate_text(c),
+                "note": (
+                    "needs the full suite: the interval holds both a pass and a fail"
+                    if has_ci
+                    and not c.is_baseline
+                    and straddles_threshold(
+                        acc.ci_low_pts or 0.0, acc.ci_high_pts or 0.0, threshold
+                    )
+                    else ""
+                ),
             }
         )
     return rows
+
+
+def _gate_text(c: ConfigAnalysis) -> str:
+    if c.is_baseline:
+        return "baseline"
+    if c.gate is None:
+        return "no gate"
+    return "pass" if c.gate.passed else "fail"
 
 
 def _capacity_rows(analysis: ReportAnalysis, names: list[str]) -> list[dict[str, Any]]:
@@ -190,19 +294,7 @@ def _chart_specs(
                 "spec": charts.accuracy_chart(acc_rows, gate_line),
             }
         )
-    sweep_rows = [
-        {
-            "name": n,
-            "rate_rps": p.rate_rps,
-            "slo_load": _slo_load(p.ttft_p99_ms, p.tpot_p99_ms, report),
-            "ttft_p99_ms": p.ttft_p99_ms,
-            "tpot_p99_ms": p.tpot_p99_ms,
-            "verdict": "meets SLO" if p.slo_pass else "misses SLO",
-        }
-        for n, c in pairs
-        for p in c.config.sweep
-        if p.ttft_p99_ms is not None or p.tpot_p99_ms is not None
-    ]
+    sweep_rows = _sweep_rows(report, pairs)
     if sweep_rows:
         out.append(
             {
@@ -256,14 +348,48 @@ def _chart_specs(
     return out
 
 
-def _slo_load(ttft: float | None, tpot: float | None, report: ReportV2) -> float:
-    """The worse of p99 TTFT / limit and p99 TPOT / limit (≤ 1 meets the SLO)."""
+def _slo_load(ttft: float | None, tpot: float | None, report: ReportV2) -> float | None:
+    """The worse of p99 TTFT / limit and p99 TPOT / limit (≤ 1 meets the SLO); None when
+    neither p99 is finite."""
     ratios = []
     if ttft is not None:
         ratios.append(ttft / report.slo.ttft_p99_ms)
     if tpot is not None:
         ratios.append(tpot / report.slo.tpot_p99_ms)
-    return round(max(max(ratios), 1e-3), 6)
+    return round(max(max(ratios), 1e-3), 6) if ratios else None
+
+
+def _sweep_rows(report: ReportV2, pairs: list[tuple[str, ConfigAnalysis]]) -> list[dict[str, Any]]:
+    """One point per SLO-search probe, misses with their failure mode.
+
+    A probe that missed with an infinite p99 (failed requests reached the 99th percentile,
+    or it was stopped early) has no finite ratio for the limit it missed; it is drawn above
+    every finite point (at 1.5 × the largest ratio, at least 2) and marked ``off_scale``,
+    never left out or drawn below the SLO line.
+    """
+    rows: list[dict[str, Any]] = []
+    for n, c in pairs:
+        for p in c.config.sweep:
+            load = _slo_load(p.ttft_p99_ms, p.tpot_p99_ms, report)
+            off_scale = not p.slo_pass and (load is None or load <= 1.0)
+            rows.append(
+                {
+                    "name": n,
+                    "rate_rps": p.rate_rps,
+                    "slo_load": None if off_scale else load,
+                    "off_scale": off_scale,
+                    "ttft_p99_ms": p.ttft_p99_ms,
+                    "tpot_p99_ms": p.tpot_p99_ms,
+                    "verdict": "meets SLO" if p.slo_pass else "misses SLO",
+                    "outcome": probe_outcome(p),
+                }
+            )
+    finite = [r["slo_load"] for r in rows if r["slo_load"] is not None]
+    top = round(max(2.0, 1.5 * max(finite, default=1.0)), 6)
+    for r in rows:
+        if r["off_scale"]:
+            r["slo_load"] = top
+    return [r for r in rows if r["slo_load"] is not None]
 
 
 def _step(timeline: list[Any]) -> float:
@@ -272,8 +398,14 @@ def _step(timeline: list[Any]) -> float:
     return 1.0
 
 
-def render_report(report: ReportV2, file: str) -> RenderedReport:
-    """Render one report's page (Markdown) and collect its disagreement warnings."""
+def render_report(
+    report: ReportV2, file: str, spec_names: frozenset[str] = frozenset()
+) -> RenderedReport:
+    """Render one report's page (Markdown) and collect its disagreement warnings.
+
+    ``spec_names``: file names in the repository's ``specs/`` folder; the page says where
+    a spec named in the reproduce text is (see :func:`spec_locations`).
+    """
     analysis = analyse_report(report)
     names = _names(analysis)
     warnings = [
@@ -286,13 +418,17 @@ def render_report(report: ReportV2, file: str) -> RenderedReport:
         "names": names,
         "headline": _headline(report, analysis, names),
         "capacity": _capacity_rows(analysis, names),
-        "accuracy_stats": _accuracy_stats(analysis, names),
+        "accuracy_stats": _accuracy_stats(analysis, names, report.accuracy.threshold_pts),
         "conclusion": conclusion(analysis, report.fleet.cards),
         "charts": _chart_specs(report, analysis, names),
         "disagreements": [str(d) for d in analysis.disagreements],
         "setup": setup_sections(report),
         "throttle": throttle_rows(report, names),
+        "probes": probe_rows(report, names),
+        "repeats": repeat_rows(report, names),
         "reproduce": code_block(report.reproduce, "sh"),
+        "spec_note": _spec_note(spec_locations(report.reproduce, spec_names)),
+        "not_covered": unique_items(report.not_covered),
         "slo_ttft": num(report.slo.ttft_p99_ms, 0),
         "slo_tpot": num(report.slo.tpot_p99_ms, 0),
         "threshold": num(report.accuracy.threshold_pts),
@@ -307,6 +443,8 @@ def render_report(report: ReportV2, file: str) -> RenderedReport:
         demo=report.demo,
         hardware=f"{report.hardware.count}× {report.hardware.accelerator}",
         model=report.model.name,
+        outcome=outcome_brief(analysis),
+        updated=bool(report.updates),
         page=page,
         warnings=warnings,
     )

@@ -6,7 +6,7 @@ from typing import Any
 
 from tokenwatt.records import ReportV2
 from tokenwatt.site.escape import trusted
-from tokenwatt.site.fmt import DASH, num
+from tokenwatt.site.fmt import DASH, num, seconds
 
 Row = tuple[str, Any]
 
@@ -94,11 +94,11 @@ def setup_sections(report: ReportV2) -> list[dict[str, Any]]:
             {
                 "title": "Measurement and SLO search",
                 "rows": [
-                    ("Warm-up", trusted(f"{num(m.warmup_s, 0)} s")),
-                    ("Measurement window", trusted(f"{num(m.window_s, 0)} s")),
-                    ("Search window", trusted(f"{num(m.search_window_s, 0)} s")),
+                    ("Warm-up", seconds(m.warmup_s)),
+                    ("Measurement window", seconds(m.window_s)),
+                    ("Search window", seconds(m.search_window_s)),
                     ("Repeats", num(m.repeats, 0)),
-                    ("Request timeout", trusted(f"{num(m.request_timeout_s, 0)} s")),
+                    ("Request timeout", seconds(m.request_timeout_s)),
                     (
                         "Start rate / growth",
                         trusted(f"{num(s.start_rps, 2)} req/s × {num(s.growth, 2)}"),
@@ -123,7 +123,8 @@ def _suite_detail(report: ReportV2) -> list[Row]:
 def throttle_rows(report: ReportV2, names: list[str]) -> list[dict[str, Any]]:
     """Throttle-reason sample counts per configuration, as a share of samples when known.
 
-    Samples = repeats × window (s) × sampling rate (Hz), which needs the record's spec
+    Samples are the repeats' own counts (``repeats_detail[].power_samples``) when the record
+    has them, else repeats × window (s) × sampling rate (Hz) from the record's spec
     (seed: 2 × 120 s × 1 Hz = 240; 199 of 240 ≈ 83%).
     """
     samples = None
@@ -133,6 +134,9 @@ def throttle_rows(report: ReportV2, names: list[str]) -> list[dict[str, Any]]:
     rows = []
     for name, cfg in zip(names, report.configs, strict=True):
         total = None if samples is None else samples * cfg.repeats
+        counted = [r.power_samples for r in cfg.repeats_detail]
+        if counted and all(n is not None for n in counted):
+            total = sum(n or 0 for n in counted)  # the windows' own sample counts
         for reason, count in sorted(cfg.throttle_counts.items()):
             share = (
                 DASH

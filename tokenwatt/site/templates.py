@@ -72,7 +72,11 @@ def environment(folder: Path) -> Environment:
 
 @dataclass(frozen=True)
 class RenderedReport:
-    """One report's page, ready to write, plus what the index and terminal need."""
+    """One report's page, ready to write, plus what the index and terminal need.
+
+    ``outcome`` is the few-word verdict the index shows (recomputed by the analysis);
+    ``updated`` is True when the record carries update notices.
+    """
 
     id: str
     title: str
@@ -81,6 +85,8 @@ class RenderedReport:
     demo: bool
     hardware: str
     model: str
+    outcome: str
+    updated: bool
     page: str
     warnings: list[str]
 

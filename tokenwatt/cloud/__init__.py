@@ -1,1 +1,0 @@
-"""Stage package: cloud."""

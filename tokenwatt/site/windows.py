@@ -1,0 +1,88 @@
+"""Per-window tables of a report page: the SLO search's probes and the measurement repeats.
+
+The probes table says how each probe ended (met the SLO, or which failure mode missed it,
+stopped early, measured again); the repeats table gives each window's mean board power (W,
+summed over the GPUs), energy (J), tokens per joule (goodput tokens in the window ÷ the
+window's energy, DESIGN.md), throttle-reason sample counts and mean clocks (MHz). Every
+figure comes from the record's ``configs[].sweep`` and ``configs[].repeats_detail``;
+tokens per joule is recomputed here, never read from a record. Text from records (failure
+reasons, throttle-reason names) is data and is escaped by the template environment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenwatt.records import ReportV2
+from tokenwatt.records.report_v2 import ProbeV2, RepeatV2
+from tokenwatt.site.fmt import DASH, num, pct
+
+
+def probe_outcome(p: ProbeV2) -> str:
+    """How a probe ended: "meets the SLO", or its failure mode and reason (record text)."""
+    if p.slo_pass:
+        return "meets the SLO"
+    reason = p.failure_reason or "missed the SLO"
+    if p.stopped_early and "stopped" not in reason:
+        reason = f"{reason} (stopped early)"
+    return reason
+
+
+def probe_rows(report: ReportV2, names: list[str]) -> list[dict[str, Any]]:
+    """One row per SLO-search probe: configuration, rate (req/s), p99 TTFT/TPOT (ms), outcome."""
+    rows = []
+    for name, cfg in zip(names, report.configs, strict=True):
+        for p in cfg.sweep:
+            rows.append(
+                {
+                    "name": name,
+                    "rate": num(p.rate_rps, 2),
+                    "ttft": num(p.ttft_p99_ms, 1),
+                    "tpot": num(p.tpot_p99_ms, 1),
+                    "outcome": probe_outcome(p),
+                }
+            )
+    return rows
+
+
+def tokens_per_joule(r: RepeatV2) -> float | None:
+    """Goodput tokens in the window ÷ the window's energy (tok/J); None without both."""
+    if r.energy_j is None or r.window_s is None or r.energy_j <= 0:
+        return None
+    return r.goodput_tok_s * r.window_s / r.energy_j
+
+
+def _throttle(r: RepeatV2) -> str:
+    if not r.throttle_counts:
+        return "none" if r.power_samples else "—"
+    of = f" of {r.power_samples:,}" if r.power_samples else ""
+    return ", ".join(f"{k} {v:,}{of}" for k, v in sorted(r.throttle_counts.items()))
+
+
+def repeat_rows(report: ReportV2, names: list[str]) -> list[dict[str, Any]]:
+    """One row per measurement repeat at the found rate, with its power figures."""
+    rows = []
+    for name, cfg in zip(names, report.configs, strict=True):
+        for r in cfg.repeats_detail:
+            clocks = (
+                DASH
+                if r.sm_clock_mhz is None and r.mem_clock_mhz is None
+                else f"{num(r.sm_clock_mhz, 0)} / {num(r.mem_clock_mhz, 0)}"
+            )
+            rows.append(
+                {
+                    "name": name,
+                    "rate": num(r.rate_rps, 2),
+                    "goodput": num(r.goodput_tok_s, 1),
+                    "ttft": num(r.ttft_p99_ms, 1),
+                    "tpot": num(r.tpot_p99_ms, 1),
+                    "slo": "✓" if r.slo_pass else "✗",
+                    "attainment": pct(r.slo_attainment_pct),
+                    "power": num(r.mean_power_w, 0),
+                    "energy": num(r.energy_j, 0),
+                    "tpj": num(tokens_per_joule(r), 2),
+                    "throttle": _throttle(r),
+                    "clocks": clocks,
+                }
+            )
+    return rows
