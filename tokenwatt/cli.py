@@ -92,7 +92,11 @@ def _collect_options(func: F) -> F:
             "--out",
             type=click.Path(path_type=Path, dir_okay=False),
             required=True,
-            help="Run record to write (runs/X.json), atomically.",
+            help=(
+                "Run record to write (runs/X.json), atomically. Checked before measuring: "
+                "never the spec, suite or engine log; an existing file is replaced only "
+                "when it is a run record."
+            ),
         ),
         click.option(
             "--mode",
@@ -221,6 +225,13 @@ def run_command(**kwargs: Any) -> None:
     help="JSON Lines suite whose prompts it answers (right with probability --accuracy-p).",
 )
 @click.option("--accuracy-p", default=0.96, show_default=True, type=float)
+@click.option(
+    "--time-scale",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0.01, max=1000.0),
+    help="Multiply every step time (2: same behaviour at half the rates, half the CPU).",
+)
 @_errors_to_exit
 def sim(
     host: str,
@@ -230,12 +241,18 @@ def sim(
     model: str,
     accuracy_suite: Path | None,
     accuracy_p: float,
+    time_scale: float,
 ) -> None:
     """Serve a simulated engine (OpenAI-compatible API, /metrics) for trying the pipeline."""
     from tokenwatt.sim.serve import make_server, serve
 
     server = make_server(
-        profile, seed=seed, model=model, accuracy_suite=accuracy_suite, accuracy_p=accuracy_p
+        profile,
+        seed=seed,
+        model=model,
+        accuracy_suite=accuracy_suite,
+        accuracy_p=accuracy_p,
+        time_scale=time_scale,
     )
     serve(server, host, port)
 

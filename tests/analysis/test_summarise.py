@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -308,7 +309,11 @@ def test_summarise_is_deterministic() -> None:
 
 def test_slug() -> None:
     assert slug("Qwen3 on 1× H100: KV!") == "qwen3-on-1-h100-kv"
-    assert slug("×××") == "report"
+    # No ASCII letters: a stable short hash keeps distinct titles apart.
+    assert slug("×××") == "report-" + hashlib.sha256("×××".encode()).hexdigest()[:10]
+    ids = {slug(t) for t in ("Тест", "推理", "テスト", "×××", "")}
+    assert len(ids) == 5 and all(i.startswith("report-") for i in ids)
+    assert slug("推理") == slug("推理")
 
 
 def test_mbu_above_100_percent_is_not_shown_and_says_why() -> None:

@@ -59,9 +59,10 @@ def script(server: ScriptedServer, pieces: list[bytes]) -> None:
 async def test_streams_usage_tokens_and_timings(server: ScriptedServer) -> None:
     script(server, tokens_stream(4))
     started = time.perf_counter()
-    result = await one_window(config(server.base))
-    # The drain ends when the last in-window request does, not at the 5 s request timeout.
-    assert time.perf_counter() - started < 4
+    result = await one_window(config(server.base, request_timeout_s=30.0))
+    # The drain ends when the last in-window request does (0.3 s on a quiet machine), not at
+    # the 30 s request timeout; 10 s leaves room for a busy machine.
+    assert time.perf_counter() - started < 10
     window = [r for r in result.requests if r.in_window]
     assert window and all(r.ok for r in window)
     r = window[0]
@@ -200,8 +201,10 @@ async def test_a_stalled_stream_times_out(server: ScriptedServer) -> None:
 
     server.handler = handler
     started = time.perf_counter()
+    # 1 s: the first chunk must come before the timeout even on a busy machine (0.3 s did
+    # not); the stream then stalls forever, so only the timeout can end the window.
     result = await run_window(
-        config(server.base, request_timeout_s=0.3),
+        config(server.base, request_timeout_s=1.0),
         rate_rps=20,
         duration_s=0.3,
         warmup_s=0,
@@ -209,7 +212,7 @@ async def test_a_stalled_stream_times_out(server: ScriptedServer) -> None:
         seed=4,
     )
     assert window_request_count(20, 0, 0.3, 4) > 0
-    assert time.perf_counter() - started < 3
+    assert time.perf_counter() - started < 8
     window = [r for r in result.requests if r.in_window]
     assert window and {r.error for r in window} == {"timeout"}
     assert all(len(r.chunk_s) == 1 and r.first_token_s for r in window)  # the first token came
@@ -314,7 +317,7 @@ async def test_stop_early_ends_a_hopeless_probe(server: ScriptedServer) -> None:
         return web.Response(status=503)
 
     server.handler = handler
-    expected = window_request_count(100, 0.0, 5.0, 5)
+    expected = window_request_count(100, 0.0, 20.0, 5)
 
     def hopeless(requests: object, elapsed_s: float) -> bool:
         return missed_beyond_doubt(requests, expected, SLO)  # type: ignore[arg-type]
@@ -323,14 +326,15 @@ async def test_stop_early_ends_a_hopeless_probe(server: ScriptedServer) -> None:
     result = await run_window(
         config(server.base),
         rate_rps=100,
-        duration_s=5.0,
+        duration_s=20.0,
         warmup_s=0.0,
         requests=same(),
         seed=5,
         stop_early=hopeless,
         check_interval_s=0.05,
     )
-    assert time.perf_counter() - started < 4
+    # Well under a second on a quiet machine; 10 s (half the window) on a busy one.
+    assert time.perf_counter() - started < 10
     s = result.summary
     assert s.stopped_early and not s.slo_pass and "stopped_early" in (s.failure_reason or "")
     assert 0 < s.requests < expected
@@ -339,27 +343,32 @@ async def test_stop_early_ends_a_hopeless_probe(server: ScriptedServer) -> None:
 async def test_no_drift_in_sent_times(server: ScriptedServer) -> None:
     """The client sends on the fixed schedule: sent times follow scheduled ones, rate held.
 
-    600 requests at 200 req/s (3 s) by default; TOKENWATT_FULL_ARRIVALS=1 runs the issue's
-    10,000 (50 s). The schedule's own 10,000-request rate check is in test_arrivals.
+    600 requests at 100 req/s (6 s) by default: the client and the scripted server share
+    this process, and at 200 req/s a busy 2-core machine starved them into a real 7% lag.
+    TOKENWATT_FULL_ARRIVALS=1 runs the issue's 10,000 at 200 req/s (50 s). The schedule's
+    own 10,000-request rate check is in test_arrivals.
     """
-    seconds = 50.0 if os.environ.get("TOKENWATT_FULL_ARRIVALS") else 3.0
+    full = bool(os.environ.get("TOKENWATT_FULL_ARRIVALS"))
+    rate, seconds = (200.0, 50.0) if full else (100.0, 6.0)
     script(server, tokens_stream(1))
     result = await run_window(
-        config(server.base, max_concurrency=64), rate_rps=200, duration_s=seconds, warmup_s=0.0,
-        requests=same(), seed=11, keep_load_until_done=False,
+        # The server answers at once: a timeout would only measure a starved machine.
+        config(server.base, max_concurrency=64, request_timeout_s=30.0),
+        rate_rps=rate, duration_s=seconds,
+        warmup_s=0.0, requests=same(), seed=11, keep_load_until_done=False,
     )  # fmt: skip
     sent = np.array([r.sent_s for r in result.requests])
     scheduled = np.array([r.scheduled_s for r in result.requests])
-    assert len(sent) == len(poisson_schedule(200, seconds, 11)) > 500
+    assert len(sent) == len(poisson_schedule(rate, seconds, 11)) > 500
     # Drift is the slope of sent against scheduled (1 = on time); Theil-Sen, so that a few
     # sends delayed by a busy machine do not tilt it.
     slope = stats.theilslopes(sent - scheduled[0], scheduled - scheduled[0]).slope
     assert slope == pytest.approx(1.0, abs=0.01)
-    if seconds >= 50:
+    if full:
         # The issue's check: over 10,000 requests the achieved rate is within 1% of 200 req/s
-        # (1% is 0.5 s here; over 3 s one send delayed by a busy machine could exceed it).
+        # (1% is 0.5 s here; over 6 s one send delayed by a busy machine could exceed it).
         achieved = (len(sent) - 1) / (sent.max() - sent.min())
-        assert achieved == pytest.approx(200, rel=0.01)
+        assert achieved == pytest.approx(rate, rel=0.01)
     assert result.summary.errors == 0
 
 
@@ -396,7 +405,7 @@ async def test_a_failing_callback_stops_the_window_and_is_raised(server: Scripte
     started = time.perf_counter()
     with pytest.raises(RuntimeError, match="search bug"):
         await run_window(
-            config(server.base), rate_rps=50, duration_s=5, warmup_s=0, requests=same(), seed=1,
+            config(server.base), rate_rps=50, duration_s=20, warmup_s=0, requests=same(), seed=1,
             stop_early=broken, check_interval_s=0.05,
         )  # fmt: skip
-    assert time.perf_counter() - started < 3
+    assert time.perf_counter() - started < 10  # not the 20 s window (busy-machine margin)

@@ -109,10 +109,19 @@ def test_load_trace_reads_both_forms(tmp_path: Path) -> None:
         ('{"input_tokens": -1, "output_tokens": 3}', "input_tokens must be"),
         ('{"prompt": "x", "max_tokens": 3, "temperature": 0}', "got keys"),
         ('{"prompt": "x", "max_tokens": 3, "id": 5}', "id must be a string"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"input_tokens": 10000000000, "output_tokens": 3}', "input_tokens must be at most"),
+        ('{"input_tokens": 3, "output_tokens": 1048577}', "output_tokens must be at most"),
+        ('{"prompt": "x", "max_tokens": 10000000000}', "max_tokens must be at most"),
+        ('{"prompt": [5], "max_tokens": 1048576}', None),
+        (json.dumps({"prompt": [5] * 1_048_577, "max_tokens": 1}), "more than 1,048,576"),
     ],
 )
-def test_bad_trace_lines_name_file_and_line(tmp_path: Path, line: str, message: str) -> None:
+def test_bad_trace_lines_name_file_and_line(tmp_path: Path, line: str, message: str | None) -> None:
     path = write(tmp_path, [json.dumps({"prompt": "ok", "max_tokens": 1}), line])
+    if message is None:  # the cap itself is allowed
+        assert len(load_trace(path, vocab_size=100)) == 2
+        return
     with pytest.raises(InputError, match=message) as info:
         load_trace(path, vocab_size=100)
     problem = info.value.problems[0]

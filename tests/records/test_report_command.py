@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,28 @@ def test_demo_flag_allows_smoke_runs(workdir: Path) -> None:
     report = load_report(workdir / "reports" / "demo-kv.json")
     assert report.demo
     assert report.reproduce.endswith("--title Demo --id demo-kv --demo")
+
+
+@pytest.mark.parametrize(
+    ("finished", "message"),
+    [
+        ("2020-01-01T00:00:00Z", "is before started"),
+        ("2099-01-01T00:00:00", "must both carry a UTC offset, or neither"),
+    ],
+)
+def test_a_run_that_finished_before_it_started_is_refused(
+    workdir: Path, finished: str, message: str
+) -> None:
+    good = make_run()
+    assert good.finished is not None and good.started.tzinfo is not None
+    path = _write(workdir / "runs", good)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["finished"] = finished
+    path.write_text(json.dumps(data), encoding="utf-8")
+    tuned = _write(workdir / "runs", tuned_run())
+    files = [f"runs/{path.name}", f"runs/{tuned.name}"]
+    result = CliRunner().invoke(cli, ["report", *files, "--title", "T"])
+    assert result.exit_code == 2, result.output
+    assert f"error: runs/{path.name}: finished: " in result.output
+    assert message in result.output
+    assert not (workdir / "reports").exists()

@@ -104,3 +104,30 @@ def test_power_grows_with_the_batch_and_is_capped() -> None:
     assert p.power_w(0) == p.idle_power_w
     assert p.power_w(10) > p.power_w(1) > p.power_w(0)
     assert p.power_w(10_000) == p.max_power_w
+
+
+def test_a_slowed_profile_is_the_same_story_at_a_scaled_clock() -> None:
+    """``--time-scale k``: arrivals k times further apart give every time k times larger."""
+    base = PROFILES["bf16-kv"]
+    slow = base.slowed(2.0)
+    assert slow.step_ms(7, 30) == pytest.approx(2 * base.step_ms(7, 30))
+    assert slow.kv_capacity_tokens == base.kv_capacity_tokens
+    t = np.cumsum(np.random.default_rng(5).exponential(1 / 60.0, 200))  # 60 req/s, s
+    fast = simulate(base, [(x * 1e3, 16, 16) for x in t])
+    slowed = simulate(slow, [(x * 2e3, 16, 16) for x in t])
+    for a, b in zip(fast, slowed, strict=True):
+        assert a.first_token_ms is not None and b.first_token_ms is not None
+        assert b.first_token_ms == pytest.approx(2 * a.first_token_ms)
+        assert b.last_token_ms == pytest.approx(2 * a.last_token_ms)  # type: ignore[operator]
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="time scale"):
+            base.slowed(bad)
+
+
+def test_sim_time_scale_option_is_checked() -> None:
+    from tokenwatt.errors import InputError
+    from tokenwatt.sim.serve import make_server
+
+    assert make_server("fp8-kv", time_scale=3.0).profile.step_base_ms == pytest.approx(126.0)
+    with pytest.raises(InputError, match="--time-scale"):
+        make_server("fp8-kv", time_scale=float("nan"))

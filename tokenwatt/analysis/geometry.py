@@ -175,6 +175,14 @@ class ParameterCounts:
         return out
 
 
+MAX_CONFIG_INT = 2**31 - 1
+"""Largest integer a config field may hold: Hugging Face configs are int32-sized; beyond it
+the byte counts lose meaning (and ``num_hidden_layers`` would drive a loop that long)."""
+
+MAX_LAYERS = 100_000
+"""Largest ``num_hidden_layers`` accepted (today's largest models have under 200 layers)."""
+
+
 def _problem(source: str, field: str, message: str) -> InputError:
     return InputError([Problem(source, field, message)])
 
@@ -193,7 +201,7 @@ class _Reader:
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
 
-    def int_(self, key: str, *, minimum: int = 1) -> int:
+    def int_(self, key: str, *, minimum: int = 1, maximum: int = MAX_CONFIG_INT) -> int:
         if key not in self.data or self.data[key] is None:
             raise _problem(self.source, self.field(key), "missing: the model config needs it")
         value = self.data[key]
@@ -203,6 +211,10 @@ class _Reader:
             )
         if value < minimum:
             raise _problem(self.source, self.field(key), f"must be at least {minimum}, got {value}")
+        if value > maximum:
+            raise _problem(
+                self.source, self.field(key), f"must be at most {maximum:,}, got {value:,}"
+            )
         return value
 
     def opt_int(self, key: str, default: int, *, minimum: int = 0) -> int:
@@ -275,15 +287,33 @@ def _moe_layers(r: _Reader, layers: int) -> int:
     (i + 1) % ``decoder_sparse_step`` == 0. DeepSeek: layer i is sparse when
     i ≥ ``first_k_dense_replace`` and i % ``moe_layer_freq`` == 0. Mixtral: every layer.
     """
-    dense_only = set(r.int_list("mlp_only_layers"))
+    listed = r.int_list("mlp_only_layers")
+    bad = sorted({i for i in listed if not 0 <= i < layers})
+    if bad:
+        raise _problem(
+            r.source,
+            r.field("mlp_only_layers"),
+            f"layer indices {bad[:5]} are outside the model's layers 0..{layers - 1}",
+        )
+    if len(set(listed)) != len(listed):
+        raise _problem(r.source, r.field("mlp_only_layers"), "lists a layer more than once")
+    dense_only = set(listed)
     step = r.opt_int("decoder_sparse_step", 1, minimum=1)
     first_dense = r.opt_int("first_k_dense_replace", 0)
     freq = r.opt_int("moe_layer_freq", 1, minimum=1)
-    return sum(
+    count = sum(
         1
         for i in range(layers)
         if i not in dense_only and (i + 1) % step == 0 and i >= first_dense and i % freq == 0
     )
+    if count == 0:
+        raise _problem(
+            r.source,
+            r.field("num_hidden_layers"),
+            f"a MoE config whose layout (mlp_only_layers, decoder_sparse_step, "
+            f"first_k_dense_replace, moe_layer_freq) leaves none of the {layers} layers sparse",
+        )
+    return count
 
 
 def geometry_from_config(config: Mapping[str, Any], source: str) -> ModelGeometry:
@@ -313,7 +343,7 @@ def geometry_from_config(config: Mapping[str, Any], source: str) -> ModelGeometr
             "multi-head latent attention (DeepSeek-V2/V3 style) stores a compressed KV cache; "
             "its KV and weight formulas are not covered yet",
         )
-    layers = r.int_("num_hidden_layers")
+    layers = r.int_("num_hidden_layers", maximum=MAX_LAYERS)
     heads = r.int_("num_attention_heads")
     hidden = r.int_("hidden_size")
     vocab = r.int_("vocab_size")

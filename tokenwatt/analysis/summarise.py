@@ -69,9 +69,18 @@ _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
 def slug(text: str) -> str:
-    """A report id from a title: lower-case ASCII letters and digits joined by ``-``."""
-    out = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return out[:120].rstrip("-") or "report"
+    """A report id from a title: lower-case ASCII letters and digits joined by ``-``.
+
+    A title with no ASCII letter or digit (``"Тест"``, ``"推理"``) gets ``report-`` and the
+    first 10 hex digits of the SHA-256 of its UTF-8 text: distinct titles get distinct ids,
+    and the same title always the same one.
+    """
+    import hashlib
+
+    out = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:120].rstrip("-")
+    if out:
+        return out
+    return "report-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
 
 
 def report_command(

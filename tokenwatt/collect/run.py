@@ -26,6 +26,7 @@ from tokenwatt import __version__
 from tokenwatt.collect.modes import PRESETS, Mode
 from tokenwatt.collect.progress import Progress
 from tokenwatt.collect.runfile import (
+    check_run_options,
     environment_from,
     git_commit,
     load_run_spec,
@@ -450,6 +451,15 @@ def collect(opts: CollectOptions) -> RunRecord:
     suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
     if suite is not None and not suite.is_file():
         raise InputError([Problem(str(opts.spec_path), "accuracy.suite", f"no such file: {suite}")])
+    check_run_options(
+        label=opts.label,
+        role=opts.role,
+        mode=opts.mode,
+        out=opts.out,
+        spec_path=opts.spec_path,
+        suite=suite,
+        engine_log=opts.engine_log,
+    )
     warnings = scan_engine_log(opts.engine_log) if opts.engine_log is not None else []
     info = probe_engine(spec.engine.endpoint, api_key)
     run = _Run(opts, spec, api_key)

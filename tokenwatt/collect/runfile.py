@@ -129,3 +129,97 @@ def environment_from(info: EngineInfo, meter: Any, spec: Spec) -> Environment:
             }
         )
     return env
+
+
+RUN_RECORD_KEYS = frozenset({"schema_version", "tool", "label", "role", "spec", "fingerprint"})
+"""Top-level keys every run record has: an existing ``--out`` with them may be replaced."""
+
+
+def _is_run_record(path: Path) -> bool:
+    """Whether ``path`` holds a run record (a JSON object with the run record's keys)."""
+    import json
+
+    try:
+        with path.open("rb") as f:
+            head = f.read(1)
+            if head != b"{":
+                return False
+            data = json.loads(head + f.read())
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and data.keys() >= RUN_RECORD_KEYS
+
+
+def _same_file(a: Path, b: Path | None) -> bool:
+    if b is None:
+        return False
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
+def check_run_options(
+    *,
+    label: str,
+    role: str,
+    mode: str,
+    out: Path,
+    spec_path: Path,
+    suite: Path | None = None,
+    engine_log: Path | None = None,
+) -> None:
+    """Refuse bad collect options before anything is measured (all problems at once).
+
+    ``--out`` must not be the spec, the accuracy suite, the engine log, a folder, or any
+    other existing file that is not a run record; its folder must exist (or be creatable
+    under an existing folder) and be writable. An existing *run record* is replaced by
+    design: re-measuring a configuration into the same file updates it (git keeps the old
+    one), and the run rewrites its own checkpoints there anyway.
+
+    Raises:
+        InputError: one Problem per bad option, named ``--label``, ``--role``, ``--mode``,
+            ``--out``.
+    """
+    problems: list[Problem] = []
+    if not label.strip():
+        problems.append(Problem("--label", "label", "must not be empty or blank"))
+    if role not in ("baseline", "tuned"):
+        problems.append(Problem("--role", "role", f"{role!r} is not one of baseline, tuned"))
+    if mode not in ("smoke", "quick", "full"):
+        problems.append(Problem("--mode", "mode", f"{mode!r} is not one of smoke, quick, full"))
+    problems.extend(_out_problems(out, spec_path, suite, engine_log))
+    if problems:
+        raise InputError(problems)
+
+
+def _out_problems(
+    out: Path, spec_path: Path, suite: Path | None, engine_log: Path | None
+) -> list[Problem]:
+    where = str(out)
+    for name, other in (("spec", spec_path), ("accuracy suite", suite), ("engine log", engine_log)):
+        if _same_file(out, other):
+            return [Problem(where, "--out", f"is the {name}; the run record would replace it")]
+    if out.is_dir():
+        return [Problem(where, "--out", "is a folder; give a file name such as runs/X.json")]
+    if out.exists() or out.is_symlink():
+        if not out.is_file():
+            return [Problem(where, "--out", "exists and is not a regular file")]
+        if not _is_run_record(out):
+            return [
+                Problem(where, "--out", "exists and is not a run record; refusing to replace it")
+            ]
+    parent = out.parent
+    while not parent.exists():
+        if parent.parent == parent:
+            break
+        parent = parent.parent
+    if not parent.is_dir():
+        return [Problem(where, "--out", f"{parent} is not a folder")]
+    try:  # os.access says yes to root on read-only mounts: try a real file
+        fd, probe = tempfile.mkstemp(prefix=".tokenwatt-probe.", dir=parent)
+        os.close(fd)
+        Path(probe).unlink()
+    except OSError as exc:
+        return [Problem(where, "--out", f"folder {parent} is not writable ({exc.strerror})")]
+    return []

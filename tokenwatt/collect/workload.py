@@ -121,6 +121,12 @@ def chat_mix_v1(
         yield RequestSpec(prompt=prompt, max_tokens=n_out)
 
 
+MAX_TRACE_TOKENS = 1_048_576
+"""Cap on a trace entry's token counts (input, output, prompt ids), in tokens: 2**20, above
+any served context window of today's models (1M tokens); larger values are typos, and
+drawing that many random ids would need gigabytes (10**10 ids: 74.5 GiB)."""
+
+
 def _bad(path: Path, line: int, message: str) -> InputError:
     return InputError([Problem(str(path), f"line {line}", message)])
 
@@ -140,6 +146,8 @@ def _trace_entry(
         value = obj[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise _bad(path, line, f"{key} must be a positive integer, got {value!r}")
+        if value > MAX_TRACE_TOKENS:
+            raise _bad(path, line, f"{key} must be at most {MAX_TRACE_TOKENS:,}, got {value:,}")
         return value
 
     if keys == {"prompt", "max_tokens"}:
@@ -149,6 +157,10 @@ def _trace_entry(
         )
         if not (isinstance(prompt, str) or ids_ok) or not prompt:
             raise _bad(path, line, "prompt must be a non-empty string or list of token ids")
+        if isinstance(prompt, list) and len(prompt) > MAX_TRACE_TOKENS:
+            raise _bad(
+                path, line, f"prompt has {len(prompt):,} token ids, more than {MAX_TRACE_TOKENS:,}"
+            )
         return RequestSpec(prompt=prompt, max_tokens=positive_int("max_tokens"), id=entry_id)
     if keys == {"input_tokens", "output_tokens"}:
         n_in = positive_int("input_tokens")
@@ -175,8 +187,8 @@ def load_trace(
     ``seed``), optionally with a string ``"id"``.
 
     Raises:
-        InputError: unreadable file, bad JSON or a bad entry (naming file and line), or an
-            empty trace.
+        InputError: unreadable file, bad or too deeply nested JSON, a bad entry or a token
+            count above :data:`MAX_TRACE_TOKENS` (naming file and line), or an empty trace.
     """
     path = Path(path)
     try:
@@ -192,6 +204,8 @@ def load_trace(
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise _bad(path, number, f"not valid JSON: {exc.msg}") from exc
+        except RecursionError as exc:
+            raise _bad(path, number, "JSON nested too deeply") from exc
         entries.append(_trace_entry(path, number, obj, rng, vocab_size))
     if not entries:
         raise InputError([Problem(str(path), "", "the trace has no requests")])

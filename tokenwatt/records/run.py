@@ -5,10 +5,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tokenwatt.records.accuracy import AccuracyResult
 from tokenwatt.records.base import (
+    FieldValueError,
     NonEmptyStr,
     NonNegFloat,
     NonNegInt,
@@ -132,3 +133,18 @@ class RunRecord(StrictModel):
     accuracy: AccuracyResult | None = None
     engine_warnings: list[str] = Field(default_factory=list)
     not_covered: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _finished_after_started(self) -> RunRecord:
+        if self.finished is None:
+            return self
+        if (self.finished.tzinfo is None) != (self.started.tzinfo is None):
+            raise FieldValueError(
+                "finished", "started and finished must both carry a UTC offset, or neither"
+            )
+        if self.finished < self.started:
+            raise FieldValueError(
+                "finished",
+                f"{self.finished.isoformat()} is before started ({self.started.isoformat()})",
+            )
+        return self

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,25 @@ class Profile:
             self.step_base_ms
             + self.step_per_seq_ms * batch
             + self.prefill_ms_per_token * new_prompt_tokens
+        )
+
+    def slowed(self, factor: float) -> Profile:
+        """This profile with every duration (step base, per request, per prompt token)
+        multiplied by ``factor``: the same queueing story at ``1 / factor`` the rates.
+
+        A slower simulator needs less CPU per simulated second, so the scheduling jitter of
+        a busy machine is smaller next to its step times (the end-to-end tests use 2).
+
+        Raises:
+            ValueError: ``factor`` is not a finite number > 0.
+        """
+        if not (math.isfinite(factor) and factor > 0):
+            raise ValueError(f"the time scale must be a finite number > 0, got {factor}")
+        return replace(
+            self,
+            step_base_ms=self.step_base_ms * factor,
+            step_per_seq_ms=self.step_per_seq_ms * factor,
+            prefill_ms_per_token=self.prefill_ms_per_token * factor,
         )
 
     def power_w(self, batch: int) -> float:

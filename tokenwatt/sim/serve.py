@@ -20,11 +20,15 @@ def make_server(
     model: str = "tokenwatt-sim",
     accuracy_suite: Path | None = None,
     accuracy_p: float = 0.96,
+    time_scale: float = 1.0,
 ) -> SimServer:
     """Build a :class:`SimServer` from command-line values.
 
+    ``time_scale`` multiplies the profile's step times (see :meth:`Profile.slowed`).
+
     Raises:
-        InputError: unknown profile, unreadable or malformed suite, p outside [0, 1].
+        InputError: unknown profile, unreadable or malformed suite, p outside [0, 1],
+            a time scale that is not a finite number > 0.
     """
     if profile not in PROFILES:
         known = ", ".join(sorted(PROFILES))
@@ -32,7 +36,11 @@ def make_server(
     answers = None
     if accuracy_suite is not None:
         answers = SuiteAnswers(load_suite(accuracy_suite), accuracy_p, seed)
-    return SimServer(PROFILES[profile], seed=seed, model=model, answers=answers)
+    try:
+        chosen = PROFILES[profile] if time_scale == 1.0 else PROFILES[profile].slowed(time_scale)
+    except ValueError as exc:
+        raise InputError([Problem("--time-scale", "", str(exc))]) from exc
+    return SimServer(chosen, seed=seed, model=model, answers=answers)
 
 
 def serve(sim: SimServer, host: str = "127.0.0.1", port: int = 8000) -> None:

@@ -1,0 +1,116 @@
+"""Bad collect options are refused before anything is measured: exit 2, nothing written.
+
+Every case points ``--endpoint`` at a closed port: had the check come after the engine
+probe, the exit would be 1 ("cannot reach the engine"), not 2.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tokenwatt.cli import cli
+from tokenwatt.collect.runfile import check_run_options
+from tokenwatt.errors import InputError
+
+REPO = Path(__file__).resolve().parents[2]
+CLOSED = "http://127.0.0.1:9"
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    shutil.copy(REPO / "specs" / "sim-demo.spec.yaml", tmp_path)
+    shutil.copy(REPO / "specs" / "sim-suite.jsonl", tmp_path)
+    (tmp_path / "engine.log").write_text("INFO started\n")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _collect(*args: str) -> tuple[int, str]:
+    base = ["collect", "--spec", "sim-demo.spec.yaml", "--role", "baseline"]
+    result = CliRunner().invoke(cli, [*base, "--endpoint", CLOSED, "--no-progress", *args])
+    return result.exit_code, result.output
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [
+        ("sim-demo.spec.yaml", "is the spec"),
+        ("sim-suite.jsonl", "is the accuracy suite"),
+        ("engine.log", "is the engine log"),
+        ("notes.json", "is not a run record"),
+        ("engine.log/x.json", "is not a folder"),
+    ],
+)
+def test_out_that_is_an_input_or_a_foreign_file_is_refused(
+    here: Path, out: str, message: str
+) -> None:
+    (here / "notes.json").write_text('{"mine": true}\n')
+    before = _snapshot(here)
+    code, output = _collect("--label", "x", "--out", out, "--engine-log", "engine.log")
+    assert code == 2, output
+    assert f"{out}: --out: " in output and message in output
+    assert "cannot reach the engine" not in output
+    assert _snapshot(here) == before
+
+
+def test_out_in_an_unwritable_folder_is_refused_before_measuring(here: Path) -> None:
+    code, output = _collect("--label", "x", "--out", "/proc/tokenwatt/run.json")
+    assert code == 2, output
+    assert "/proc/tokenwatt/run.json: --out: folder /proc is not writable" in output
+
+
+@pytest.mark.parametrize("label", ["", "   "])
+def test_empty_label_is_a_clear_error(here: Path, label: str) -> None:
+    code, output = _collect("--label", label, "--out", "run.json")
+    assert code == 2, output
+    assert "--label: label: must not be empty or blank" in output
+    assert "Traceback" not in output and "validation error" not in output
+    assert not (here / "run.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "message"),
+    [("", "at least 1 character"), ("ftp://x", "must start with http:// or https://")],
+)
+def test_bad_endpoint_is_a_clear_error(here: Path, endpoint: str, message: str) -> None:
+    args = ["collect", "--spec", "sim-demo.spec.yaml", "--role", "baseline", "--label", "x"]
+    result = CliRunner().invoke(cli, [*args, "--out", "run.json", "--endpoint", endpoint])
+    assert result.exit_code == 2, result.output
+    assert "--endpoint: endpoint: " in result.output and message in result.output
+    assert not (here / "run.json").exists()
+
+
+def test_bad_role_and_mode_from_the_library_are_named(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as info:
+        check_run_options(
+            label="x",
+            role="tunde",
+            mode="slow",
+            out=tmp_path / "run.json",
+            spec_path=tmp_path / "s.yaml",
+        )
+    fields = [(p.file, p.field) for p in info.value.problems]
+    assert fields == [("--role", "role"), ("--mode", "mode")]
+
+
+def test_an_existing_run_record_may_be_replaced(tmp_path: Path) -> None:
+    keys = ("schema_version", "tool", "label", "role", "spec", "fingerprint")
+    old = tmp_path / "run.json"
+    old.write_text(json.dumps({k: 1 for k in keys}))
+    check_run_options(
+        label="x", role="baseline", mode="quick", out=old, spec_path=tmp_path / "s.yaml"
+    )
+    old.write_text(json.dumps({k: 1 for k in keys[:-1]}))
+    with pytest.raises(InputError, match="not a run record"):
+        check_run_options(
+            label="x", role="baseline", mode="quick", out=old, spec_path=tmp_path / "s.yaml"
+        )
