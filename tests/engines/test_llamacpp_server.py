@@ -133,8 +133,9 @@ async def test_scraper_sees_running_and_deferred_requests(
     before = await _predicted_total(llamacpp_server.base_url)
     scraper = MetricsScraper(llamacpp_server.endpoint, interval_s=0.05)
     await scraper.start()
-    # Six requests on four slots: two wait ("deferred") until a slot frees up.
-    sent = await _concurrent_streams(llamacpp_server.base_url, 6, 768, _prompt(tiny_model, 8))
+    # Twelve requests on four slots: the later ones wait ("deferred") until a slot frees up,
+    # even when a busy machine starts the streams some milliseconds apart.
+    sent = await _concurrent_streams(llamacpp_server.base_url, 12, 768, _prompt(tiny_model, 8))
     metrics = await scraper.stop()
 
     assert scraper.failed == 0, scraper.last_error
