@@ -147,7 +147,8 @@ def _collect(
 ) -> None:
     import shlex
 
-    from tokenwatt.collect.run import CollectOptions, collect
+    from tokenwatt.collect.options import CollectOptions
+    from tokenwatt.collect.run import collect
 
     record = collect(
         CollectOptions(

@@ -20,7 +20,8 @@ import httpx
 import pytest
 from sim_process import REPO, SimProcess, start_sim
 
-from tokenwatt.collect.run import CollectOptions, _Run
+from tokenwatt.collect.options import CollectOptions
+from tokenwatt.collect.run import _Run
 from tokenwatt.collect.runfile import load_run_spec
 
 SPEC = REPO / "tests" / "fixtures" / "sim.spec.yaml"

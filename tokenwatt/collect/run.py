@@ -18,12 +18,12 @@ import asyncio
 import contextlib
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from tokenwatt import __version__
-from tokenwatt.collect.modes import PRESETS, Mode
+from tokenwatt.collect.modes import PRESETS
+from tokenwatt.collect.options import CollectOptions
 from tokenwatt.collect.progress import Progress
 from tokenwatt.collect.runfile import (
     check_run_options,
@@ -57,7 +57,6 @@ from tokenwatt.records.run import (
 from tokenwatt.records.spec import Spec, fingerprint
 from tokenwatt.records.window import WindowSummary
 
-Role = Literal["baseline", "tuned"]
 FAST_WARMUP_AFTER_PASS = 10 / 45
 """``--fast-search``: warm-up after a passing probe, as a share of ``warmup_s`` (10 of 45 s)."""
 FAST_SCOUT_WINDOW = 15 / 60
@@ -71,44 +70,6 @@ REPEAT_SEED_STRIDE = 1000
 """Repeat *i* uses arrival seed ``workload.seed + 1000 × (i + 1)``: a fresh Poisson sample,
 while every search probe reuses ``workload.seed`` (common random numbers make pass/fail
 smoother in rate)."""
-
-
-@dataclass
-class CollectOptions:
-    """What ``tokenwatt collect`` was asked to do.
-
-    Attributes:
-        spec_path: the benchmark spec (YAML).
-        label: the configuration's name (e.g. ``vllm-fp8kv``).
-        role: ``baseline`` or ``tuned``.
-        out: the run record to write.
-        mode: ``smoke``, ``quick`` or ``full`` (see :mod:`tokenwatt.collect.modes`).
-        engine_log: an engine log to scan for known warnings.
-        endpoint: overrides ``engine.endpoint``.
-        kv_dtype: overrides ``model.kv_dtype`` (a per-configuration setting, outside the
-            fingerprint), so two configurations can share one spec.
-        accuracy: run the accuracy suite when the spec names one.
-        command: the command line, stored in the record for the report's reproduce block.
-        progress: show the live display on stderr.
-        fast_search: the cheaper search of ``benchmarks/search_cost.py`` (about half the
-            GPU time there): shorter warm-ups after a passing probe, short "scout" windows
-            while the verdict is not close, geometric bisection until the bracket is 5%
-            wide. Off by default: DESIGN.md's search is the default.
-    """
-
-    spec_path: Path
-    label: str
-    role: Role
-    out: Path
-    mode: Mode = "quick"
-    engine_log: Path | None = None
-    endpoint: str | None = None
-    kv_dtype: str | None = None
-    accuracy: bool = True
-    command: str = ""
-    progress: bool = True
-    fast_search: bool = False
-    environ: dict[str, str] | None = field(default=None, repr=False)
 
 
 class EngineDiedError(EngineError):
