@@ -192,10 +192,11 @@ async def test_scraper_sees_a_full_kv_cache_queue_and_preemptions(
     assert scraper.failed == 0, scraper.last_error
     assert metrics.scrapes >= 3, "no scrape between the first and the last"
     assert 1 <= max(s.running or 0 for s in scraper.scrapes) <= VLLM_MAX_NUM_SEQS
-    # Preemptions are a counter, so the last scrape always sees them; the gauges are
-    # sampled every 0.1 s and may miss the very peak, so they are held to less.
+    # Preemptions are a counter, so the last scrape always sees them: the proof that the
+    # cache filled. The gauges are sampled and can miss the peak (40% seen in one CI run
+    # with a preemption), so they are only required to have been read while busy.
     assert metrics.preemptions is not None and metrics.preemptions >= 1
-    assert metrics.kv_usage_max_pct is not None and metrics.kv_usage_max_pct >= 50
+    assert metrics.kv_usage_max_pct is not None and metrics.kv_usage_max_pct > 0
     assert metrics.running_mean is not None and metrics.running_mean > 0
     assert engine_under_pressure(metrics) is True
     # Preempted sequences are recomputed, not lost: every asked-for token was generated.
