@@ -1,7 +1,8 @@
 """Suite-wide fixtures and the strict-skip rule for CI.
 
 Tests that need a part this machine may lack (Debian's chromium, the vLLM virtual
-environment) skip with a reason on a developer's machine. Under ``TOKENWATT_STRICT_SKIPS=1``
+environment, the GSM8K copy in ``../shared`` beside the clone) skip with a reason on a
+developer's machine. Under ``TOKENWATT_STRICT_SKIPS=1``
 (set by ``.ci/run``) such a skip fails the run instead, so CI cannot go green without them.
 """
 
@@ -15,7 +16,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
 
-_STRICT_MARKERS = ("browser", "engine", "vllm")
+_STRICT_MARKERS = ("browser", "engine", "vllm", "gsm8k")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -28,14 +28,17 @@ from tokenwatt.collect.suites import (
 )
 from tokenwatt.errors import InputError
 
+# Skips without ../shared/data/gsm8k; under TOKENWATT_STRICT_SKIPS=1 (CI) that fails.
+pytestmark = pytest.mark.gsm8k
+
 GSM8K = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "gsm8k"
 
 
 @pytest.fixture(scope="module")
 def gsm8k() -> Path:
-    """The GSM8K copy beside the clone: CI always has it, so its absence is a failure."""
+    """The GSM8K copy beside the clone (never committed); CI always has it."""
     if not (GSM8K / "test.jsonl").is_file():
-        pytest.fail(f"{GSM8K} must hold GSM8K's test.jsonl and train-first200.jsonl")
+        pytest.skip(f"{GSM8K} must hold GSM8K's test.jsonl and train-first200.jsonl")
     return GSM8K
 
 
