@@ -148,6 +148,7 @@ def test_metrics_page_has_the_names_the_collector_reads(vllm_server: EngineServe
     assert PREEMPTION_COUNTER_NAMES[0] in names
 
 
+@pytest.mark.stress
 async def test_scraper_sees_a_full_kv_cache_queue_and_preemptions(
     vllm_server: EngineServer, tiny_model: TinyModel
 ) -> None:
@@ -233,6 +234,7 @@ async def _classified_window(
     return classify_failure(result.summary, metrics, slo=slo), metrics
 
 
+@pytest.mark.stress
 async def test_both_failure_modes_on_a_real_engine(
     vllm_server: EngineServer, tiny_model: TinyModel
 ) -> None:
