@@ -67,6 +67,7 @@ class FakeGpu:
     lost_at: float | None = None
     event_reasons_supported: bool = True
     memory_total: int = 85_520_809_984
+    power_limit_w: float = 700.0
     reads: int = field(default=0)
 
     def power_w(self, t: float) -> float:
@@ -141,6 +142,9 @@ class FakeNvml:
         def nvmlDeviceGetMemoryInfo(handle: Any, version: Any = None) -> Any:
             return types.SimpleNamespace(total=state._gpu(handle).memory_total)
 
+        def nvmlDeviceGetEnforcedPowerLimit(handle: Any) -> int:
+            return round(state._gpu(handle).power_limit_w * 1000)
+
         def nvmlDeviceGetMigMode(device: Any) -> list[int]:
             gpu = state._gpu(device)
             if not gpu.mig_supported:
@@ -203,6 +207,7 @@ class FakeNvml:
             nvmlDeviceGetPciInfo,
             nvmlDeviceGetMemoryInfo,
             nvmlDeviceGetMigMode,
+            nvmlDeviceGetEnforcedPowerLimit,
             nvmlDeviceGetTotalEnergyConsumption,
             nvmlDeviceGetFieldValues,
             nvmlDeviceGetPowerUsage,

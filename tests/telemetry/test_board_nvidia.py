@@ -214,3 +214,19 @@ def test_unsupported_clock_does_not_cost_the_sample(
     meter.close()
     assert w.valid and w.samples == 5 and w.sm_clock_mhz_mean is None
     assert w.temperature_c_max == 60
+
+
+def test_board_power_above_1_3x_the_enforced_limit_invalidates_the_window(
+    clock: ManualClock,
+) -> None:
+    """NVML's enforced power limit (mW) bounds plausible readings: 1,000 W on a board limited
+    to 700 W is not physical; 900 W on it is."""
+    hot, _ = _meter(clock, [_gpu(0, trace=SineTrace(mean_w=1000.0), power_limit_w=700.0)])
+    assert hot.identity().power_limit_w == 700.0
+    w = run_window(hot, clock, 10.0)
+    assert not w.valid
+    assert any("above 1.3× the power limit of 700 W" in r for r in w.invalid_reasons)
+    hot.close()
+    warm, _ = _meter(clock, [_gpu(0, trace=SineTrace(mean_w=900.0), power_limit_w=700.0)])
+    assert run_window(warm, clock, 10.0).valid
+    warm.close()

@@ -9,7 +9,9 @@ against synthetic traces with known integrals:
   ``integrated`` (DESIGN.md, "Board power / energy");
 - validity: a counter that goes backwards (driver reload) invalidates the window's energy;
   a gap between power samples longer than :data:`MAX_SAMPLE_GAP_S` invalidates the power
-  figure; both are written to ``invalid_reasons`` and never patched;
+  figure; implausible readings (negative, outside the device's band, a frozen counter:
+  :mod:`tokenwatt.analysis.power_validity`) invalidate it too; all are written to
+  ``invalid_reasons`` and never patched;
 - throttle counts: for each clock-event reason, the number of samples that had it set
   (DESIGN.md, "Throttle counts"; seed: 199 of 240 one-second samples ≈ 83%).
 """
@@ -25,6 +27,7 @@ from typing import Literal
 
 import numpy as np
 
+from tokenwatt.analysis.power_validity import plausibility_problems
 from tokenwatt.records.power import PowerScope, PowerWindow
 
 MAX_SAMPLE_GAP_S = 3.0
@@ -238,6 +241,7 @@ def summarize_window(
     notes: Sequence[str] = (),
     max_gap_s: float = MAX_SAMPLE_GAP_S,
     max_timeline_points: int = MAX_TIMELINE_POINTS,
+    power_limit_w: float | None = None,
 ) -> PowerWindow:
     """Turn one window's samples into the run record's :class:`PowerWindow`.
 
@@ -247,7 +251,9 @@ def summarize_window(
     is used, else the trapezoid integral / the span of the power samples (a time-weighted
     mean). The window is invalid (figures kept for inspection, never patched) when a counter
     went backwards, a power-sample gap exceeds ``max_gap_s``, the device was lost
-    (``lost_reason``), or there were no power samples.
+    (``lost_reason``), there were no power samples, or a reading is implausible (negative,
+    outside the device's plausible band, a counter frozen while power is drawn; see
+    :func:`~tokenwatt.analysis.power_validity.plausibility_problems`).
 
     Args:
         samples: the readings, baseline (``counted=False``) first; any order is accepted.
@@ -258,6 +264,8 @@ def summarize_window(
         devices: number of devices summed over.
         lost_reason: set when the device disappeared mid-window.
         notes: remarks that do not invalidate the window.
+        power_limit_w: the devices' summed power limit (W) when known; readings above
+            1.3× it are implausible (:mod:`tokenwatt.analysis.power_validity`).
 
     Raises:
         ValueError: ``duration_s`` not positive.
@@ -289,6 +297,9 @@ def summarize_window(
     elif powered:
         sample_mean_w = watts[0]
 
+    reasons += plausibility_problems(
+        ordered, devices=devices, power_limit_w=power_limit_w, check_band=scope != "sim"
+    )
     counter_j, counter_span_s, counter_reasons = _counter_energy(ordered)
     has_counters = any(s.counters_j is not None for s in ordered)
     reasons.extend(counter_reasons)

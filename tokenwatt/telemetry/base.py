@@ -64,6 +64,8 @@ class HardwareIdentity:
         memory_bytes_per_gpu: device memory per accelerator (bytes), if known.
         table_key: the hardware table row that matched (e.g. ``h100-sxm``), if any.
         device_ids: the measured devices (UUIDs, BDFs or series names), in order.
+        power_limit_w: the devices' power limits summed (W) — NVML's enforced power limit,
+            AMD SMI's power cap — or None when unknown; it bounds plausible board readings.
     """
 
     vendor: str
@@ -75,6 +77,7 @@ class HardwareIdentity:
     memory_bytes_per_gpu: int | None = None
     table_key: str | None = None
     device_ids: tuple[str, ...] = ()
+    power_limit_w: float | None = None
 
 
 @runtime_checkable

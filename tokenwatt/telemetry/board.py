@@ -59,6 +59,7 @@ def board_identity(
     device_ids: Sequence[str],
     driver: str | None,
     memory_bytes_per_gpu: int | None,
+    power_limit_w: float | None = None,
 ) -> HardwareIdentity:
     """The identity of the selected GPUs; rated bandwidth (TB/s) from the hardware table.
 
@@ -77,4 +78,5 @@ def board_identity(
         memory_bytes_per_gpu=memory_bytes_per_gpu,
         table_key=row.key if row else None,
         device_ids=tuple(device_ids),
+        power_limit_w=power_limit_w,
     )

@@ -233,6 +233,7 @@ class AmdSmiSource:
         except smi.AmdSmiException:
             memory = None
         return board_identity(
+            power_limit_w=self._power_limit_w(),
             vendor="AMD",
             names=(
                 str(smi.amdsmi_get_gpu_asic_info(h).get("market_name", "unknown"))
@@ -242,6 +243,20 @@ class AmdSmiSource:
             driver=driver,
             memory_bytes_per_gpu=memory,
         )
+
+    def _power_limit_w(self) -> float | None:
+        """The selected GPUs' power caps summed (W; ``amdsmi_get_power_info``'s
+        ``power_limit``), or None when any is unknown."""
+        total = 0.0
+        for h in self._handles:
+            try:
+                cap = _number(self.smi.amdsmi_get_power_info(h).get("power_limit"))
+            except self.smi.AmdSmiException:
+                return None
+            if cap is None or cap <= 0:
+                return None
+            total += cap
+        return total
 
     def close(self) -> None:
         """Shut amdsmi down (once)."""

@@ -328,12 +328,20 @@ class NvmlSource:
             memory: int | None = int(nv.nvmlDeviceGetMemoryInfo(self._handles[0]).total)
         except nv.NVMLError:
             memory = None
+        try:
+            # nvmlDeviceGetEnforcedPowerLimit: the limit in force, in mW.
+            limit: float | None = sum(
+                nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0 for h in self._handles
+            )
+        except nv.NVMLError:
+            limit = None
         return board_identity(
             vendor="NVIDIA",
             names=(_text(nv.nvmlDeviceGetName(h)) for h in self._handles),
             device_ids=self._ids,
             driver=driver,
             memory_bytes_per_gpu=memory,
+            power_limit_w=limit,
         )
 
     def close(self) -> None:

@@ -67,6 +67,7 @@ class PowerMeter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._limit_w: float | None = None
 
     # -- identity ----------------------------------------------------------------------
     def identity(self) -> HardwareIdentity:
@@ -87,6 +88,7 @@ class PowerMeter:
         if self._t0 is not None:
             raise TelemetryError("a power window is already open; stop it first")
         self._samples = []
+        self._limit_w = self._power_limit_w()  # read while the device is surely there
         self._lost = None
         self._failures = 0
         self._last_error = ""
@@ -132,11 +134,22 @@ class PowerMeter:
             devices=self.source.devices,
             lost_reason=self._lost,
             notes=notes,
+            power_limit_w=self._limit_w,
         )
         self._t0 = None
         if isinstance(self.source, WindowSeriesSource) and window.samples:
             window = self._series_timeline(window)
         return window
+
+    def _power_limit_w(self) -> float | None:
+        """The boards' summed power limit (W) when the readings are board power; None
+        for node or module readings, which include more than the boards."""
+        if self.source.scope != "board":
+            return None
+        try:
+            return self.identity().power_limit_w
+        except Exception:  # a vendor library's own error class: the limit is optional
+            return None
 
     def _series_timeline(self, window: PowerWindow) -> PowerWindow:
         """Replace the live timeline with the source's own series for the window."""
