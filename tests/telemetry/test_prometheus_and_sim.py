@@ -64,7 +64,9 @@ def range_route(clock: ManualClock) -> Any:
     """``/api/v1/query_range`` for ``sum(DCGM_FI_DEV_POWER_USAGE…)`` over the two traces."""
 
     def route(query: dict[str, list[str]]) -> tuple[int, Any]:
-        assert query["query"][0].startswith("sum(DCGM_FI_DEV_POWER_USAGE")
+        assert query["query"][0].startswith(
+            "sum(max by (Hostname, instance, UUID, gpu) (DCGM_FI_DEV_POWER_USAGE"
+        )
         start, end, step = (float(query[k][0]) for k in ("start", "end", "step"))
         values = []
         ts = start
@@ -128,6 +130,69 @@ def test_no_series_and_bad_selector() -> None:
             PrometheusSource(_spec(server.url))
         with pytest.raises(TelemetryError, match="label matcher"):
             PrometheusSource(_spec(server.url, "job=dcgm"))
+
+
+def _mig_series(name: str, value_for: Any) -> list[dict[str, Any]]:
+    """One node: GPU 0 split into three MIG instances (same UUID, GPU_I_ID 1..3), GPU 1 whole."""
+    out = []
+    for gpu, instances in (("0", ["1", "2", "3"]), ("1", [None])):
+        for gi in instances:
+            labels = {
+                "__name__": name,
+                "Hostname": "gpu-node-01",
+                "UUID": f"GPU-mig-000{gpu}",
+                "gpu": gpu,
+                "modelName": "NVIDIA A100-SXM4-40GB",
+            }
+            if gi is not None:
+                labels |= {"GPU_I_ID": gi, "GPU_I_PROFILE": "2g.10gb"}
+            out.append({"metric": labels, "value": [1764477667.0, value_for(gpu)]})
+    return out
+
+
+class MigDcgm:
+    """A DCGM exporter behind Prometheus, filtering on ``gpu=~"…"`` as PromQL would."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def __call__(self, query: dict[str, list[str]]) -> tuple[int, Any]:
+        q = query["query"][0]
+        self.queries.append(q)
+        name = q.split("{", 1)[0]
+        watts = {"0": "250", "1": "300"}
+        mj = {"0": "1000000", "1": "2000000"}
+        series = _mig_series(name, (watts if name == "DCGM_FI_DEV_POWER_USAGE" else mj).get)
+        if 'gpu=~"' in q:
+            wanted = q.split('gpu=~"', 1)[1].split('"', 1)[0].split("|")
+            series = [x for x in series if x["metric"]["gpu"] in wanted]
+        return 200, {"status": "success", "data": {"resultType": "vector", "result": series}}
+
+
+def test_mig_instances_count_their_board_once() -> None:
+    with ScriptedServer({"/api/v1/query": MigDcgm()}) as server:
+        source = PrometheusSource(_spec(server.url))
+        reading = source.read()
+        ident = source.identity()
+        source.close()
+    # Four series, two boards: 250 W + 300 W, not 3 x 250 W + 300 W.
+    assert source.devices == 2 and ident.count == 2
+    assert reading.power_w == 550.0
+    assert reading.counters_j == {
+        "gpu-node-01/GPU-mig-0000": 1000.0,
+        "gpu-node-01/GPU-mig-0001": 2000.0,
+    }
+    assert any("4 power series are 2 physical GPUs" in n for n in source.notes)
+
+
+def test_hardware_gpus_selects_series_by_device_index() -> None:
+    dcgm = MigDcgm()
+    with ScriptedServer({"/api/v1/query": dcgm}) as server:
+        source = PrometheusSource(_spec(server.url, '{job="dcgm"}'), gpus=[1])
+        reading = source.read()
+        source.close()
+    assert dcgm.queries[0] == 'DCGM_FI_DEV_POWER_USAGE{job="dcgm",gpu=~"1"}'
+    assert source.devices == 1 and reading.power_w == 300.0
 
 
 def test_query_errors_are_read_errors() -> None:

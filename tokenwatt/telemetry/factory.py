@@ -51,7 +51,7 @@ def _source_for(spec: Spec, sim_endpoint: str | None, environ: Mapping[str, str]
     if power.source == "prometheus":
         from tokenwatt.telemetry.prometheus import PrometheusSource
 
-        return PrometheusSource(power)
+        return PrometheusSource(power, gpus=spec.hardware.gpus)
     from tokenwatt.telemetry.null import NullSource
 
     return NullSource()

@@ -15,11 +15,17 @@ minutes with this source. After each window the timeline is replaced by
 ``sum(DCGM_FI_DEV_POWER_USAGE)`` from ``/api/v1/query_range`` over the window (step: the
 sampling interval, at least 1 s), which shows the exporter's own points rather than the live
 samples' repeats of them.
+
+Partitions: a GPU split into MIG instances appears once per instance, every copy carrying
+the whole board's ``DCGM_FI_DEV_POWER_USAGE`` and the parent GPU's ``UUID`` (the instance is
+in ``GPU_I_ID``). Summing them would count one 250 W board as 750 W, so series are folded
+to one per physical GPU (host and UUID) before summing, and the record notes it.
+``hardware.gpus`` selects devices by DCGM's ``gpu`` label (the device index on each node).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -40,6 +46,34 @@ def series_id(labels: Mapping[str, str]) -> str:
     host = labels.get("Hostname") or labels.get("instance") or "?"
     gpu = labels.get("UUID") or labels.get("gpu") or labels.get("device") or "?"
     return f"{host}/{gpu}"
+
+
+def physical_gpus(
+    series: Sequence[tuple[dict[str, str], float]],
+) -> tuple[list[tuple[dict[str, str], float]], int]:
+    """One series per physical GPU (by :func:`series_id`), first copy kept, and how many
+    duplicate copies (MIG instances of an already seen GPU) were folded away."""
+    seen: set[str] = set()
+    kept: list[tuple[dict[str, str], float]] = []
+    for labels, value in series:
+        key = series_id(labels)
+        if key in seen:
+            continue
+        seen.add(key)
+        kept.append((labels, value))
+    return kept, len(series) - len(kept)
+
+
+def gpu_matcher(selector: str, gpus: Sequence[int] | None) -> str:
+    """``selector`` (a ``{…}`` label matcher or empty) with ``gpu=~"i|j"`` added for the
+    selected device indices; unchanged when ``gpus`` is None."""
+    if gpus is None:
+        return selector
+    clause = 'gpu=~"' + "|".join(str(g) for g in sorted(set(gpus))) + '"'
+    if not selector:
+        return "{" + clause + "}"
+    inner = selector[1:-1].strip().rstrip(",")
+    return "{" + (inner + "," if inner else "") + clause + "}"
 
 
 def _results(body: Mapping[str, Any], result_type: str) -> list[Any]:
@@ -87,6 +121,7 @@ class PrometheusSource:
 
     Args:
         power: the spec's ``power`` section (``url``; ``field`` as a label matcher).
+        gpus: ``hardware.gpus``: device indices (DCGM's ``gpu`` label) to sum; None: all.
         timeout_s: HTTP timeout per query (s).
 
     Raises:
@@ -97,7 +132,9 @@ class PrometheusSource:
     scope: PowerScope = "board"
     power_method: PowerMethod = "reading"
 
-    def __init__(self, power: PowerSpec, *, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, power: PowerSpec, *, gpus: Sequence[int] | None = None, timeout_s: float = 5.0
+    ) -> None:
         if not power.url:
             raise TelemetryError("power.source 'prometheus' needs power.url")
         self.base = power.url.rstrip("/")
@@ -107,6 +144,7 @@ class PrometheusSource:
                 f'power.field for prometheus must be a label matcher like {{Hostname="a"}}, '
                 f"got {self.selector!r}"
             )
+        self.selector = gpu_matcher(self.selector, gpus)
         self.notes: list[str] = [
             "DCGM exporter series via Prometheus: time resolution is the exporter's scrape interval"
         ]
@@ -122,8 +160,14 @@ class PrometheusSource:
                 f"Prometheus at {self.base} has no {POWER_SERIES}{self.selector} series; "
                 "is the DCGM exporter scraped?"
             )
-        self._labels = [labels for labels, _ in power_series]
-        self.devices = len(power_series)
+        physical, folded = physical_gpus(power_series)
+        if folded:
+            self.notes.append(
+                f"{len(power_series)} power series are {len(physical)} physical GPUs "
+                "(MIG instances report their board's power): each board counted once"
+            )
+        self._labels = [labels for labels, _ in physical]
+        self.devices = len(physical)
 
     def _query(self, series: str) -> list[tuple[dict[str, str], float]]:
         try:
@@ -144,10 +188,10 @@ class PrometheusSource:
         Raises:
             ReadError: a query failed or returned no power series.
         """
-        power = self._query(POWER_SERIES)
+        power, _ = physical_gpus(self._query(POWER_SERIES))
         if not power:
             raise ReadError(f"no {POWER_SERIES} series")
-        energy = self._query(ENERGY_SERIES)
+        energy, _ = physical_gpus(self._query(ENERGY_SERIES))
         counters = {series_id(labels): mj / 1000.0 for labels, mj in energy} or None
         return Reading(power_w=sum(v for _, v in power), counters_j=counters)
 
@@ -159,7 +203,8 @@ class PrometheusSource:
         Raises:
             ReadError: the query failed or the answer was not a matrix.
         """
-        query = f"sum({POWER_SERIES}{self.selector})"
+        # max by physical GPU first: MIG instances repeat their board's power.
+        query = f"sum(max by (Hostname, instance, UUID, gpu) ({POWER_SERIES}{self.selector}))"
         try:
             response = self._client.get(
                 f"{self.base}/api/v1/query_range",
