@@ -101,6 +101,18 @@ CASES = [
         "must be a finite number",
     ),
     Case(
+        "goodput-beyond-physics",
+        _swap_goodput_for("1e308"),
+        "configs[1].goodput_tok_s",
+        "must be less than or equal to 1000000000000, got 1e+308",
+    ),
+    Case(
+        "power-vanishingly-small",
+        edited(_set("configs.1.node_power_kw", 5e-324)),
+        "configs[1].node_power_kw",
+        "must be at least 1e-09, got 5e-324",
+    ),
+    Case(
         "negative-power",
         edited(_set("configs.1.node_power_kw", -0.616)),
         "configs[1].node_power_kw",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 
 class StrictModel(BaseModel):
@@ -13,10 +13,33 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=False)
 
 
-NonNegFloat = Annotated[float, Field(ge=0)]
-PosFloat = Annotated[float, Field(gt=0)]
-NonNegInt = Annotated[int, Field(ge=0)]
-PosInt = Annotated[int, Field(ge=1)]
+MAX_QUANTITY = 1e12
+"""Largest value any numeric record field may hold. No physical quantity a record keeps
+comes near it (a year at a million tokens/s is 3e13 tokens, but no window is a year; a
+megawatt is 1e6 W; a day is 8.64e7 ms), while keeping every product and ratio the analysis
+forms finite: 1e12 × 1e12 / 1e-9 is still far below a float's 1.8e308."""
+
+MIN_POSITIVE = 1e-9
+"""Smallest value a strictly positive record field may hold: a nanosecond, a nano-request
+per second. Smaller positive numbers (down to 5e-324) are no measurement, and dividing by
+one overflows."""
+
+BoundedFloat = Annotated[float, Field(ge=-MAX_QUANTITY, le=MAX_QUANTITY)]
+NonNegFloat = Annotated[float, Field(ge=0, le=MAX_QUANTITY)]
+
+
+def _not_vanishing(value: float) -> float:
+    if value < MIN_POSITIVE:
+        raise ValueError(
+            f"must be at least {MIN_POSITIVE:g}, got {value!r} (a smaller positive number is "
+            "no measurement, and dividing by it overflows)"
+        )
+    return value
+
+
+PosFloat = Annotated[float, Field(gt=0, le=MAX_QUANTITY), AfterValidator(_not_vanishing)]
+NonNegInt = Annotated[int, Field(ge=0, le=int(MAX_QUANTITY))]
+PosInt = Annotated[int, Field(ge=1, le=int(MAX_QUANTITY))]
 Percent = Annotated[float, Field(ge=0, le=100)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tokenwatt.records.base import NonNegFloat, NonNegInt, StrictModel
+from tokenwatt.records.base import BoundedFloat, NonNegFloat, NonNegInt, StrictModel
 
 PowerScope = Literal["board", "node", "module", "sim"]
 
@@ -32,8 +32,8 @@ class PowerWindow(StrictModel):
     throttle_counts: dict[str, NonNegInt] = Field(default_factory=dict)
     sm_clock_mhz_mean: NonNegFloat | None = None
     mem_clock_mhz_mean: NonNegFloat | None = None
-    temperature_c_max: float | None = None
-    timeline: list[tuple[float, float]] = Field(default_factory=list)
+    temperature_c_max: float | None = Field(default=None, ge=-273.15, le=1000)
+    timeline: list[tuple[NonNegFloat, BoundedFloat]] = Field(default_factory=list)
     """(seconds from window start, W) pairs for the timeline chart."""
     timeline_throttle: list[list[str]] = Field(default_factory=list)
     """Active throttle reasons per timeline sample, same length as ``timeline``."""

@@ -94,7 +94,7 @@ class ConfigAccuracyV1(StrictModel):
     """A configuration's accuracy score (%) and the stored delta and spread (points)."""
 
     score: Percent
-    delta_pts: float
+    delta_pts: float = Field(ge=-100, le=100)
     spread_pts: NonNegFloat
 
 

@@ -85,8 +85,8 @@ class ConfigAccuracyV2(ConfigAccuracyV1):
 
     items: NonNegInt | None = None
     seeds: NonNegInt | None = None
-    ci_low_pts: float | None = None
-    ci_high_pts: float | None = None
+    ci_low_pts: float | None = Field(default=None, ge=-100, le=100)
+    ci_high_pts: float | None = Field(default=None, ge=-100, le=100)
     mcnemar_p: float | None = Field(default=None, ge=0, le=1)
 
 

@@ -171,7 +171,7 @@ class SweepSpec(StrictModel):
 
     rates: list[PosFloat] | None = None
     start_rps: PosFloat
-    growth: float = Field(gt=1)
+    growth: float = Field(gt=1, le=100)
     max_rps: PosFloat
     bisect_steps: NonNegInt
     backoff: float = Field(gt=0, lt=1)
