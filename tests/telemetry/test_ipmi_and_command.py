@@ -113,3 +113,88 @@ def test_command_source(tmp_path: Path, clock: ManualClock) -> None:
     bad = PowerSpec(source="command", command=f"{sys.executable} {script}", field="power.volts")
     with pytest.raises(TelemetryError, match="key path"):
         CommandSource(bad)
+
+
+@pytest.mark.parametrize(
+    ("output", "field", "message"),
+    [
+        (b"nan\n", None, "not a power reading"),
+        (b"inf\n", None, "not a power reading"),
+        (b"1e308\n", None, "not a power reading"),
+        (b"\xff\xfe412\n", None, r"not UTF-8 text \(byte 0\)"),
+        (b"[" * 100_000 + b"]" * 100_000, "0", "nested too deep"),
+        (b'{"w": "nan"}', "w", "not a power reading"),
+    ],
+    ids=["nan", "inf", "1e308", "not-utf8", "deep-json", "nan-in-json"],
+)
+def test_a_garbage_reading_is_a_failed_read_with_a_reason_not_a_crash(
+    tmp_path: Path, output: bytes, field: str | None, message: str
+) -> None:
+    """What a real subprocess prints is data: garbage becomes a ReadError the meter counts."""
+    out = tmp_path / "out.bin"
+    out.write_bytes(output)
+    script = tmp_path / "reading.py"
+    script.write_text(f"import sys; sys.stdout.buffer.write(open({str(out)!r}, 'rb').read())\n")
+    spec = PowerSpec(source="command", command=f"{sys.executable} {script}", field=field)
+    with pytest.raises(TelemetryError, match=message):
+        CommandSource(spec)
+
+
+def test_garbage_mid_window_makes_those_readings_fail_and_keeps_the_rest(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The third and later readings print ``nan``: they are failed reads, noted, and the
+    window (baseline, one good sample, then a gap) is judged by the existing rules."""
+    count = tmp_path / "count"
+    script = tmp_path / "reading.py"
+    script.write_text(
+        "import pathlib\n"
+        f"p = pathlib.Path({str(count)!r})\n"
+        "n = int(p.read_text()) if p.exists() else 0\n"
+        "p.write_text(str(n + 1))\n"
+        "print('nan' if n >= 3 else '350')\n"
+    )
+    spec = PowerSpec(source="command", command=f"{sys.executable} {script}")
+    # Reads 0 (opening the source) and 1 (the window's baseline) are good.
+    meter = PowerMeter(CommandSource(spec), 1.0, clock=clock)
+    w = run_window(meter, clock, 5.0)
+    meter.close()
+    assert w.samples == 1  # counted samples: t=1 only (t=0 is the baseline)
+    assert any(n.startswith("5 readings failed (last: ") and "nan" in n for n in w.notes)
+    assert not w.valid and any("gap of 4.0 s" in r for r in w.invalid_reasons)
+
+
+@pytest.mark.parametrize(
+    ("command", "field", "path", "message"),
+    [
+        ("reader 'unbalanced", None, "power.command", "cannot be split into arguments"),
+        ("ipmitool -H bmc -P hunter2 dcmi power reading", None, "power.command", "-P"),
+        ("reader --password=hunter2", None, "power.command", "--password"),
+        ("reader token=hunter2", None, "power.command", "looks like a secret"),
+        ("reader", "re:([0-9", "power.field", "not a valid regular expression"),
+        ("reader", "re:[0-9]+", "power.field", "needs a group"),
+    ],
+    ids=["quote", "ipmitool-P", "password-option", "token-assign", "bad-regex", "no-group"],
+)
+def test_power_settings_are_checked_when_the_spec_loads(
+    tmp_path: Path, command: str, field: str | None, path: str, message: str
+) -> None:
+    """Bad quoting, a secret on the command line, a bad pattern: one clear error at load,
+    naming the field, and never repeating the secret."""
+    from tokenwatt.errors import SpecError
+    from tokenwatt.records import load_spec
+
+    src = Path(__file__).resolve().parents[1] / "fixtures" / "sim.spec.yaml"
+    import yaml
+
+    data = yaml.safe_load(src.read_text())
+    data["power"] = {"source": "command", "command": command}
+    if field is not None:
+        data["power"]["field"] = field
+    spec_file = tmp_path / "bad.spec.yaml"
+    spec_file.write_text(yaml.safe_dump(data))
+    with pytest.raises(SpecError) as info:
+        load_spec(spec_file)
+    text = str(info.value)
+    assert path in text and message in text
+    assert "hunter2" not in text

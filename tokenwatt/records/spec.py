@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -215,6 +216,55 @@ class AccuracySpec(StrictModel):
 PowerSource = Literal["board", "redfish", "ipmi", "command", "prometheus", "sim", "none"]
 
 
+_SECRET_OPTIONS = frozenset({"-P", "--password", "--pass", "--passwd", "--token", "--api-key"})
+_SECRET_ASSIGN = re.compile(r"(?i)(pass(word|wd)?|token|secret|api[_-]?key)=")
+
+
+def _check_power_command(command: str) -> None:
+    """``power.command`` must split like a shell line and carry no secret.
+
+    The command line is kept in the record, so a password after ``-P`` (``ipmitool -P …``) or
+    in a ``password=…`` argument would be published; the value is never repeated here.
+    """
+    try:
+        args = shlex.split(command)
+    except ValueError as exc:
+        raise FieldValueError("command", f"cannot be split into arguments: {exc}") from None
+    if not args:
+        raise FieldValueError("command", "is empty")
+    for i, arg in enumerate(args):
+        option = arg.split("=", 1)[0]
+        if (arg in _SECRET_OPTIONS and i + 1 < len(args)) or (
+            option in _SECRET_OPTIONS and "=" in arg
+        ):
+            raise FieldValueError(
+                "command",
+                f"passes a secret on the command line ({option} …), which the record would "
+                "keep; let the command read it from the environment instead (e.g. ipmitool "
+                "-E reads IPMI_PASSWORD); the value is not shown here",
+            )
+        if _SECRET_ASSIGN.search(arg):
+            raise FieldValueError(
+                "command",
+                "has an argument that looks like a secret (password=…, token=…), which the "
+                "record would keep; pass it through the environment; the value is not shown here",
+            )
+
+
+def _check_power_field(field: str) -> None:
+    """A ``re:`` pattern must compile and have a group to read (``watts`` or group 1)."""
+    if not field.startswith("re:"):
+        return
+    try:
+        pattern = re.compile(field[3:])
+    except re.error as exc:
+        raise FieldValueError("field", f"is not a valid regular expression: {exc}") from None
+    if "watts" not in pattern.groupindex and pattern.groups < 1:
+        raise FieldValueError(
+            "field", "needs a group to read the number from: (?P<watts>...) or (...)"
+        )
+
+
 class PowerSpec(StrictModel):
     """Where power comes from. Passwords only through ``password_env`` (a variable's name)."""
 
@@ -238,6 +288,10 @@ class PowerSpec(StrictModel):
             raise FieldValueError("url", f"power.source {self.source!r} needs power.url")
         if self.source == "command" and not self.command:
             raise FieldValueError("command", "power.source 'command' needs power.command")
+        if self.command is not None:
+            _check_power_command(self.command)
+        if self.field is not None:
+            _check_power_field(self.field)
         return self
 
 

@@ -49,6 +49,11 @@ class Reading:
     throttle: frozenset[str] = field(default_factory=frozenset)
 
 
+MAX_READING_W = 1e7
+"""Largest power reading taken from any source (W): 10 MW is a whole data-centre hall, so
+more is a wrong unit or garbage (``1e308`` would overflow a window's energy integral)."""
+
+
 @dataclass(frozen=True)
 class HardwareIdentity:
     """What the meter found: the accelerators, their driver and rated memory bandwidth.

@@ -16,6 +16,7 @@ or ``prometheus`` for GPU board power).
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 import subprocess
@@ -26,16 +27,24 @@ from tokenwatt.analysis.power import PowerMethod
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records.power import PowerScope
 from tokenwatt.records.spec import PowerSpec
-from tokenwatt.telemetry.base import HardwareIdentity, ReadError, Reading
+from tokenwatt.telemetry.base import MAX_READING_W, HardwareIdentity, ReadError, Reading
 
 
 def pick_reading(output: str, field: str | None) -> float:
     """The reading (W) that ``field`` selects from a command's output (see module docs).
 
     Raises:
-        ValueError: nothing matched, the key path is missing, or the value is not a number.
+        ValueError: nothing matched, the key path is missing, the JSON is nested too deep,
+            or the value is not a finite number in ``[-MAX_READING_W, MAX_READING_W]``
+            (negative readings pass here: the window's plausibility rules name them).
     """
-    text = output.strip()
+    value = _pick(output.strip(), field)
+    if not math.isfinite(value) or abs(value) > MAX_READING_W:
+        raise ValueError(f"{value!r} is not a power reading (finite, at most {MAX_READING_W:g} W)")
+    return value
+
+
+def _pick(text: str, field: str | None) -> float:
     if not field:
         return float(text)
     if field.startswith("re:"):
@@ -45,7 +54,10 @@ def pick_reading(output: str, field: str | None) -> float:
             raise ValueError(f"pattern {field[3:]!r} did not match the output")
         group = "watts" if "watts" in pattern.groupindex else 1
         return float(match.group(group))
-    node: Any = json.loads(text)
+    try:
+        node: Any = json.loads(text)
+    except RecursionError:
+        raise ValueError("the JSON output is nested too deep") from None
     for part in field.split("."):
         if isinstance(node, list) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
@@ -79,15 +91,21 @@ def run_for_output(
     """
     try:
         done = subprocess.run(
-            list(args), capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+            list(args), capture_output=True, timeout=timeout_s, env=env, check=False
         )
     except FileNotFoundError as exc:
         raise ReadError(f"{args[0]} not found{not_found_hint}") from exc
     except subprocess.TimeoutExpired as exc:
         raise ReadError(f"timed out after {timeout_s} s") from exc
+    except OSError as exc:  # not executable, a folder, …
+        raise ReadError(f"{args[0]} could not be run: {exc.strerror or exc}") from exc
     if done.returncode != 0:
-        raise ReadError(f"exit status {done.returncode}: {done.stderr.strip()[:200]}")
-    return done.stdout
+        err = done.stderr.decode("utf-8", errors="replace").strip()[:200]
+        raise ReadError(f"exit status {done.returncode}: {err}")
+    try:
+        return str(done.stdout.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ReadError(f"the output is not UTF-8 text (byte {exc.start})") from None
 
 
 class CommandSource:

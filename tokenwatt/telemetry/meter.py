@@ -17,16 +17,40 @@ from tokenwatt.analysis.power import PowerSample, summarize_window
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records.power import PowerWindow
 from tokenwatt.telemetry.base import (
+    MAX_READING_W,
     DeviceLostError,
     HardwareIdentity,
     PowerSource,
     ReadError,
+    Reading,
     WindowSeriesSource,
 )
 from tokenwatt.telemetry.clock import Clock, SystemClock
 
 _SAME_INSTANT_S = 1e-3
 """A final reading closer than this (s) to the thread's last sample would duplicate it."""
+
+
+MAX_COUNTER_J = 1e15
+"""Largest energy counter value taken (J): a 1 kW board needs 30,000 years to count this far."""
+
+
+def unusable(reading: Reading) -> str | None:
+    """Why a reading cannot be a sample (non-finite or absurd numbers), or None when usable.
+
+    Negative power passes: the window's plausibility rules name it, so the whole window is
+    refused rather than quietly thinned.
+    """
+    if reading.power_w is not None and (
+        not math.isfinite(reading.power_w) or abs(reading.power_w) > MAX_READING_W
+    ):
+        return (
+            f"power reading {reading.power_w!r} W is not a finite value up to {MAX_READING_W:g} W"
+        )
+    for dev, joules in (reading.counters_j or {}).items():
+        if not math.isfinite(joules) or abs(joules) > MAX_COUNTER_J:
+            return f"energy counter of {dev} read {joules!r} J, not a finite value"
+    return None
 
 
 class PowerMeter:
@@ -210,6 +234,11 @@ class PowerMeter:
         except ReadError as exc:
             self._failures += 1
             self._last_error = str(exc)
+            return
+        problem = unusable(reading)
+        if problem is not None:
+            self._failures += 1
+            self._last_error = problem
             return
         t_s = self.clock.now() - self._t0
         self._samples.append(
