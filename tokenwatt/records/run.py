@@ -52,7 +52,14 @@ class Environment(StrictModel):
 
 
 class EngineMetrics(StrictModel):
-    """Engine ``/metrics`` over a window: means and maxima of the gauges, counter deltas."""
+    """Engine ``/metrics`` over a window: means and maxima of the gauges, counter deltas.
+
+    Prefix cache (None where the engine exposes none): ``prefix_cache_queries_tokens`` and
+    ``prefix_cache_hits_tokens`` are the prompt tokens the engine looked up in its prefix
+    cache and found there during the window (counter differences); ``prefix_cache_hit_pct``
+    is 100 × hits / queries, or the mean of a sampled hit-rate gauge where the engine has
+    no counters; ``prefix_cache_source`` names the metrics read.
+    """
 
     running_mean: NonNegFloat | None = None
     waiting_mean: NonNegFloat | None = None
@@ -60,6 +67,10 @@ class EngineMetrics(StrictModel):
     kv_usage_max_pct: Percent | None = None
     preemptions: NonNegInt | None = None
     scrapes: NonNegInt = 0
+    prefix_cache_hit_pct: Percent | None = None
+    prefix_cache_queries_tokens: NonNegInt | None = None
+    prefix_cache_hits_tokens: NonNegInt | None = None
+    prefix_cache_source: str | None = None
 
 
 class Probe(StrictModel):
