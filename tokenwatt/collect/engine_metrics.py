@@ -216,7 +216,7 @@ def summarize_scrapes(scrapes: list[Scrape]) -> EngineMetrics:
         kv_usage_max_pct=min(100.0, max(0.0, max(kv) * 100.0)) if kv else None,
         preemptions=preemptions,
         scrapes=len(scrapes),
-        **prefix_cache_summary(scrapes),  # type: ignore[arg-type]
+        **prefix_cache_summary(scrapes),
     )
 
 

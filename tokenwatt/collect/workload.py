@@ -312,7 +312,6 @@ def workload_for(
     prefix = SharedPrefix.seeded(
         workload.seed, spec.model.vocab_size, workload.shared_prefix_tokens
     )
-    common = {"prompt_pool": workload.prompt_pool, "context_length": context_length}
     if workload.trace == CHAT_MIX_V1:
         mix = ChatMix(
             workload.seed,
@@ -323,12 +322,25 @@ def workload_for(
             text=text,
             prefix=prefix,
         )
-        return WorkloadStream(mix, kind=CHAT_MIX_V1, redraw=True, prefix=prefix, **common)
+        return WorkloadStream(
+            mix,
+            kind=CHAT_MIX_V1,
+            redraw=True,
+            prompt_pool=workload.prompt_pool,
+            context_length=context_length,
+            prefix=prefix,
+        )
     trace = Path(workload.trace)
     if base_dir is not None and not trace.is_absolute():
         trace = Path(base_dir) / trace
     entries = load_trace(trace, vocab_size=spec.model.vocab_size, seed=workload.seed)
     source = _TraceSource(entries, workload.seed, spec.model.vocab_size, prefix)
     return WorkloadStream(
-        source, kind=str(trace), redraw=False, trace_entries=entries, prefix=prefix, **common
+        source,
+        kind=str(trace),
+        redraw=False,
+        prompt_pool=workload.prompt_pool,
+        trace_entries=entries,
+        context_length=context_length,
+        prefix=prefix,
     )

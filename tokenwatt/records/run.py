@@ -36,6 +36,9 @@ class Environment(StrictModel):
 
     ``kv_capacity_source`` says where ``kv_capacity_tokens`` came from (e.g. vLLM's
     ``vllm:cache_config_info`` blocks × block size, or llama.cpp's /props, an upper bound).
+    ``context_length_tokens`` is the longest request (prompt + output, tokens) the engine
+    accepts, as it reported before the first request; ``context_length_source`` names where
+    it was read (vLLM ``max_model_len``, llama.cpp ``n_ctx``, ...).
     """
 
     gpu_name: str | None = None
@@ -48,6 +51,8 @@ class Environment(StrictModel):
     served_models: list[str] = Field(default_factory=list)
     kv_capacity_tokens: NonNegInt | None = None
     kv_capacity_source: str | None = None
+    context_length_tokens: NonNegInt | None = None
+    context_length_source: str | None = None
     hostname: str | None = None
 
 
