@@ -6,14 +6,13 @@ import itertools
 import json
 from pathlib import Path
 
-import pytest
 from aiohttp import web
 from conftest import ScriptedServer, stream, tokens_stream
 
 from tokenwatt.collect.loadgen import LoadConfig, run_window
 from tokenwatt.collect.prompts import SharedPrefix
-from tokenwatt.collect.workload import MAX_REDRAWS, WorkloadStream, chat_mix_v1, workload_for
-from tokenwatt.records.spec import Spec, SloSpec, fingerprint, fingerprint_fields
+from tokenwatt.collect.workload import MAX_REDRAWS, chat_mix_v1, workload_for
+from tokenwatt.records.spec import SloSpec, Spec, fingerprint, fingerprint_fields
 
 SEED_SPEC = Path(__file__).resolve().parents[1] / "fixtures" / "seed.report.json"
 
