@@ -14,11 +14,22 @@ KV-cache usage     ``vllm:kv_cache_usage_perc`` (a fraction, 1 = full, despite t
                    (fraction; older llama.cpp servers only)
 preemptions        ``vllm:num_preemptions_total`` (counter),
                    ``sglang:num_retracted_requests_total`` (counter)
+prefix cache       counters of prompt tokens looked up and found (a pair):
+                   ``vllm:prefix_cache_queries_total`` / ``vllm:prefix_cache_hits_total``
+                   (vLLM v1), ``vllm:gpu_prefix_cache_queries_total`` /
+                   ``vllm:gpu_prefix_cache_hits_total`` (their older, deprecated names),
+                   ``sglang:prompt_tokens_total`` / ``sglang:cached_tokens_total``
+                   (SGLang, counted when a request finishes); else a hit-rate gauge
+                   (fraction): ``sglang:cache_hit_rate`` (of the latest prefill batch),
+                   ``vllm:gpu_prefix_cache_hit_rate`` (vLLM v0)
 =================  ================================================================
 
 Gauges are summed over their label sets (one series per data-parallel engine or model),
-except KV usage, where the fullest series counts. Counters are differenced between the
-first and the last scrape of the window (a reset counts from zero).
+except KV usage, where the fullest series counts, and the hit-rate gauges, which are
+averaged. Counters are differenced between the first and the last scrape of the window (a
+reset counts from zero). The window's prefix-cache hit rate is hits / queries of the
+counters' differences, in percent of the prompt tokens looked up; only without counters is
+it the mean of the sampled gauge.
 """
 
 from __future__ import annotations
@@ -60,6 +71,15 @@ PREEMPTION_COUNTER_NAMES = (
     "vllm:num_preemptions_total",
     "sglang:num_retracted_requests_total",
 )
+PREFIX_CACHE_COUNTER_PAIRS = (
+    ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"),
+    ("vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_hits_total"),
+    ("sglang:prompt_tokens_total", "sglang:cached_tokens_total"),
+)
+"""(queries, hits) counter pairs, in prompt tokens; the first pair with both present wins.
+Names from vLLM ``v1/metrics/loggers.py`` (``Counter(name="vllm:prefix_cache_queries")``;
+prometheus_client exposes a counter with ``_total``) and SGLang ``metrics/collector.py``."""
+PREFIX_CACHE_HIT_FRACTION_NAMES = ("sglang:cache_hit_rate", "vllm:gpu_prefix_cache_hit_rate")
 
 
 def parse_metrics_text(text: str) -> Families:
@@ -100,6 +120,28 @@ class Scrape:
     waiting: float | None
     kv_usage_frac: float | None
     preemptions_total: float | None
+    prefix_queries_total: float | None = None
+    prefix_hits_total: float | None = None
+    prefix_counters: str | None = None
+    prefix_hit_frac: float | None = None
+    prefix_hit_gauge: str | None = None
+
+
+def _prefix_cache(families: Families) -> dict[str, float | str | None]:
+    out: dict[str, float | str | None] = {}
+    for queries, hits in PREFIX_CACHE_COUNTER_PAIRS:
+        if queries in families and hits in families:
+            out["prefix_queries_total"] = sum(v for _, v in families[queries])
+            out["prefix_hits_total"] = sum(v for _, v in families[hits])
+            out["prefix_counters"] = f"{hits} / {queries}"
+            break
+    for name in PREFIX_CACHE_HIT_FRACTION_NAMES:
+        values = [v for _, v in families.get(name, [])]
+        if values:
+            out["prefix_hit_frac"] = sum(values) / len(values)
+            out["prefix_hit_gauge"] = name
+            break
+    return out
 
 
 def reduce_families(families: Families, t_s: float) -> Scrape:
@@ -114,23 +156,59 @@ def reduce_families(families: Families, t_s: float) -> Scrape:
         waiting=sum(waiting) if waiting is not None else None,
         kv_usage_frac=max(kv) if kv else None,
         preemptions_total=sum(pre) if pre is not None else None,
+        **_prefix_cache(families),  # type: ignore[arg-type]
     )
+
+
+def counter_delta(values: list[float]) -> float:
+    """A counter's increase over consecutive readings; a reading below the one before
+    means the counter was reset (engine restart) and counts from zero."""
+    delta = 0.0
+    for prev, cur in itertools.pairwise(values):
+        delta += cur - prev if cur >= prev else cur
+    return delta
+
+
+def prefix_cache_summary(scrapes: list[Scrape]) -> dict[str, int | float | str | None]:
+    """The window's prefix-cache fields of :class:`EngineMetrics` (module docstring).
+
+    Counters: queried and hit prompt tokens (differences over the scrapes that carry the
+    first pair seen) and hit % = 100 × hits / queries (None when nothing was looked up).
+    Without counters: hit % = 100 × the gauge's mean over the scrapes.
+    """
+    out: dict[str, int | float | str | None] = {}
+    source = next((s.prefix_counters for s in scrapes if s.prefix_counters), None)
+    if source is not None:
+        pairs = [
+            (s.prefix_queries_total, s.prefix_hits_total)
+            for s in scrapes
+            if s.prefix_counters == source
+        ]
+        queries = round(counter_delta([q for q, _ in pairs if q is not None]))
+        hits = round(counter_delta([h for _, h in pairs if h is not None]))
+        out["prefix_cache_queries_tokens"] = queries
+        out["prefix_cache_hits_tokens"] = hits
+        out["prefix_cache_source"] = source
+        if queries > 0:
+            out["prefix_cache_hit_pct"] = min(100.0, max(0.0, 100.0 * hits / queries))
+        return out
+    gauge = [s.prefix_hit_frac for s in scrapes if s.prefix_hit_frac is not None]
+    if gauge:
+        out["prefix_cache_hit_pct"] = min(100.0, max(0.0, 100.0 * sum(gauge) / len(gauge)))
+        out["prefix_cache_source"] = next(s.prefix_hit_gauge for s in scrapes if s.prefix_hit_gauge)
+    return out
 
 
 def summarize_scrapes(scrapes: list[Scrape]) -> EngineMetrics:
     """Reduce a window's scrapes: mean running/waiting, max waiting, max KV usage (%),
     preemptions (counter difference, last − first; a counter that went down was reset and
-    counts from zero). Quantities no scrape had stay None."""
+    counts from zero), prefix-cache tokens and hit % (:func:`prefix_cache_summary`).
+    Quantities no scrape had stay None."""
     running = [s.running for s in scrapes if s.running is not None]
     waiting = [s.waiting for s in scrapes if s.waiting is not None]
     kv = [s.kv_usage_frac for s in scrapes if s.kv_usage_frac is not None]
     pre = [s.preemptions_total for s in scrapes if s.preemptions_total is not None]
-    preemptions: int | None = None
-    if pre:
-        delta = 0.0
-        for prev, cur in itertools.pairwise(pre):
-            delta += cur - prev if cur >= prev else cur
-        preemptions = round(delta)
+    preemptions = round(counter_delta(pre)) if pre else None
     return EngineMetrics(
         running_mean=sum(running) / len(running) if running else None,
         waiting_mean=sum(waiting) / len(waiting) if waiting else None,
@@ -138,6 +216,7 @@ def summarize_scrapes(scrapes: list[Scrape]) -> EngineMetrics:
         kv_usage_max_pct=min(100.0, max(0.0, max(kv) * 100.0)) if kv else None,
         preemptions=preemptions,
         scrapes=len(scrapes),
+        **prefix_cache_summary(scrapes),
     )
 
 

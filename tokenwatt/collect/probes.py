@@ -57,8 +57,12 @@ class EngineInfo(StrictModel):
         engine_version: the version string the engine reports, None when it has no endpoint
             for it.
         served_models: model ids from ``/v1/models``.
-        max_model_len: the longest sequence (prompt + output, tokens) the first served model
-            accepts, where the engine says.
+        max_model_len: the engine's context length: the longest sequence (prompt + output,
+            tokens) one request may have, where the engine says (vLLM and SGLang
+            ``/v1/models`` ``max_model_len``, SGLang ``/server_info`` ``context_length``,
+            llama.cpp ``/props`` ``default_generation_settings.n_ctx`` (one slot's), TGI
+            ``/info`` ``max_total_tokens``).
+        context_length_source: where ``max_model_len`` was read (for the record's reader).
         kv_capacity_tokens: tokens the KV cache holds across all sequences, where the engine
             reports its cache configuration.
         kv_capacity_source: how ``kv_capacity_tokens`` was derived (for the record's reader).
@@ -71,6 +75,7 @@ class EngineInfo(StrictModel):
     engine_version: str | None = None
     served_models: list[str] = Field(default_factory=list)
     max_model_len: NonNegInt | None = None
+    context_length_source: str | None = None
     kv_capacity_tokens: NonNegInt | None = None
     kv_capacity_source: str | None = None
     metrics_available: bool = False
@@ -86,7 +91,16 @@ class EngineInfo(StrictModel):
         if self.kv_capacity_tokens is not None:
             update["kv_capacity_tokens"] = self.kv_capacity_tokens
             update["kv_capacity_source"] = self.kv_capacity_source
+        if self.max_model_len is not None:
+            update["context_length_tokens"] = self.max_model_len
+            update["context_length_source"] = self.context_length_source
         return env.model_copy(update=update)
+
+    def set_context_length(self, value: Any, source: str) -> None:
+        """Keep ``value`` as the context length (tokens) unless one is known already."""
+        if self.max_model_len is None and (n := _as_int(value)):
+            self.max_model_len = n
+            self.context_length_source = source
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
@@ -166,8 +180,7 @@ def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0)
             info.served_models.append(entry["id"])
             if isinstance(entry.get("owned_by"), str):
                 owners.add(entry["owned_by"].lower())
-            if info.max_model_len is None:
-                info.max_model_len = _as_int(entry.get("max_model_len"))
+            info.set_context_length(entry.get("max_model_len"), "/v1/models max_model_len")
         hinted = next((_OWNER_TO_ENGINE[o] for o in sorted(owners) if o in _OWNER_TO_ENGINE), None)
 
         metrics_text = _get_metrics_text(client, f"{root}/metrics")
@@ -263,8 +276,7 @@ def _read_sglang(client: httpx.Client, root: str, info: EngineInfo, families: Fa
     if cap:
         info.kv_capacity_tokens = cap
         info.kv_capacity_source = source
-    if info.max_model_len is None:
-        info.max_model_len = _as_int(body.get("context_length"))
+    info.set_context_length(body.get("context_length"), "SGLang server_info context_length")
     return True
 
 
@@ -289,8 +301,7 @@ def _read_llamacpp(client: httpx.Client, root: str, info: EngineInfo, families: 
             f"llama.cpp /props: {slots} slots × n_ctx {n_ctx} "
             "(upper bound: a unified KV cache shares one n_ctx between slots)"
         )
-    if info.max_model_len is None and n_ctx:
-        info.max_model_len = n_ctx
+    info.set_context_length(n_ctx, "llama.cpp /props default_generation_settings.n_ctx")
     return True
 
 
@@ -305,8 +316,7 @@ def _read_tgi(client: httpx.Client, root: str, info: EngineInfo, families: Famil
     if cap:
         info.kv_capacity_tokens = cap
         info.kv_capacity_source = "TGI /info max_batch_total_tokens"
-    if info.max_model_len is None:
-        info.max_model_len = _as_int(body.get("max_total_tokens"))
+    info.set_context_length(body.get("max_total_tokens"), "TGI /info max_total_tokens")
     return True
 
 

@@ -1,76 +1,66 @@
-"""Workloads: what each request asks for (prompt and exact output length).
+"""Workloads: what each request asks for (prompt and exact output length), for a whole run.
 
-``chat-mix-v1`` draws input and output lengths from seeded lognormal distributions whose
-median and 90th percentile match the spec (defaults from DESIGN.md: input median 1,024 /
-p90 4,096 tokens, output median 256 / p90 1,024 tokens) and sends random token ids, so
-lengths are exact without a tokenizer. A JSON Lines trace can be replayed instead.
+:func:`workload_for` gives a run ONE :class:`WorkloadStream`, and every window of the run
+(warm-up, probes, repeats, back-offs) draws from it, so that no prompt is sent twice in a
+run unless the workload asks for it (``workload.prompt_pool``, or a trace shorter than
+the run); the stream counts what it gave out. ``chat-mix-v1`` is in :mod:`.prompts`,
+JSON Lines traces in :mod:`.trace`.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
-import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from tokenwatt.errors import InputError, Problem
+from tokenwatt.collect.prompts import (
+    CHAT_MIX_V1,
+    DEFAULT_INPUT_TOKENS,
+    DEFAULT_OUTPUT_TOKENS,
+    ChatMix,
+    RequestSpec,
+    SharedPrefix,
+    lognormal_params,
+    random_ids,
+)
+from tokenwatt.collect.trace import MAX_TRACE_TOKENS, load_trace
 from tokenwatt.records.spec import LengthDist
 
 if TYPE_CHECKING:
     from tokenwatt.records.spec import Spec
 
-CHAT_MIX_V1 = "chat-mix-v1"
-DEFAULT_INPUT_TOKENS = LengthDist(median=1024, p90=4096)
-DEFAULT_OUTPUT_TOKENS = LengthDist(median=256, p90=1024)
+__all__ = [
+    "CHAT_MIX_V1",
+    "DEFAULT_INPUT_TOKENS",
+    "DEFAULT_OUTPUT_TOKENS",
+    "MAX_REDRAWS",
+    "MAX_TRACE_TOKENS",
+    "TEXT_CONTEXT_SHARE",
+    "RequestSpec",
+    "SharedPrefix",
+    "WorkloadStream",
+    "chat_mix_v1",
+    "context_budget",
+    "load_trace",
+    "lognormal_params",
+    "workload_for",
+]
 
-# z such that P(N(0,1) <= z) = 0.9, i.e. scipy.stats.norm.ppf(0.9).
-_Z90 = 1.2815515655446004
-# Token ids below this are left out: most vocabularies keep control tokens (BOS, EOS, pad,
-# unk) among the first few ids.
-_LOWEST_TOKEN_ID = 10
-# Words for text prompts (chat API, which has no token-id prompts); each is one token in
-# the common BPE vocabularies, so a prompt of n words is about n tokens.
-_WORD_TEXT = (
-    "the of and to in is that for it as was with be by on not he this are or his from at "
-    "which but have an they you were her she there one all we their has been if more when "
-    "will would who so no out up into do any your what some can time could them see other"
-)
-_WORDS = tuple(_WORD_TEXT.split())
+MAX_REDRAWS = 8
+"""A ``chat-mix-v1`` draw whose prompt was already given out is drawn again, at most this
+many times; then it is sent as it is and counted as repeated. Only prompts of a few tokens
+from a small vocabulary ever collide (1-token prompts from 1,000 ids: one in 990)."""
 
+TEXT_CONTEXT_SHARE = 0.9
+"""Text prompts (``engine.api: chat``) are bounded by this share of the engine's context:
+their words are about one token each in common vocabularies but not exactly, and the chat
+template adds tokens of its own (a tenth of the context is kept free for both)."""
 
-@dataclass(frozen=True, slots=True)
-class RequestSpec:
-    """One request of a workload.
-
-    Attributes:
-        prompt: token ids (for ``/v1/completions``) or text.
-        max_tokens: exact output length asked for (tokens; sent with ``ignore_eos``).
-        id: optional name from a trace, kept for the per-request record.
-    """
-
-    prompt: list[int] | str
-    max_tokens: int
-    id: str | None = None
-
-    @property
-    def prompt_tokens(self) -> int | None:
-        """Prompt length in tokens when the prompt is token ids, else None (unknown)."""
-        return len(self.prompt) if isinstance(self.prompt, list) else None
-
-
-def lognormal_params(dist: LengthDist) -> tuple[float, float]:
-    """(mu, sigma) of the lognormal whose median and 90th percentile are ``dist``'s.
-
-    median = exp(mu); p90 = exp(mu + z90 · sigma), with z90 the standard normal's 0.9 quantile.
-    """
-    mu = math.log(dist.median)
-    sigma = math.log(dist.p90 / dist.median) / _Z90
-    return mu, sigma
+TRACE_REDRAW_STREAM = 2
+"""Second word of the seed (``[workload.seed, 2]``) of the new ids a trace's length-only
+entries get on a second and later pass."""
 
 
 def chat_mix_v1(
@@ -81,6 +71,7 @@ def chat_mix_v1(
     *,
     max_total_tokens: int | None = None,
     text: bool = False,
+    shared_prefix_tokens: int = 0,
 ) -> Iterator[RequestSpec]:
     """The ``chat-mix-v1`` workload: an endless, seeded stream of requests.
 
@@ -93,148 +84,263 @@ def chat_mix_v1(
         vocab_size: the model's vocabulary size (``model.vocab_size``).
         input_tokens: prompt length distribution; default median 1,024 / p90 4,096.
         output_tokens: output length distribution; default median 256 / p90 1,024.
-        max_total_tokens: the server's context length, when known: the prompt is cut so that
-            prompt + output fits (this trims the far tail only; medians and p90s stay).
+        max_total_tokens: the server's context length, when known: the output, then the
+            prompt is cut so that prefix + prompt + output fits (this trims the far tail
+            only when the medians fit).
         text: send text prompts of that many common words (about one token each) instead
             of token ids, for the chat API, which takes no token ids.
+        shared_prefix_tokens: a seeded prefix of this many tokens in front of every prompt
+            (see :class:`~tokenwatt.collect.prompts.SharedPrefix`); 0 for none.
 
     Raises:
         ValueError: when ``vocab_size`` leaves no ids to draw from.
     """
-    if vocab_size <= _LOWEST_TOKEN_ID:
-        raise ValueError(f"vocab_size must exceed {_LOWEST_TOKEN_ID}, got {vocab_size}")
-    mu_in, sigma_in = lognormal_params(input_tokens or DEFAULT_INPUT_TOKENS)
-    mu_out, sigma_out = lognormal_params(output_tokens or DEFAULT_OUTPUT_TOKENS)
-    rng = np.random.default_rng(seed)
-    words = np.array(_WORDS)
-    while True:
-        n_in = max(1, round(float(rng.lognormal(mu_in, sigma_in))))
-        n_out = max(1, round(float(rng.lognormal(mu_out, sigma_out))))
-        if max_total_tokens is not None:
-            n_out = min(n_out, max(1, max_total_tokens - 1))
-            n_in = max(1, min(n_in, max_total_tokens - n_out))
-        prompt: list[int] | str
-        if text:
-            prompt = " ".join(words[rng.integers(0, len(words), n_in)].tolist())
-        else:
-            prompt = rng.integers(_LOWEST_TOKEN_ID, vocab_size, n_in).tolist()
-        yield RequestSpec(prompt=prompt, max_tokens=n_out)
-
-
-MAX_TRACE_TOKENS = 1_048_576
-"""Cap on a trace entry's token counts (input, output, prompt ids), in tokens: 2**20, above
-any served context window of today's models (1M tokens); larger values are typos, and
-drawing that many random ids would need gigabytes (10**10 ids: 74.5 GiB)."""
-
-
-def _bad(path: Path, line: int, message: str) -> InputError:
-    return InputError([Problem(str(path), f"line {line}", message)])
-
-
-def _trace_entry(
-    path: Path, line: int, obj: Any, rng: np.random.Generator, vocab_size: int | None
-) -> RequestSpec:
-    if not isinstance(obj, dict):
-        raise _bad(path, line, "each line must be a JSON object")
-    keys = set(obj)
-    entry_id = obj.get("id")
-    if entry_id is not None and not isinstance(entry_id, str):
-        raise _bad(path, line, "id must be a string")
-    keys.discard("id")
-
-    def positive_int(key: str) -> int:
-        value = obj[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise _bad(path, line, f"{key} must be a positive integer, got {value!r}")
-        if value > MAX_TRACE_TOKENS:
-            raise _bad(path, line, f"{key} must be at most {MAX_TRACE_TOKENS:,}, got {value:,}")
-        return value
-
-    if keys == {"prompt", "max_tokens"}:
-        prompt = obj["prompt"]
-        ids_ok = isinstance(prompt, list) and all(
-            isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prompt
-        )
-        if not (isinstance(prompt, str) or ids_ok) or not prompt:
-            raise _bad(path, line, "prompt must be a non-empty string or list of token ids")
-        if isinstance(prompt, list) and len(prompt) > MAX_TRACE_TOKENS:
-            raise _bad(
-                path, line, f"prompt has {len(prompt):,} token ids, more than {MAX_TRACE_TOKENS:,}"
-            )
-        return RequestSpec(prompt=prompt, max_tokens=positive_int("max_tokens"), id=entry_id)
-    if keys == {"input_tokens", "output_tokens"}:
-        n_in = positive_int("input_tokens")
-        n_out = positive_int("output_tokens")
-        if vocab_size is None:
-            raise _bad(path, line, "input_tokens needs the model's vocab_size to draw ids")
-        ids = rng.integers(_LOWEST_TOKEN_ID, vocab_size, n_in).tolist()
-        return RequestSpec(prompt=ids, max_tokens=n_out, id=entry_id)
-    raise _bad(
-        path,
-        line,
-        'expected {"prompt": ..., "max_tokens": n} or {"input_tokens": n, "output_tokens": m}'
-        f' (optionally "id"), got keys {sorted(obj)}',
+    prefix = SharedPrefix.seeded(seed, vocab_size, shared_prefix_tokens)
+    mix = ChatMix(
+        seed,
+        vocab_size,
+        input_tokens,
+        output_tokens,
+        max_total_tokens=max_total_tokens,
+        text=text,
+        prefix=prefix,
     )
+    while True:
+        yield mix.draw()
 
 
-def load_trace(
-    path: str | Path, *, vocab_size: int | None = None, seed: int = 0
-) -> list[RequestSpec]:
-    """Read a JSON Lines trace: one request per line, blank lines skipped.
+class _Source(Protocol):
+    clipped: int
 
-    Each line is ``{"prompt": "text" | [ids], "max_tokens": n}`` or
-    ``{"input_tokens": n, "output_tokens": m}`` (random ids drawn within ``vocab_size`` with
-    ``seed``), optionally with a string ``"id"``.
+    def draw(self) -> RequestSpec: ...
 
-    Raises:
-        InputError: unreadable file, bad or too deeply nested JSON, a bad entry or a token
-            count above :data:`MAX_TRACE_TOKENS` (naming file and line), or an empty trace.
+
+class _TraceSource:
+    """A trace replayed in order; a second pass draws new ids for length-only entries."""
+
+    def __init__(
+        self, entries: list[RequestSpec], seed: int, vocab_size: int, prefix: SharedPrefix
+    ) -> None:
+        self.entries = entries
+        self.prefix = prefix
+        self.vocab_size = vocab_size
+        self.rng = np.random.default_rng([seed, TRACE_REDRAW_STREAM])
+        self.index = 0
+        self.passes = 0
+        self.clipped = 0
+
+    def draw(self) -> RequestSpec:
+        if self.index == len(self.entries):
+            self.index = 0
+            self.passes += 1
+        entry = self.entries[self.index]
+        self.index += 1
+        prompt = entry.prompt
+        if self.passes and entry.synthetic and isinstance(prompt, list):
+            prompt = random_ids(self.rng, self.vocab_size, len(prompt))
+        return RequestSpec(
+            prompt=self.prefix.apply(prompt),
+            max_tokens=entry.max_tokens,
+            id=entry.id,
+            synthetic=entry.synthetic,
+        )
+
+
+def _prompt_key(prompt: list[int] | str) -> int:
+    # A 64-bit hash: equal prompts always match; two different prompts of one run collide
+    # with probability ~n²/2⁶⁵ (10⁻⁹ for 200,000 prompts), which would only count a repeat.
+    return hash(tuple(prompt)) if isinstance(prompt, list) else hash(prompt)
+
+
+class WorkloadStream(Iterator[RequestSpec]):
+    """A run's requests, drawn once for the whole run: no prompt is given out twice unless
+    the workload asks for it.
+
+    * ``chat-mix-v1``: every draw is new; a draw equal to an earlier prompt is drawn again
+      (at most :data:`MAX_REDRAWS` times; :attr:`redrawn` counts them).
+    * A trace is replayed in order; one shorter than the run starts again from its first
+      line, and the prompts it sends again are counted in :attr:`repeated_prompts` and
+      said in :meth:`notes` (length-only entries get new ids on each pass, so they are new).
+    * ``prompt_pool`` N: the first N requests, then the same N again in order, on purpose.
+
+    Counts (requests the load generator took from the stream, whether or not they were
+    sent before their window ended): :attr:`drawn`, :attr:`distinct_prompts`,
+    :attr:`repeated_prompts`, :attr:`clipped` (shortened to fit the engine's context).
+    Drawing is cheap (a hash of the prompt) and never blocks.
+
+    Attributes:
+        kind: ``chat-mix-v1`` or the trace's path.
+        trace_entries: the trace's requests as read (None for ``chat-mix-v1``).
+        context_length: the context bound the lengths were fitted to (tokens), or None.
+        prefix: the shared prefix (empty when none was asked for).
     """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError([Problem(str(path), "", f"cannot read the trace: {exc}")]) from exc
-    rng = np.random.default_rng(seed)
-    entries: list[RequestSpec] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise _bad(path, number, f"not valid JSON: {exc.msg}") from exc
-        except RecursionError as exc:
-            raise _bad(path, number, "JSON nested too deeply") from exc
-        entries.append(_trace_entry(path, number, obj, rng, vocab_size))
-    if not entries:
-        raise InputError([Problem(str(path), "", "the trace has no requests")])
-    return entries
+
+    def __init__(
+        self,
+        source: _Source,
+        *,
+        kind: str,
+        redraw: bool,
+        prompt_pool: int | None = None,
+        trace_entries: list[RequestSpec] | None = None,
+        context_length: int | None = None,
+        prefix: SharedPrefix | None = None,
+    ) -> None:
+        self._source = source
+        self._redraw = redraw
+        self._pool_size = prompt_pool
+        self._pool: list[RequestSpec] = []
+        self._seen: set[int] = set()
+        self.kind = kind
+        self.trace_entries = trace_entries
+        self.context_length = context_length
+        self.prefix = prefix or SharedPrefix(ids=[], text="")
+        self.drawn = 0
+        self.repeated_prompts = 0
+        self.redrawn = 0
+        self.unavoidable_repeats = 0
+
+    @property
+    def distinct_prompts(self) -> int:
+        """Different prompts given out so far."""
+        return len(self._seen)
+
+    @property
+    def clipped(self) -> int:
+        """Requests shortened to fit the engine's context (drawn once, re-sent or not)."""
+        return self._source.clipped
+
+    def __iter__(self) -> WorkloadStream:
+        return self
+
+    def __next__(self) -> RequestSpec:
+        if self._pool_size is not None and len(self._pool) == self._pool_size:
+            spec = self._pool[self.drawn % self._pool_size]
+            self.repeated_prompts += 1
+        else:
+            spec = self._fresh()
+            if self._pool_size is not None:
+                self._pool.append(spec)
+        self.drawn += 1
+        return spec
+
+    def _fresh(self) -> RequestSpec:
+        for attempt in range(MAX_REDRAWS + 1):
+            spec = self._source.draw()
+            key = _prompt_key(spec.prompt)
+            if key not in self._seen:
+                self._seen.add(key)
+                return spec
+            if not self._redraw:
+                break
+            if attempt < MAX_REDRAWS:
+                self.redrawn += 1
+            else:
+                self.unavoidable_repeats += 1
+        self.repeated_prompts += 1
+        return spec
+
+    def counts(self) -> dict[str, int]:
+        """The stream's counts by name, for the run record."""
+        return {
+            "drawn": self.drawn,
+            "distinct_prompts": self.distinct_prompts,
+            "repeated_prompts": self.repeated_prompts,
+            "redrawn": self.redrawn,
+            "clipped": self.clipped,
+        }
+
+    def notes(self) -> list[str]:
+        """What a reader of the record must know about the prompts sent, in words."""
+        out: list[str] = []
+        if self._pool_size is not None and self.repeated_prompts:
+            out.append(
+                f"workload.prompt_pool {self._pool_size}: {self.repeated_prompts} of "
+                f"{self.drawn} requests re-sent an earlier prompt on purpose (prefix cache warm)"
+            )
+        elif self.trace_entries is not None and self.repeated_prompts:
+            out.append(
+                f"the trace has {len(self.trace_entries)} requests and the run drew "
+                f"{self.drawn}: {self.repeated_prompts} prompts were sent again, so the "
+                "engine's prefix cache may have served them"
+            )
+        if self.unavoidable_repeats:
+            out.append(
+                f"{self.unavoidable_repeats} prompts repeat an earlier one even after "
+                f"{MAX_REDRAWS} new draws (prompts of a few tokens from a small vocabulary)"
+            )
+        if self.clipped:
+            out.append(
+                f"{self.clipped} of {self.drawn} requests were shortened to fit the context "
+                f"of {self.context_length} tokens (output first, then prompt)"
+            )
+        return out
 
 
-def workload_for(spec: Spec, *, base_dir: str | Path | None = None) -> Iterator[RequestSpec]:
-    """The endless request stream a spec asks for.
+def context_budget(context_length: int | None, *, text: bool) -> int | None:
+    """Tokens a request (prefix + prompt + output) may use: the engine's context length,
+    less a tenth for text prompts (:data:`TEXT_CONTEXT_SHARE`); None when unknown."""
+    if context_length is None:
+        return None
+    return int(context_length * TEXT_CONTEXT_SHARE) if text else context_length
+
+
+def workload_for(
+    spec: Spec, *, base_dir: str | Path | None = None, context_length: int | None = None
+) -> WorkloadStream:
+    """The run's request stream, as the spec asks for: create it once per run.
 
     ``workload.trace`` is ``chat-mix-v1`` (seeded with ``workload.seed``; text prompts when
     ``engine.api`` is ``chat``) or the path of a JSON Lines trace (relative to ``base_dir``,
-    usually the spec file's folder), replayed in order and cycled.
+    usually the spec file's folder), replayed in order and cycled when the run outlasts it.
+
+    Args:
+        spec: the run's spec (``workload`` and ``model.vocab_size``, ``engine.api``).
+        base_dir: folder a relative trace path is read from.
+        context_length: the engine's context length (tokens, from the probe); when None,
+            ``model.geometry.max_model_len`` if the spec gives it. ``chat-mix-v1``
+            lengths are fitted to it (:class:`~tokenwatt.collect.prompts.ChatMix`).
 
     Raises:
         InputError: from :func:`load_trace`.
     """
     workload = spec.workload
+    if context_length is None:
+        geometry_len = spec.model.geometry.get("max_model_len")
+        context_length = geometry_len if isinstance(geometry_len, int) else None
+    text = spec.engine.api == "chat"
+    prefix = SharedPrefix.seeded(
+        workload.seed, spec.model.vocab_size, workload.shared_prefix_tokens
+    )
     if workload.trace == CHAT_MIX_V1:
-        max_len = spec.model.geometry.get("max_model_len")
-        return chat_mix_v1(
+        mix = ChatMix(
             workload.seed,
             spec.model.vocab_size,
             workload.input_tokens,
             workload.output_tokens,
-            max_total_tokens=max_len if isinstance(max_len, int) else None,
-            text=spec.engine.api == "chat",
+            max_total_tokens=context_budget(context_length, text=text),
+            text=text,
+            prefix=prefix,
+        )
+        return WorkloadStream(
+            mix,
+            kind=CHAT_MIX_V1,
+            redraw=True,
+            prompt_pool=workload.prompt_pool,
+            context_length=context_length,
+            prefix=prefix,
         )
     trace = Path(workload.trace)
     if base_dir is not None and not trace.is_absolute():
         trace = Path(base_dir) / trace
     entries = load_trace(trace, vocab_size=spec.model.vocab_size, seed=workload.seed)
-    return itertools.cycle(entries)
+    source = _TraceSource(entries, workload.seed, spec.model.vocab_size, prefix)
+    return WorkloadStream(
+        source,
+        kind=str(trace),
+        redraw=False,
+        prompt_pool=workload.prompt_pool,
+        trace_entries=entries,
+        context_length=context_length,
+        prefix=prefix,
+    )

@@ -36,6 +36,9 @@ class Environment(StrictModel):
 
     ``kv_capacity_source`` says where ``kv_capacity_tokens`` came from (e.g. vLLM's
     ``vllm:cache_config_info`` blocks × block size, or llama.cpp's /props, an upper bound).
+    ``context_length_tokens`` is the longest request (prompt + output, tokens) the engine
+    accepts, as it reported before the first request; ``context_length_source`` names where
+    it was read (vLLM ``max_model_len``, llama.cpp ``n_ctx``, ...).
     """
 
     gpu_name: str | None = None
@@ -48,11 +51,20 @@ class Environment(StrictModel):
     served_models: list[str] = Field(default_factory=list)
     kv_capacity_tokens: NonNegInt | None = None
     kv_capacity_source: str | None = None
+    context_length_tokens: NonNegInt | None = None
+    context_length_source: str | None = None
     hostname: str | None = None
 
 
 class EngineMetrics(StrictModel):
-    """Engine ``/metrics`` over a window: means and maxima of the gauges, counter deltas."""
+    """Engine ``/metrics`` over a window: means and maxima of the gauges, counter deltas.
+
+    Prefix cache (None where the engine exposes none): ``prefix_cache_queries_tokens`` and
+    ``prefix_cache_hits_tokens`` are the prompt tokens the engine looked up in its prefix
+    cache and found there during the window (counter differences); ``prefix_cache_hit_pct``
+    is 100 × hits / queries, or the mean of a sampled hit-rate gauge where the engine has
+    no counters; ``prefix_cache_source`` names the metrics read.
+    """
 
     running_mean: NonNegFloat | None = None
     waiting_mean: NonNegFloat | None = None
@@ -60,6 +72,10 @@ class EngineMetrics(StrictModel):
     kv_usage_max_pct: Percent | None = None
     preemptions: NonNegInt | None = None
     scrapes: NonNegInt = 0
+    prefix_cache_hit_pct: Percent | None = None
+    prefix_cache_queries_tokens: NonNegInt | None = None
+    prefix_cache_hits_tokens: NonNegInt | None = None
+    prefix_cache_source: str | None = None
 
 
 class Probe(StrictModel):

@@ -112,7 +112,13 @@ class EngineSpec(StrictModel):
 
 
 class ModelSpec(StrictModel):
-    """The model served. ``kv_dtype`` is per configuration and outside the fingerprint."""
+    """The model served. ``kv_dtype`` is per configuration and outside the fingerprint.
+
+    ``tokenizer`` names the model's ``tokenizer.json`` file, or a Hugging Face model folder
+    holding one (relative paths from the spec file's folder). When set, output that arrives
+    without the server's ``usage`` counts is counted with it (client-counted tokens); it is
+    a path on this machine, so it is outside the fingerprint.
+    """
 
     name: NonEmptyStr
     config: str | None = None
@@ -123,6 +129,7 @@ class ModelSpec(StrictModel):
     tensor_parallel: PosInt = 1
     vocab_size: PosInt
     geometry: dict[str, int | float | str] = Field(default_factory=dict)
+    tokenizer: NonEmptyStr | None = None
 
 
 class SloSpec(StrictModel):
@@ -148,12 +155,29 @@ class LengthDist(StrictModel):
 
 
 class WorkloadSpec(StrictModel):
-    """``trace`` is ``chat-mix-v1`` or the path of a JSON Lines trace to replay."""
+    """What the requests ask for.
+
+    ``trace`` is ``chat-mix-v1`` or the path of a JSON Lines trace to replay; ``seed`` seeds
+    lengths, token ids and arrivals.
+
+    Every prompt of a run is new unless the workload asks otherwise, so that an engine's
+    prefix cache finds nothing it was not meant to find:
+
+    * ``shared_prefix_tokens`` (default 0: none): a deliberate shared prefix, a "system
+      prompt" of this many tokens (seeded, the same for every request of the run), put in
+      front of each prompt (as vLLM's ``bench serve`` random dataset does with its prefix
+      length). Text prompts (``engine.api: chat``) get about this many words.
+    * ``prompt_pool`` (default none: never re-send): draw this many requests, then send
+      them again in the same order for the rest of the run, deliberately warming the prefix
+      cache. A trace shorter than the run is cycled; prompts it re-sends are counted.
+    """
 
     trace: NonEmptyStr = "chat-mix-v1"
     input_tokens: LengthDist | None = None
     output_tokens: LengthDist | None = None
     seed: int = 0
+    shared_prefix_tokens: NonNegInt = 0
+    prompt_pool: PosInt | None = None
 
 
 class MeasurementSpec(StrictModel):
@@ -311,21 +335,35 @@ class Spec(StrictModel):
     not_covered: list[str] = Field(default_factory=list)
 
 
+_WORKLOAD_DEFAULTS_OUTSIDE_FINGERPRINT: dict[str, Any] = {
+    "shared_prefix_tokens": 0,
+    "prompt_pool": None,
+}
+
+
 def fingerprint_fields(spec: Spec) -> dict[str, Any]:
     """The parts of a spec that must be equal for two runs to be compared.
 
     Hardware, model identity, workload, SLO and measurement windows (DESIGN.md, Records).
     Per-configuration settings -- KV-cache dtype, engine flags, label, role -- are left out,
-    so that a BF16-vs-FP8 KV comparison is allowed (seed lab note, change 1).
+    so that a BF16-vs-FP8 KV comparison is allowed (seed lab note, change 1). The model's
+    tokenizer path is left out too (a path on one machine); the workload's
+    ``shared_prefix_tokens`` and ``prompt_pool`` count only when set.
 
     Returns:
         A flat mapping ``dotted.path -> value``.
     """
-    model = spec.model.model_dump(exclude={"kv_dtype", "config", "geometry"})
+    model = spec.model.model_dump(exclude={"kv_dtype", "config", "geometry", "tokenizer"})
+    workload = spec.workload.model_dump()
+    for key, default in _WORKLOAD_DEFAULTS_OUTSIDE_FINGERPRINT.items():
+        # Options added later count only when used, so that older records' fingerprints
+        # stay what they were.
+        if workload.get(key) == default:
+            del workload[key]
     parts: dict[str, Any] = {
         "hardware": spec.hardware.model_dump(exclude={"host"}),
         "model": model,
-        "workload": spec.workload.model_dump(),
+        "workload": workload,
         "slo": spec.slo.model_dump(),
         "measurement": spec.measurement.model_dump(),
     }
