@@ -7,7 +7,6 @@ checkpoint in place.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import subprocess
@@ -18,32 +17,22 @@ from typing import Any
 from tokenwatt.collect.modes import Mode, apply_mode
 from tokenwatt.collect.probes import EngineInfo
 from tokenwatt.errors import InputError, Problem
+from tokenwatt.files import atomic_write_text
 from tokenwatt.records.load import load_spec, validate
 from tokenwatt.records.run import Environment, RunRecord
 from tokenwatt.records.spec import EngineSpec, ModelSpec, Spec
 
 
 def write_record(record: RunRecord, out: Path) -> None:
-    """Write ``record`` to ``out`` atomically: temp file in the same folder, then rename.
+    """Write ``record`` to ``out`` atomically (:func:`tokenwatt.files.atomic_write_text`).
 
-    A reader never sees a half-written file; a crash leaves the previous version in place.
+    A reader never sees a half-written file; a crash, a full disk or a read-only file system
+    leaves the previous version in place.
 
     Raises:
-        OSError: the folder cannot be created or written.
+        WriteError: the folder or the file cannot be written (one clear line).
     """
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = record.model_dump_json(indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        Path(tmp).replace(out)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            Path(tmp).unlink()
-        raise
+    atomic_write_text(out, record.model_dump_json(indent=2) + "\n")
 
 
 def git_commit(start: Path) -> str | None:
