@@ -13,8 +13,11 @@ report's ``configs[].search``), one sentence out. The cases, in the words they p
 - the back-offs ran out: "…; no rate met the SLO in every repeat, so goodput is 0.";
 - no probe met the SLO: "No rate met the SLO: the lowest probe, at 1 req/s, missed p99
   TPOT (62.4 ms > 50 ms).";
-- the run stopped early: before any window, during the search, during the repeats, before a
-  back-off, or after the result (each says so, with the run's reason);
+- the run stopped early: before any window, during the search ("The run stopped during the
+  SLO search (interrupted (Ctrl-C)); the highest probe that met the SLO was at 4 req/s, and
+  no repeat was measured."), during the repeats ("…, where the run stopped after 1 of 2
+  repeats (…), so there is no result."), before a back-off, or after the result (each says
+  so, with the run's reason up to its first ";");
 - a record migrated from report schema 2, which kept only the final repeats, says what it
   cannot know.
 
@@ -93,7 +96,7 @@ def explain_result(windows: Sequence[SearchWindowV3], story: SearchStory) -> str
     if not repeats:
         text = _without_repeats(probes, story)
     elif not story.whole and not probes:
-        text = f"this record keeps no probe of the SLO search; {_groups_text(repeats, story)}"
+        text = f"this record keeps no probe of the SLO search; {_groups_text(repeats)}"
     else:
         text = _with_repeats(probes, repeats, story)
     return text[0].upper() + text[1:] + "."
@@ -216,11 +219,15 @@ def _without_repeats(probes: Sequence[SearchWindowV3], story: SearchStory) -> st
             f"no rate met the SLO: the lowest probe, at {rate_text(lowest.rate_rps)} req/s, "
             f"{miss_text(lowest, story)}"
         )
+    if story.whole and not story.complete:
+        return (
+            f"the run stopped during the SLO search ({_stop_reason(story)}); the highest probe "
+            f"that met the SLO was at {rate_text(found.rate_rps)} req/s, and no repeat was "
+            "measured"
+        )
     opening = f"the search found {rate_text(found.rate_rps)} req/s{_bracket(found, probes, story)}"
     if not story.whole:
         return f"{opening}; this record keeps no repeat window"
-    if not story.complete:
-        return f"{opening}, but the run stopped before any repeat ({_stop_reason(story)})"
     return f"{opening}, but no repeat was measured there"
 
 
@@ -271,7 +278,7 @@ def _with_repeats(
         return (
             f"the search found {rate_text(found.rate_rps)} req/s; this record keeps only the "
             f"repeats at {rate_text(first_rate)} req/s (report schema 2 kept no repeat before "
-            f"the last back-off), {_final_text(groups[-1], story)}"
+            f"the last back-off), {_final_text(groups[-1])}"
         )
     head = groups[0]
     if len(groups) == 1 and all(w.slo_pass for w in head) and _full(head, story):
@@ -296,8 +303,8 @@ def _group_clause(
     """What happened at one rate: the repeat that missed, or (the last rate) the result."""
     missed = next((i for i, w in enumerate(group) if not w.slo_pass), None)
     if missed is not None:
-        joiner = ", but" if first else ", where"
-        return f"{joiner} the {_ordinal(missed + 1)} repeat there {miss_text(group[missed], story)}"
+        joiner = ", but the {} repeat there" if first else ", where the {} repeat"
+        return f"{joiner.format(_ordinal(missed + 1))} {miss_text(group[missed], story)}"
     if last and not _full(group, story) and not story.complete:
         done, planned = len(group), story.repeats_planned
         return (
@@ -308,7 +315,7 @@ def _group_clause(
     return f", which met the SLO in {n} of {n} repeats"
 
 
-def _final_text(group: Sequence[SearchWindowV3], story: SearchStory) -> str:
+def _final_text(group: Sequence[SearchWindowV3]) -> str:
     passed = sum(1 for w in group if w.slo_pass)
     return f"which met the SLO in {passed} of {len(group)} repeats"
 
@@ -330,8 +337,11 @@ def _stopped_after(story: SearchStory) -> str:
     return f"; the run stopped after that ({_stop_reason(story)})"
 
 
-def _groups_text(repeats: Sequence[SearchWindowV3], story: SearchStory) -> str:
+def _groups_text(repeats: Sequence[SearchWindowV3]) -> str:
     """Repeats of a record without probes: the rate(s) and how many met the SLO."""
     groups = _groups(repeats)
     last = groups[-1]
-    return f"its repeats at {rate_text(last[0].rate_rps)} req/s {_final_text(last, story)}"
+    passed = sum(1 for w in last if w.slo_pass)
+    return (
+        f"its repeats at {rate_text(last[0].rate_rps)} req/s met the SLO in {passed} of {len(last)}"
+    )
