@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from runs_factory import make_run, tuned_run, window
 
+from tests.runs_factory import make_run, tuned_run, window
 from tokenwatt.analysis.search_story import SearchStory, explain_config, explain_result, explain_run
 from tokenwatt.analysis.search_windows import search_windows
 from tokenwatt.analysis.summarise import summarise
