@@ -2,9 +2,9 @@
 
 Per configuration: the sentence that says why the result rate is where it is
 (:func:`~tokenwatt.analysis.search_story.explain_config`), a table of every window (phase,
-rate, verdict, failure reason, p99s, goodput, errors by kind, warnings) with missed
-repeats and back-offs marked, and the error samples. Everything comes from the record's
-``configs[].search``. Record text (failure reasons, error kinds, messages, bodies,
+rate, verdict with failure reason, p99s, goodput, errors by kind) with missed repeats and
+back-offs marked, then the error samples and the windows' warnings. Everything comes from
+the record's ``configs[].search``. Record text (failure reasons, error kinds, messages, bodies,
 warnings) is data: it goes through :func:`~tokenwatt.site.escape.md_text`; only the
 package's own words and numbers are marked trusted.
 """
@@ -36,7 +36,7 @@ def result_stories(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
 
 def search_sections(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
     """Per configuration with search windows: name, sentence, table rows, error samples,
-    the search's warnings, and whether the record keeps the whole search."""
+    window warnings, the search's warnings, and whether the record keeps the whole search."""
     out = []
     for name, cfg in zip(names, report.configs, strict=True):
         if not cfg.search:
@@ -47,6 +47,7 @@ def search_sections(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
                 "story": explain_config(cfg, report),
                 "rows": search_rows(cfg),
                 "samples": sample_lines(cfg.search),
+                "window_warnings": warning_lines(cfg.search),
                 "warnings": list(cfg.search_warnings),
                 "whole": cfg.whole_search,
             }
@@ -63,33 +64,33 @@ def _p99(value: LatencyMsV3) -> Markup:
 def _step(w: SearchWindowV3, repeat_no: int) -> Markup:
     if w.step == "probe":
         return trusted(f"{w.phase} probe" if w.phase else "probe")
-    text = f"repeat {repeat_no}"
-    if w.backoff:
-        text += f" · back-off {w.backoff}"
-    return trusted(text)
+    return trusted(f"repeat {repeat_no}")
 
 
 def _verdict(w: SearchWindowV3) -> Markup:
     if w.remeasured:
-        return trusted("↻ not used: measured again (client lag)")
+        return trusted("↻ not used")
     if not w.valid:
         return trusted("**✗ invalid**")
     if w.slo_pass:
-        return trusted("✓ meets the SLO")
+        return trusted("✓ met")
     if w.step == "repeat":
-        return trusted("**✗ missed (repeat)**")
+        return trusted("**✗ missed**")
     return trusted("✗ missed")
 
 
-def _reason(w: SearchWindowV3) -> Markup:
+def _outcome(w: SearchWindowV3) -> Markup:
+    """The verdict, then the failure reason (record text) and what made a window invalid."""
     parts: list[Markup] = []
-    if w.failure_reason:
+    if w.failure_reason and not w.slo_pass:
         parts.append(md_text(w.failure_reason))
     if w.stopped_early and "stopped" not in (w.failure_reason or ""):
         parts.append(trusted("stopped early"))
     if not w.valid:
         parts.append(trusted("invalid: ") + md_text(w.invalid_reason or "no reason recorded"))
-    return trusted("; ").join(parts) if parts else DASH
+    if not parts:
+        return _verdict(w)
+    return _verdict(w) + trusted(": ") + trusted("; ").join(parts)
 
 
 def _errors(w: SearchWindowV3) -> Markup:
@@ -99,18 +100,13 @@ def _errors(w: SearchWindowV3) -> Markup:
     return trusted(", ").join(md_text(k) + trusted(f" {v:,}") for k, v in kinds)
 
 
-def _warnings(w: SearchWindowV3) -> Markup:
-    if not w.warnings:
-        return DASH
-    return trusted("; ").join(md_text(x) for x in w.warnings)
-
-
 def search_rows(cfg: ConfigV3) -> list[dict[str, Any]]:
     """The table rows of one configuration's search, in order.
 
-    Each window is numbered (#, 1-based, as the error samples cite it). Before the first
-    repeat after a back-off comes a marker row ("⤵ back-off N", old → new rate). A repeat's
-    number counts the windows at its rate whose verdict was used.
+    Each window is numbered (#, 1-based, as the error samples and warnings cite it). Before
+    the first repeat after a back-off comes a marker row ("⤵ back-off N", old → new rate).
+    A repeat's number counts the windows at its rate whose verdict was used. The outcome is
+    the verdict (a missed repeat in bold) with the failure reason.
     """
     rows: list[dict[str, Any]] = []
     repeat_no = 0
@@ -128,13 +124,11 @@ def search_rows(cfg: ConfigV3) -> list[dict[str, Any]]:
                 "number": trusted(str(number)),
                 "step": _step(w, repeat_no + (1 if w.remeasured else 0)),
                 "rate": num(w.rate_rps, 2),
-                "verdict": _verdict(w),
-                "reason": _reason(w),
+                "outcome": _outcome(w),
                 "ttft": _p99(w.ttft_p99_ms),
                 "tpot": _p99(w.tpot_p99_ms),
                 "goodput": num(w.goodput_tok_s, 1),
                 "errors": _errors(w),
-                "warnings": _warnings(w),
             }
         )
         previous = w
@@ -153,21 +147,32 @@ def _backoff_row(previous: SearchWindowV3, w: SearchWindowV3) -> dict[str, Any]:
         "number": trusted(""),
         "step": trusted(f"**{label}**"),
         "rate": trusted(f"{num(previous.rate_rps, 2)} → {num(w.rate_rps, 2)}"),
-        "verdict": trusted(""),
-        "reason": trusted(
-            f"a repeat at {rate_text(previous.rate_rps)} req/s missed; "
-            f"rate × {w.rate_rps / previous.rate_rps:.2f}"
+        "outcome": trusted(
+            f"a repeat at {rate_text(previous.rate_rps)} req/s missed: "
+            f"rate × {w.rate_rps / previous.rate_rps:.2f}, repeats start again"
         ),
         "ttft": trusted(""),
         "tpot": trusted(""),
         "goodput": trusted(""),
         "errors": trusted(""),
-        "warnings": trusted(""),
     }
 
 
+def _where(number: int, w: SearchWindowV3) -> Markup:
+    return trusted(f"window {number} ({w.step} at {rate_text(w.rate_rps)} req/s)")
+
+
+def warning_lines(windows: Sequence[SearchWindowV3]) -> list[Markup]:
+    """One line per window warning: the window it belongs to and the warning (record text)."""
+    return [
+        _where(number, w) + trusted(": ") + md_text(x)
+        for number, w in enumerate(windows, start=1)
+        for x in w.warnings
+    ]
+
+
 def _sample_line(number: int, w: SearchWindowV3, s: ErrorSampleV3) -> Markup:
-    where = trusted(f"window {number} ({w.step} at {rate_text(w.rate_rps)} req/s), ")
+    where = _where(number, w) + trusted(", ")
     parts = [md_text(s.kind)]
     if s.exception:
         parts.append(md_text(s.exception))
