@@ -344,7 +344,11 @@ def report(
     demo: bool,
     force: bool,
 ) -> None:
-    """Summarise run records (one per configuration) into a report record."""
+    """Summarise run records (one per configuration) into a report record.
+
+    Prints, per configuration, the sentence that says why its result rate is where it is.
+    """
+    from tokenwatt.analysis.search_story import explain_run
     from tokenwatt.analysis.summarise import report_command, slug, summarise
     from tokenwatt.records.runs_io import load_runs, write_report
 
@@ -363,6 +367,8 @@ def report(
     target = out if out is not None else Path("reports") / f"{report_id or slug(title)}.json"
     write_report(record, target, force=force, inputs=list(run_files))
     click.echo(f"wrote {target} ({len(record.configs)} configurations)")
+    for item in runs:
+        click.echo(f"{item.run.label}: {explain_run(item.run)}")
 
 
 @cli.command()

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from tokenwatt.analysis import NoCredit, analyse_report, conclusion
-from tokenwatt.records import ReportV2
+from tokenwatt.records import ReportV3
 
-SeedWith = Callable[[Callable[[dict[str, Any]], object]], ReportV2]
+SeedWith = Callable[[Callable[[dict[str, Any]], object]], ReportV3]
 
 
-def test_tokens_per_joule_are_7_18_and_8_21(seed: ReportV2) -> None:
+def test_tokens_per_joule_are_7_18_and_8_21(seed: ReportV3) -> None:
     analysis = analyse_report(seed)
     base, tuned = analysis.configs
     assert base.tokens_per_joule is not None and tuned.tokens_per_joule is not None
@@ -23,13 +23,13 @@ def test_tokens_per_joule_are_7_18_and_8_21(seed: ReportV2) -> None:
     assert tuned.tokens_per_joule_delta_pct == pytest.approx(14.37, abs=0.01)  # "14%"
 
 
-def test_goodput_delta_is_10_6_percent(seed: ReportV2) -> None:
+def test_goodput_delta_is_10_6_percent(seed: ReportV3) -> None:
     tuned = analyse_report(seed).tuned[0]
     assert round(tuned.goodput_delta_pct, 1) == 10.6
     assert analyse_report(seed).baseline.goodput_delta_pct == 0.0
 
 
-def test_gate_fails_the_tuned_configuration_by_8_points(seed: ReportV2) -> None:
+def test_gate_fails_the_tuned_configuration_by_8_points(seed: ReportV3) -> None:
     analysis = analyse_report(seed)
     assert analysis.baseline.gate is not None and analysis.baseline.gate.passed
     gate = analysis.tuned[0].gate
@@ -40,7 +40,7 @@ def test_gate_fails_the_tuned_configuration_by_8_points(seed: ReportV2) -> None:
     assert gate.margin_pts == pytest.approx(7.0)
 
 
-def test_seed_earns_no_capacity_saving_because_of_the_gate(seed: ReportV2) -> None:
+def test_seed_earns_no_capacity_saving_because_of_the_gate(seed: ReportV3) -> None:
     analysis = analyse_report(seed)
     cap = analysis.tuned[0].capacity
     assert cap is not None

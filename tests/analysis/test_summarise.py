@@ -19,7 +19,7 @@ from tokenwatt.analysis.summarise import (
     slug,
 )
 from tokenwatt.errors import RecordError
-from tokenwatt.records import ReportV2, RunRecord
+from tokenwatt.records import ReportV3, RunRecord
 from tokenwatt.records.runs_io import RunInput
 
 TITLE = "Qwen3-30B-A3B FP8 on 1× H100: BF16 vs FP8 KV cache"
@@ -31,15 +31,15 @@ def _inputs(*runs: RunRecord) -> list[RunInput]:
     ]
 
 
-def _report(*runs: RunRecord, **kwargs: object) -> ReportV2:
+def _report(*runs: RunRecord, **kwargs: object) -> ReportV3:
     return summarise(_inputs(*runs), title=TITLE, **kwargs)  # type: ignore[arg-type]
 
 
-def test_two_runs_give_a_valid_v2_report_with_the_runs_numbers() -> None:
+def test_two_runs_give_a_valid_v3_report_with_the_runs_numbers() -> None:
     report = _report(make_run(), tuned_run(), command="tokenwatt report a b")
-    again = ReportV2.model_validate(json.loads(report.model_dump_json()))
+    again = ReportV3.model_validate(json.loads(report.model_dump_json()))
     assert again == report
-    assert report.schema_version == 2 and report.status == "draft"
+    assert report.schema_version == 3 and report.status == "draft"
     assert report.id == "qwen3-30b-a3b-fp8-on-1-h100-bf16-vs-fp8-kv-cache"
     assert report.published.isoformat() == "2026-10-06"
     base, tuned = report.configs
@@ -76,8 +76,19 @@ def test_two_runs_give_a_valid_v2_report_with_the_runs_numbers() -> None:
     ]
     assert [r.goodput_tok_s for r in base.repeats_detail] == [4600.0, 4544.6]
     assert [r.energy_j for r in base.repeats_detail] == [640.0 * 120, 634.0 * 120]
-    assert [p.rate_rps for p in base.sweep] == [2.0, 4.0, 8.0, 16.0, 9.0]
-    assert base.sweep[3].failure_reason == "ttft_p99" and not base.sweep[3].slo_pass
+    # the whole search: five probes then the two repeats, in order
+    assert [(w.step, w.phase, w.backoff, w.rate_rps) for w in base.search] == [
+        ("probe", "grow", None, 2.0),
+        ("probe", "grow", None, 4.0),
+        ("probe", "grow", None, 8.0),
+        ("probe", "grow", None, 16.0),
+        ("probe", "bisect", None, 9.0),
+        ("repeat", None, 0, 9.0),
+        ("repeat", None, 0, 9.0),
+    ]
+    assert base.search[3].failure_reason == "ttft_p99" and not base.search[3].slo_pass
+    assert base.search[3].ttft_p99_ms == 32000.0 and base.search[3].goodput_tok_s == 3000.0
+    assert base.whole_search and base.repeats_planned == 2 and base.complete
     assert len(base.power_timeline) == 120 and base.power_timeline[0].throttle == ["sw_power_cap"]
     assert base.mbu_breakdown is not None
     assert base.mbu_breakdown.weights_gbs == 990.0  # 3.0e9 B/step × 330 steps/s

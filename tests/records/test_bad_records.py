@@ -176,7 +176,7 @@ CASES = [
         "unknown-schema-version",
         edited(_set("schema_version", 9)),
         "schema_version",
-        "unknown schema_version 9; known versions are 1, 2",
+        "unknown schema_version 9; known versions are 1, 2, 3 (a JSON number",
     ),
     Case(
         "schema-version-as-string",

@@ -10,11 +10,13 @@ import pytest
 from tokenwatt.records import (
     ReportV1,
     ReportV2,
+    ReportV3,
     load_report,
     load_spec,
     parse_report,
     read_json,
     v1_to_v2,
+    v2_to_v3,
 )
 
 SEED_NAME = "lab-h100-qwen3-30b-a3b-kv-cache"
@@ -80,11 +82,59 @@ def test_v2_dump_reloads_as_the_same_record(seed_v1: ReportV1, tmp_path: Path) -
     v2 = v1_to_v2(seed_v1)
     path = tmp_path / "r.json"
     path.write_text(v2.model_dump_json(indent=2), encoding="utf-8")
-    assert load_report(path) == v2
+    assert parse_report(read_json(path), str(path)) == v2
+    assert load_report(path) == v2_to_v3(v2)
+
+
+def test_v3_dump_reloads_as_the_same_record(seed_v1: ReportV1, tmp_path: Path) -> None:
+    v3 = v2_to_v3(v1_to_v2(seed_v1))
+    path = tmp_path / "r.json"
+    path.write_text(v3.model_dump_json(indent=2), encoding="utf-8")
+    assert json.loads(path.read_text(encoding="utf-8"))["schema_version"] == 3
+    assert load_report(path) == v3
+
+
+def test_v2_to_v3_keeps_every_value_and_drops_only_sweep(seed_v1: ReportV1) -> None:
+    v2 = v1_to_v2(seed_v1)
+    v3 = v2_to_v3(v2)
+    assert isinstance(v3, ReportV3) and v3.schema_version == 3
+    old = v2.model_dump(mode="json", exclude={"schema_version"})
+    new = v3.model_dump(mode="json", exclude={"schema_version"})
+    for key, value in old.items():
+        if key != "configs":
+            assert new[key] == value, key
+    for old_cfg, new_cfg in zip(old["configs"], new["configs"], strict=True):
+        assert old_cfg.pop("sweep") == []
+        for key, value in old_cfg.items():
+            assert new_cfg[key] == value, key
+        assert new_cfg["search"] == [] and new_cfg["whole_search"] is False
+
+
+def test_v2_to_v3_turns_probes_and_final_repeats_into_search_windows(seed_v1: ReportV1) -> None:
+    data = v1_to_v2(seed_v1).model_dump(mode="json")
+    data["configs"][0]["sweep"] = [
+        {"rate_rps": 8.0, "slo_pass": True, "ttft_p99_ms": 300.0, "tpot_p99_ms": 40.0},
+        {"rate_rps": 16.0, "slo_pass": False, "failure_reason": "ttft", "stopped_early": True},
+    ]
+    data["configs"][0]["repeats_detail"] = [
+        {"rate_rps": 6.8, "goodput_tok_s": 3400.0, "slo_pass": True, "ttft_p99_ms": 410.0}
+    ]
+    v3 = v2_to_v3(ReportV2.model_validate(data))
+    search = v3.configs[0].search
+    assert [(w.step, w.rate_rps, w.slo_pass, w.backoff, w.phase) for w in search] == [
+        ("probe", 8.0, True, None, None),
+        ("probe", 16.0, False, None, None),
+        ("repeat", 6.8, True, None, None),
+    ]
+    assert search[1].failure_reason == "ttft" and search[1].stopped_early
+    assert search[1].ttft_p99_ms is None and search[2].goodput_tok_s == 3400.0
+    assert search[2].ttft_p99_ms == 410.0 and not v3.configs[0].whole_search
+    # the power detail of the final repeats is kept as it was
+    assert v3.configs[0].repeats_detail[0].goodput_tok_s == 3400.0
 
 
 def test_load_report_migrates_the_seed(seed_file: Path, seed_v1: ReportV1) -> None:
-    assert load_report(seed_file) == v1_to_v2(seed_v1)
+    assert load_report(seed_file) == v2_to_v3(v1_to_v2(seed_v1))
 
 
 def test_archive_report_is_the_migrated_seed_plus_the_dated_correction(
@@ -92,9 +142,9 @@ def test_archive_report_is_the_migrated_seed_plus_the_dated_correction(
 ) -> None:
     path = repo_root / "reports" / f"{SEED_NAME}.json"
     raw = json.loads(path.read_text(encoding="utf-8"))
-    assert raw["schema_version"] == 2  # stored at the newest version, not migrated on load
+    assert raw["schema_version"] == 2  # stored as v2, migrated to v3 on load
     archive = load_report(path)
-    migrated = v1_to_v2(seed_v1)
+    migrated = v2_to_v3(v1_to_v2(seed_v1))
     assert archive.model_dump(exclude={"updates"}) == migrated.model_dump(exclude={"updates"})
     assert len(archive.updates) == 1
     update = archive.updates[0]

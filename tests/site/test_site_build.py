@@ -198,7 +198,9 @@ def test_sweep_draws_infinite_p99_misses_above_the_line_with_their_mode(
     assert mine[32.0]["outcome"] == "queueing/KV-bound (ttft,stopped_early)"
     assert not mine[16.0]["off_scale"]
     text = html.unescape(page)
-    assert "| vllm-default | 32.00 | — | — | queueing/KV-bound (ttft,stopped_early) |" in text
+    assert (
+        "| 4 | probe | 32.00 | ✗ missed: queueing/KV-bound (ttft,stopped_early) | — | — | — | — |"
+    ) in text
     # per window: 4,600 tok/s × 120 s / 76,800 J = 7.19 tok/J; throttle share; clocks
     assert (
         "| vllm-default | 9.00 | 4,600.0 | — | — | ✓ | 99.5% | 640 | 76,800 | 7.19 | "

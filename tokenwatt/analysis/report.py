@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from tokenwatt.analysis.capacity import Capacity, NoCredit, capacity
 from tokenwatt.analysis.efficiency import delta_pct, tokens_per_joule
 from tokenwatt.analysis.gate import GateVerdict, gate_verdict
-from tokenwatt.records.report_v2 import ConfigV2, ReportV2
+from tokenwatt.records.report_v3 import ConfigV3, ReportV3
 
 # Stored deltas and spreads carry one decimal; a difference below this is rounding.
 _TOLERANCE_PTS = 0.05
@@ -39,7 +39,7 @@ class ConfigAnalysis:
     the baseline, ``gate`` None without accuracy, ``capacity`` None for the baseline.
     """
 
-    config: ConfigV2
+    config: ConfigV3
     is_baseline: bool
     mean_power_w: float | None
     tokens_per_joule: float | None
@@ -68,7 +68,7 @@ class ReportAnalysis:
         return [c for c in self.configs if not c.is_baseline]
 
 
-def analyse_report(report: ReportV2) -> ReportAnalysis:
+def analyse_report(report: ReportV3) -> ReportAnalysis:
     """Recompute tokens/J, deltas, gate verdicts and capacity for every configuration."""
     base = report.baseline()
     threshold = report.accuracy.threshold_pts
@@ -113,14 +113,14 @@ def analyse_report(report: ReportV2) -> ReportAnalysis:
     return ReportAnalysis(analyses, disagreements)
 
 
-def _gate(cfg: ConfigV2, base: ConfigV2, threshold: float) -> GateVerdict | None:
+def _gate(cfg: ConfigV3, base: ConfigV3, threshold: float) -> GateVerdict | None:
     if cfg.accuracy is None or base.accuracy is None:
         return None
     return gate_verdict(cfg.accuracy.score, base.accuracy.score, threshold)
 
 
 def _check_stored(
-    index: int, cfg: ConfigV2, base: ConfigV2, gate: GateVerdict | None
+    index: int, cfg: ConfigV3, base: ConfigV3, gate: GateVerdict | None
 ) -> list[Disagreement]:
     out: list[Disagreement] = []
     if cfg.accuracy is not None and gate is not None:

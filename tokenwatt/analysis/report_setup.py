@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from tokenwatt.analysis.gate import gate_verdict
 from tokenwatt.records.power import PowerWindow
 from tokenwatt.records.report_v1 import HardwareV1, ModelV1, PowerV1, WorkloadV1
-from tokenwatt.records.report_v2 import ConfigV2
+from tokenwatt.records.report_v3 import ConfigV3
 from tokenwatt.records.run import Repeat, RunRecord
 from tokenwatt.records.runs_io import RunInput
 from tokenwatt.records.spec import Spec
@@ -212,7 +212,7 @@ def _dedupe(items: Sequence[str]) -> list[str]:
     return out
 
 
-def summary_text(ordered: Sequence[RunInput], configs: Sequence[ConfigV2]) -> str:
+def summary_text(ordered: Sequence[RunInput], configs: Sequence[ConfigV3]) -> str:
     """A factual summary: mode, hardware, windows, SLO and each goodput change, with the
     accuracy gate's verdict beside it (a configuration that fails the gate earns no capacity
     credit, DESIGN.md — the summary says so rather than quote the gain alone)."""

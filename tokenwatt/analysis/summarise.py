@@ -2,7 +2,7 @@
 
 The caller reads the run files and hashes them; this module only turns
 :class:`~tokenwatt.records.RunRecord` objects into a validated
-:class:`~tokenwatt.records.ReportV2`, or refuses with one
+:class:`~tokenwatt.records.ReportV3`, or refuses with one
 :class:`~tokenwatt.errors.Problem` per reason (runs that cannot be compared, two baselines,
 smoke-mode numbers, …). Nothing here reads a clock or a file: the same runs give the same
 report, byte for byte.
@@ -10,6 +10,9 @@ report, byte for byte.
 Which numbers come from where (DESIGN.md, "Metric definitions"):
 
 - goodput (tok/s) is the SLO search's result (``run.result.goodput_tok_s``);
+- ``search`` keeps every window of the SLO search in order (probes, then every repeat,
+  including repeats that missed, the back-offs after them and windows measured again
+  because the client lagged), from :func:`~tokenwatt.analysis.search_windows.search_windows`;
 - the configuration's repeats are those measured at the final rate (after any back-off);
   their p99 TTFT/TPOT (ms) is the worst finite one (a window whose p99 is infinite, because
   failures reached the 99th percentile, is an SLO miss and shows as null in
@@ -39,6 +42,7 @@ from tokenwatt.analysis.report_setup import (
     valid_power,
     workload_of,
 )
+from tokenwatt.analysis.search_windows import search_windows
 from tokenwatt.analysis.variance import variance_band_pct
 from tokenwatt.errors import Problem, RecordError
 from tokenwatt.records.power import PowerWindow
@@ -50,14 +54,12 @@ from tokenwatt.records.report_v1 import (
 )
 from tokenwatt.records.report_v2 import (
     ConfigAccuracyV2,
-    ConfigV2,
     MbuBreakdownV2,
     PowerSampleV2,
-    ProbeV2,
     RepeatV2,
-    ReportV2,
     RunFileV2,
 )
+from tokenwatt.records.report_v3 import ConfigV3, ReportV3
 from tokenwatt.records.run import Repeat, RunRecord
 from tokenwatt.records.runs_io import RunInput
 from tokenwatt.records.spec import fingerprint_diff, fingerprint_fields
@@ -113,7 +115,7 @@ def summarise(
     cards: int = 64,
     demo: bool = False,
     command: str = "",
-) -> ReportV2:
+) -> ReportV3:
     """Turn run records into a report record (newest schema).
 
     Args:
@@ -142,8 +144,8 @@ def summarise(
     reproduce = "\n".join(r.run.command for r in ordered if r.run.command.strip())
     if command:
         reproduce = f"{reproduce}\n\n{command}" if reproduce else command
-    return ReportV2(
-        schema_version=2,
+    return ReportV3(
+        schema_version=3,
         id=report_id or slug(title),
         status="draft",
         title=title,
@@ -311,7 +313,7 @@ def _engine_text(run: RunRecord) -> str:
     return f"{engine} · KV {run.spec.model.kv_dtype.upper()}"
 
 
-def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV2:
+def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
     run = item.run
     assert run.result is not None  # checked by _run_problems
     repeats = final_repeats(run)
@@ -331,7 +333,7 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV2:
         if key == "baseline" or sum(1 for r in tuned if slug(r.run.label) == key) > 1:
             key = f"{key}-{tuned.index(item) + 1}"
     mbu = run.mbu
-    return ConfigV2(
+    return ConfigV3(
         key=key,
         label=run.label,
         engine=_engine_text(run),
@@ -346,17 +348,12 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV2:
         accuracy=_accuracy(run, ordered[0].run, run.spec.accuracy.max_drop_pts),
         role=run.role,
         repeats_detail=[_repeat(r) for r in repeats],
-        sweep=[
-            ProbeV2(
-                rate_rps=p.window.rate_rps,
-                slo_pass=p.window.slo_pass,
-                ttft_p99_ms=_finite(p.window.ttft_ms.p99),
-                tpot_p99_ms=_finite(p.window.tpot_ms.p99),
-                failure_reason=p.window.failure_reason,
-                stopped_early=p.window.stopped_early,
-            )
-            for p in run.probes
-        ],
+        search=search_windows(run),
+        whole_search=True,
+        search_warnings=list(run.result.warnings),
+        repeats_planned=run.spec.measurement.repeats,
+        complete=run.complete,
+        incomplete_reason=run.incomplete_reason,
         power_timeline=_timeline(power[0]) if power else [],
         mbu_breakdown=(
             MbuBreakdownV2(

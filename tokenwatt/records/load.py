@@ -19,6 +19,7 @@ from tokenwatt.errors import InputError, Problem, RecordError, SpecError
 from tokenwatt.records.base import FieldValueError
 from tokenwatt.records.report_v1 import ReportV1
 from tokenwatt.records.report_v2 import ReportV2, v1_to_v2
+from tokenwatt.records.report_v3 import ReportV3, v2_to_v3
 from tokenwatt.records.spec import Spec
 
 M = TypeVar("M", bound=BaseModel)
@@ -31,13 +32,13 @@ def _report_version(value: Any) -> str:
 
 
 AnyReport = Annotated[
-    Annotated[ReportV1, Tag("1")] | Annotated[ReportV2, Tag("2")],
+    Annotated[ReportV1, Tag("1")] | Annotated[ReportV2, Tag("2")] | Annotated[ReportV3, Tag("3")],
     Discriminator(_report_version),
 ]
-_REPORT_ADAPTER: TypeAdapter[ReportV1 | ReportV2] = TypeAdapter(AnyReport)
+_REPORT_ADAPTER: TypeAdapter[ReportV1 | ReportV2 | ReportV3] = TypeAdapter(AnyReport)
 
-NEWEST_REPORT_VERSION = 2
-KNOWN_REPORT_VERSIONS = (1, 2)
+NEWEST_REPORT_VERSION = 3
+KNOWN_REPORT_VERSIONS = (1, 2, 3)
 
 
 def field_path(loc: tuple[int | str, ...]) -> str:
@@ -46,7 +47,7 @@ def field_path(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("1", "2") and not out:
+        elif part in ("1", "2", "3") and not out:
             continue  # the discriminator's tag, not a field
         elif part.startswith(("function-", "tagged-union")):
             continue
@@ -242,7 +243,7 @@ def _as_json(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False)
 
 
-def parse_report(data: Any, file: str) -> ReportV1 | ReportV2:
+def parse_report(data: Any, file: str) -> ReportV1 | ReportV2 | ReportV3:
     """Validate a report record of any known version, as stored (no migration)."""
     if not isinstance(data, dict):
         raise RecordError(
@@ -268,14 +269,16 @@ def parse_report(data: Any, file: str) -> ReportV1 | ReportV2:
         raise RecordError(problems_from(file, exc)) from exc
 
 
-def migrate_report(report: ReportV1 | ReportV2) -> ReportV2:
-    """Bring a report of any version to the newest version (pure)."""
-    if isinstance(report, ReportV2):
+def migrate_report(report: ReportV1 | ReportV2 | ReportV3) -> ReportV3:
+    """Bring a report of any version to the newest version (pure): v1 → v2 → v3."""
+    if isinstance(report, ReportV3):
         return report
-    return v1_to_v2(report)
+    if not isinstance(report, ReportV2):
+        report = v1_to_v2(report)
+    return v2_to_v3(report)
 
 
-def load_report(path: Path) -> ReportV2:
+def load_report(path: Path) -> ReportV3:
     """Read, validate and migrate a report record file to the newest version.
 
     Raises:

@@ -90,13 +90,13 @@ class ConfigAccuracyV2(ConfigAccuracyV1):
     mcnemar_p: float | None = Field(default=None, ge=0, le=1)
 
 
-class ConfigV2(ConfigV1):
-    """A configuration with the optional v2 detail."""
+class ConfigDetail(ConfigV1):
+    """The optional detail v2 added to a configuration, shared by v2 and v3 (which keeps
+    all of it except ``sweep``)."""
 
     role: Literal["baseline", "tuned"] | None = None
     accuracy: ConfigAccuracyV2 | None = None
     repeats_detail: list[RepeatV2] = Field(default_factory=list)
-    sweep: list[ProbeV2] = Field(default_factory=list)
     power_timeline: list[PowerSampleV2] = Field(default_factory=list)
     mbu_breakdown: MbuBreakdownV2 | None = None
     simulated: bool = False
@@ -107,6 +107,12 @@ class ConfigV2(ConfigV1):
         if self.role is not None:
             return self.role
         return "baseline" if self.key == "baseline" else "tuned"
+
+
+class ConfigV2(ConfigDetail):
+    """A configuration with the optional v2 detail: ``sweep`` holds the SLO-search probes."""
+
+    sweep: list[ProbeV2] = Field(default_factory=list)
 
 
 class UpdateV2(StrictModel):
@@ -123,7 +129,8 @@ class RunFileV2(StrictModel):
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
-def _require_schema_version(schema: dict[str, Any]) -> None:
+def require_schema_version(schema: dict[str, Any]) -> None:
+    """Make ``schema_version`` required in a report model's exported JSON Schema (v2 on)."""
     # A record without schema_version is v1, so in the exported JSON Schema a v2 record must
     # say so; otherwise the report schema's oneOf would match the seed twice (v1 and v2).
     required = schema.setdefault("required", [])
@@ -134,7 +141,7 @@ def _require_schema_version(schema: dict[str, Any]) -> None:
 class ReportV2(ReportV1):
     """Report record v2 (the newest). Its ``schema_version`` (2) is required in files."""
 
-    model_config = ConfigDict(json_schema_extra=_require_schema_version)
+    model_config = ConfigDict(json_schema_extra=require_schema_version)
     schema_version: Literal[2] = 2  # type: ignore[assignment]
     configs: list[ConfigV2] = Field(min_length=1)  # type: ignore[assignment]
     updates: list[UpdateV2] = Field(default_factory=list)
@@ -163,4 +170,12 @@ def v1_to_v2(old: ReportV1) -> ReportV2:
 
 
 # NonEmptyStr re-exported for models elsewhere that extend v2 configs.
-__all__ = ["ConfigV2", "NonEmptyStr", "ReportV2", "UpdateV2", "v1_to_v2"]
+__all__ = [
+    "ConfigDetail",
+    "ConfigV2",
+    "NonEmptyStr",
+    "ReportV2",
+    "UpdateV2",
+    "require_schema_version",
+    "v1_to_v2",
+]

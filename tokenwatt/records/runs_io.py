@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tokenwatt.errors import InputError, Problem, RecordError
 from tokenwatt.records.load import read_json, validate
-from tokenwatt.records.report_v2 import ReportV2
+from tokenwatt.records.report_v3 import ReportV3
 from tokenwatt.records.run import RunRecord
 
 
@@ -71,7 +71,7 @@ def load_runs(paths: list[Path]) -> list[RunInput]:
 
 
 def write_report(
-    report: ReportV2, out: Path, *, force: bool = False, inputs: Sequence[Path] = ()
+    report: ReportV3, out: Path, *, force: bool = False, inputs: Sequence[Path] = ()
 ) -> Path:
     """Write a report record as JSON, atomically (temporary file, then ``os.replace``).
 

@@ -20,7 +20,7 @@ from tokenwatt.records.spec import Spec
 def json_schemas() -> dict[str, dict[str, Any]]:
     """JSON Schemas (draft 2020-12, pydantic's output) keyed by file stem.
 
-    ``report`` accepts every known report version (v1 without ``schema_version``, v2);
+    ``report`` accepts every known report version (v1 without ``schema_version``, v2, v3);
     ``run`` is the run record; ``spec`` the benchmark spec.
     """
     return {

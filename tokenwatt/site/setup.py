@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenwatt.records import ReportV2
+from tokenwatt.records import ReportV3
 from tokenwatt.site.escape import trusted
 from tokenwatt.site.fmt import DASH, num, seconds
 
@@ -15,7 +15,7 @@ def _text(value: str | None) -> Any:
     return DASH if value is None or value == "" else value
 
 
-def setup_sections(report: ReportV2) -> list[dict[str, Any]]:
+def setup_sections(report: ReportV3) -> list[dict[str, Any]]:
     """Sections of (field, value) rows; values are record text (escaped later) or Markup."""
     hw, sw, model, wl = report.hardware, report.software, report.model, report.workload
     sections: list[dict[str, Any]] = [
@@ -110,7 +110,7 @@ def setup_sections(report: ReportV2) -> list[dict[str, Any]]:
     return sections
 
 
-def _suite_detail(report: ReportV2) -> list[Row]:
+def _suite_detail(report: ReportV3) -> list[Row]:
     if report.spec is None:
         return []
     acc = report.spec.accuracy
@@ -120,7 +120,7 @@ def _suite_detail(report: ReportV2) -> list[Row]:
     return rows
 
 
-def throttle_rows(report: ReportV2, names: list[str]) -> list[dict[str, Any]]:
+def throttle_rows(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
     """Throttle-reason sample counts per configuration, as a share of samples when known.
 
     Samples are the repeats' own counts (``repeats_detail[].power_samples``) when the record

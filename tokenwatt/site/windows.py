@@ -1,10 +1,11 @@
-"""Per-window tables of a report page: the SLO search's probes and the measurement repeats.
+"""Per-window figures of a report page: how a window ended, and the measurement repeats.
 
-The probes table says how each probe ended (met the SLO, or which failure mode missed it,
-stopped early, measured again); the repeats table gives each window's mean board power (W,
-summed over the GPUs), energy (J), tokens per joule (goodput tokens in the window ÷ the
-window's energy, DESIGN.md), throttle-reason sample counts and mean clocks (MHz). Every
-figure comes from the record's ``configs[].sweep`` and ``configs[].repeats_detail``;
+The whole-search table (:mod:`tokenwatt.site.search`) says how each window ended (met the
+SLO, or which failure mode missed it, stopped early, measured again); the repeats table
+gives each window's mean board power (W, summed over the GPUs), energy (J), tokens per
+joule (goodput tokens in the window ÷ the window's energy, DESIGN.md), throttle-reason
+sample counts and mean clocks (MHz). Every
+figure comes from the record's ``configs[].search`` and ``configs[].repeats_detail``;
 tokens per joule is recomputed here, never read from a record. Text from records (failure
 reasons, throttle-reason names) is data and is escaped by the template environment.
 """
@@ -13,36 +14,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenwatt.records import ReportV2
-from tokenwatt.records.report_v2 import ProbeV2, RepeatV2
+from tokenwatt.records import ReportV3
+from tokenwatt.records.report_v2 import RepeatV2
+from tokenwatt.records.report_v3 import LatencyMsV3, SearchWindowV3
 from tokenwatt.site.fmt import DASH, num, pct
 
 
-def probe_outcome(p: ProbeV2) -> str:
-    """How a probe ended: "meets the SLO", or its failure mode and reason (record text)."""
+def finite_ms(value: LatencyMsV3) -> float | None:
+    """A p99 (ms) when it is a finite number; None for ``"inf"`` or no sample."""
+    return float(value) if isinstance(value, int | float) else None
+
+
+def probe_outcome(p: SearchWindowV3) -> str:
+    """How a window ended: "meets the SLO", or its failure mode and reason (record text)."""
     if p.slo_pass:
         return "meets the SLO"
     reason = p.failure_reason or "missed the SLO"
     if p.stopped_early and "stopped" not in reason:
         reason = f"{reason} (stopped early)"
     return reason
-
-
-def probe_rows(report: ReportV2, names: list[str]) -> list[dict[str, Any]]:
-    """One row per SLO-search probe: configuration, rate (req/s), p99 TTFT/TPOT (ms), outcome."""
-    rows = []
-    for name, cfg in zip(names, report.configs, strict=True):
-        for p in cfg.sweep:
-            rows.append(
-                {
-                    "name": name,
-                    "rate": num(p.rate_rps, 2),
-                    "ttft": num(p.ttft_p99_ms, 1),
-                    "tpot": num(p.tpot_p99_ms, 1),
-                    "outcome": probe_outcome(p),
-                }
-            )
-    return rows
 
 
 def tokens_per_joule(r: RepeatV2) -> float | None:
@@ -59,7 +49,7 @@ def _throttle(r: RepeatV2) -> str:
     return ", ".join(f"{k} {v:,}{of}" for k, v in sorted(r.throttle_counts.items()))
 
 
-def repeat_rows(report: ReportV2, names: list[str]) -> list[dict[str, Any]]:
+def repeat_rows(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
     """One row per measurement repeat at the found rate, with its power figures."""
     rows = []
     for name, cfg in zip(names, report.configs, strict=True):

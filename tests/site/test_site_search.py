@@ -1,0 +1,177 @@
+"""The whole SLO search on the page: every probe and repeat, back-offs, errors, the sentence."""
+
+from __future__ import annotations
+
+import html
+from types import SimpleNamespace
+
+import pytest
+from sitecase import HOSTILE, MARKDOWN_TRAP, REPO
+
+from tests.runs_factory import make_run, tuned_run, window
+from tokenwatt.analysis.search_windows import error_samples
+from tokenwatt.analysis.summarise import summarise
+from tokenwatt.records.report_v3 import ErrorSampleV3, ReportV3
+from tokenwatt.records.run import Repeat, RunRecord
+from tokenwatt.records.runs_io import RunInput
+from tokenwatt.site.build import build_site
+
+SENTENCE = (
+    "The search found 9 req/s, but the first repeat there missed p99 TTFT "
+    "(2,350 ms > 2,000 ms) and had errors in 3 of 1,080 requests (connect 2, timeout 1); "
+    "backed off to 7.65 req/s, which met the SLO in 2 of 2 repeats."
+)
+
+
+def backed_off_run() -> RunRecord:
+    """The seed's baseline, except that the first repeat at 9 req/s missed (TTFT and
+    connection errors), a client-lag window was measured again, and the rate backed off to
+    7.65 req/s, where both repeats met the SLO."""
+    run = make_run()
+    missed = Repeat(
+        window=window(9.0, 4400.0, ttft_p99=2350.0, tpot_p99=44.0, slo_pass=False), backoff=0
+    )
+    missed.window.failure_reason = "queueing/KV-bound (ttft,errors)"
+    missed.window.errors = 3
+    missed.window.error_kinds = {"connect": 2, "timeout": 1}
+    lagged = Repeat(
+        window=window(7.65, 3800.0, ttft_p99=2100.0, tpot_p99=43.0, slo_pass=False), backoff=1
+    )
+    lagged.window.failure_reason = (
+        "client-bound (send-lag p99 80 ms), measured again: queueing/KV-bound (ttft)"
+    )
+    for r in run.repeats:
+        r.backoff = 1
+        r.window.rate_rps = 7.65
+    run.repeats = [missed, lagged, *run.repeats]
+    run.result = run.result.model_copy(update={"rate_rps": 7.65, "backoffs": 1})  # type: ignore[union-attr]
+    return run
+
+
+def report_with_samples() -> ReportV3:
+    """The report of :func:`backed_off_run` and the seed's tuned run, with error samples and
+    a window warning written in (the collector's fields for them), some of it hostile."""
+    runs = [backed_off_run(), tuned_run()]
+    inputs = [RunInput(f"runs/{r.label}.json", f"{i}" * 64, r) for i, r in enumerate(runs)]
+    report = summarise(inputs, title="Back-off on the page")
+    missed = report.configs[0].search[5]
+    assert missed.step == "repeat" and not missed.slo_pass
+    missed.error_samples = [
+        ErrorSampleV3(
+            kind="connect",
+            exception="ClientOSError",
+            message=f"Can not write request body {HOSTILE}",
+        ),
+        ErrorSampleV3(kind="timeout", exception="TimeoutError", status=None, body=MARKDOWN_TRAP),
+    ]
+    missed.warnings = ["1 request served fewer output tokens than asked | 511 of 512"]
+    return report
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("search-page")
+    reports = root / "reports"
+    reports.mkdir()
+    report = report_with_samples()
+    (reports / f"{report.id}.json").write_text(report.model_dump_json(indent=2), "utf-8")
+    build_site(reports, root / "docs", cache_dir=root / "cache")
+    return (root / "docs" / "reports" / f"{report.id}.md").read_text(encoding="utf-8")
+
+
+def test_the_sentence_is_next_to_the_result_and_above_the_table(page: str) -> None:
+    text = html.unescape(page)
+    assert f"- **vllm-default**: {SENTENCE}" in text
+    assert text.count(SENTENCE) == 2  # at the result, and above the configuration's table
+    assert text.index("- **vllm-default**:") < text.index("## SLO search, window by window")
+
+
+def test_every_probe_and_repeat_is_a_row_in_order(page: str) -> None:
+    text = html.unescape(page)
+    section = text[text.index("### vllm-default", text.index("## SLO search")) :]
+    section = section[: section.index("### vllm-fp8kv")]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[1:] == [
+        "| 1 | grow probe | 2.00 | ✓ met | 300.0 | 40.0 | 1,000.0 | — |",
+        "| 2 | grow probe | 4.00 | ✓ met | 300.0 | 40.0 | 2,000.0 | — |",
+        "| 3 | grow probe | 8.00 | ✓ met | 300.0 | 40.0 | 4,000.0 | — |",
+        "| 4 | grow probe | 16.00 | ✗ missed: ttft_p99 | 32,000.0 | 48.0 | 3,000.0 | — |",
+        "| 5 | bisect probe | 9.00 | ✓ met | 350.0 | 45.0 | 4,500.0 | — |",
+        "| 6 | repeat 1 | 9.00 | **✗ missed**: queueing/KV-bound (ttft,errors) | 2,350.0 | 44.0 "
+        "| 4,400.0 | connect 2, timeout 1 |",
+        "|  | **⤵ back-off 1** | 9.00 → 7.65 | a repeat at 9 req/s missed: rate × 0.85, "
+        "repeats start again |  |  |  |  |",
+        "| 7 | repeat 1 | 7.65 | ↻ not used: client-bound (send-lag p99 80 ms), measured again: "
+        "queueing/KV-bound (ttft) | 2,100.0 | 43.0 | 3,800.0 | — |",
+        "| 8 | repeat 1 | 7.65 | ✓ met | 320.0 | 44.6 | 4,600.0 | — |",
+        "| 9 | repeat 2 | 7.65 | ✓ met | 340.0 | 43.9 | 4,544.6 | — |",
+    ]
+    assert (
+        "- window 6 (repeat at 9 req/s): 1 request served fewer output tokens than asked | 511 "
+        "of 512"
+    ) in section
+
+
+def test_error_samples_are_listed_as_inert_text(page: str) -> None:
+    assert HOSTILE not in page and "<img" not in page
+    assert "**x**" not in page and "[a](b)" not in page
+    text = html.unescape(page)
+    assert (
+        "- window 6 (repeat at 9 req/s), connect · ClientOSError · message: “Can not write "
+        f"request body {HOSTILE}”"
+    ) in text
+    assert f"- window 6 (repeat at 9 req/s), timeout · TimeoutError · body: “{MARKDOWN_TRAP}”" in (
+        text
+    )
+
+
+def test_the_untouched_configuration_tells_its_plain_story(page: str) -> None:
+    text = html.unescape(page)
+    assert (
+        "- **vllm-fp8kv**: The search found 9 req/s, below a probe at 16 req/s that missed "
+        "p99 TTFT (32,000 ms > 2,000 ms), and both repeats there met the SLO."
+    ) in text
+
+
+def test_error_samples_are_read_from_the_collectors_fields() -> None:
+    # The window's samples (kind → samples) may come as objects or mappings, with the
+    # loadgen's field names; at most three per kind are kept, texts capped.
+    samples = {
+        "timeout": [{"error_class": "TimeoutError", "error_message": "x" * 400}],
+        "http_500": [
+            SimpleNamespace(
+                kind="http_500", exception="HTTPError", message="boom", status=500, body="{}"
+            )
+        ]
+        * 5,
+    }
+    out = error_samples(samples)
+    assert [(s.kind, s.exception, s.status) for s in out] == [
+        ("http_500", "HTTPError", 500),
+        ("http_500", "HTTPError", 500),
+        ("http_500", "HTTPError", 500),
+        ("timeout", "TimeoutError", None),
+    ]
+    assert out[3].message == "x" * 300 and out[0].body == "{}"
+    assert error_samples(None) == [] and error_samples({}) == []
+
+
+def test_report_records_keep_the_missed_repeat_and_the_back_off() -> None:
+    report = report_with_samples()
+    base = report.configs[0]
+    repeats = [w for w in base.search if w.step == "repeat"]
+    assert [(w.backoff, w.rate_rps, w.slo_pass, w.remeasured) for w in repeats] == [
+        (0, 9.0, False, False),
+        (1, 7.65, False, True),
+        (1, 7.65, True, False),
+        (1, 7.65, True, False),
+    ]
+    assert repeats[0].error_kinds == {"connect": 2, "timeout": 1} and repeats[0].errors == 3
+    # the result still counts only the final repeats
+    assert (base.slo_pass_count, base.repeats) == (2, 2)
+    assert {r.rate_rps for r in base.repeats_detail} == {7.65}
+
+
+def test_pages_module_stays_small() -> None:
+    lines = (REPO / "tokenwatt" / "site" / "pages.py").read_text("utf-8").count("\n")
+    assert lines < 500, lines

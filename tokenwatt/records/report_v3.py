@@ -1,0 +1,174 @@
+"""Report record, version 3: version 2 with the whole SLO search kept.
+
+Version 2 kept the search's probes (``sweep``) and only the repeats at the final rate: a
+repeat that missed the SLO, and the back-off after it, left no trace, so a page could show
+probes that passed at 45 req/s beside a result of 38.25 req/s without saying why. Version 3
+replaces ``sweep`` with ``search``: every window the run measured, probes and repeats, in
+the order measured, each with its verdict, failure reason, p99s, goodput, error kinds and
+samples and warnings. Everything else is v2's (``repeats_detail`` still gives the power
+detail of the repeats the result counts).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from tokenwatt.records.base import (
+    NonEmptyStr,
+    NonNegFloat,
+    NonNegInt,
+    PosFloat,
+    PosInt,
+    StrictModel,
+)
+from tokenwatt.records.report_v1 import ReportV1, check_configs
+from tokenwatt.records.report_v2 import (
+    ConfigDetail,
+    ReportV2,
+    RunFileV2,
+    UpdateV2,
+    require_schema_version,
+)
+
+LatencyMsV3 = NonNegFloat | Literal["inf"] | None
+"""A p99 in ms; ``"inf"`` when failed requests reached the 99th percentile (they count as
+infinitely slow); null when the window had no sample of it."""
+
+
+class ErrorSampleV3(StrictModel):
+    """One failed request of a window, as the collector kept it.
+
+    ``kind`` is the error kind (``connect``, ``timeout``, ``http_500``, …); ``exception`` the
+    client's exception class; ``message`` its message; ``status`` the HTTP status, if a
+    response came; ``body`` the first bytes of the error body. The collector caps the texts
+    and scrubs credentials from them before they reach a record.
+    """
+
+    kind: NonEmptyStr
+    exception: str | None = None
+    message: str | None = None
+    status: int | None = None
+    body: str | None = None
+
+
+class SearchWindowV3(StrictModel):
+    """One window of the SLO search, probe or repeat, in the order it was measured.
+
+    ``step``: a search ``probe`` (``phase``: grow, list or bisect; null when unknown) or a
+    measurement ``repeat`` (``backoff``: how many back-offs preceded its rate, 0 at the
+    found rate; null when unknown, as in records migrated from v2). ``remeasured``: the
+    window missed while the client itself lagged, so it was measured once more and its
+    verdict replaced by the next window's. Rates in req/s, p99s in ms (:data:`LatencyMsV3`),
+    goodput in tok/s. ``error_kinds`` counts failed requests per kind; ``error_samples``
+    holds a few of them per kind. ``warnings`` are the window's own flags in words;
+    ``valid`` is false when the window cannot be trusted (``invalid_reason`` says why).
+    """
+
+    step: Literal["probe", "repeat"]
+    phase: Literal["grow", "list", "bisect"] | None = None
+    backoff: NonNegInt | None = None
+    rate_rps: PosFloat
+    slo_pass: bool
+    remeasured: bool = False
+    failure_reason: str | None = None
+    stopped_early: bool = False
+    ttft_p99_ms: LatencyMsV3 = None
+    tpot_p99_ms: LatencyMsV3 = None
+    goodput_tok_s: NonNegFloat | None = None
+    requests: NonNegInt | None = None
+    errors: NonNegInt | None = None
+    error_kinds: dict[str, NonNegInt] = Field(default_factory=dict)
+    error_samples: list[ErrorSampleV3] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    valid: bool = True
+    invalid_reason: str | None = None
+
+
+class ConfigV3(ConfigDetail):
+    """A configuration with the whole SLO search.
+
+    ``search``: every window, in order (see :class:`SearchWindowV3`). ``whole_search``:
+    true when ``search`` holds every window the run measured (reports made by v3); false
+    for a record migrated from v2, which kept only the probes and the final repeats.
+    ``search_warnings``: the search's own warnings (e.g. pass/fail not monotonic in rate).
+    ``repeats_planned``: repeats per rate the spec asked for. ``complete`` is false when the
+    run stopped early; ``incomplete_reason`` says why.
+    """
+
+    search: list[SearchWindowV3] = Field(default_factory=list)
+    whole_search: bool = False
+    search_warnings: list[str] = Field(default_factory=list)
+    repeats_planned: PosInt | None = None
+    complete: bool = True
+    incomplete_reason: str | None = None
+
+
+class ReportV3(ReportV1):
+    """Report record v3 (the newest). Its ``schema_version`` (3) is required in files."""
+
+    model_config = ConfigDict(json_schema_extra=require_schema_version)
+    schema_version: Literal[3] = 3  # type: ignore[assignment]
+    configs: list[ConfigV3] = Field(min_length=1)  # type: ignore[assignment]
+    updates: list[UpdateV2] = Field(default_factory=list)
+    run_files: list[RunFileV2] = Field(default_factory=list)
+    simulated: bool = False
+    demo: bool = False
+
+    @model_validator(mode="after")
+    def _one_baseline(self) -> ReportV3:
+        baselines = [i for i, c in enumerate(self.configs) if c.effective_role == "baseline"]
+        check_configs(list(self.configs), baselines, "role")
+        return self
+
+    def baseline(self) -> ConfigV3:
+        """The one baseline configuration (validated to exist)."""
+        return next(c for c in self.configs if c.effective_role == "baseline")
+
+
+def v2_to_v3(old: ReportV2) -> ReportV3:
+    """Migrate a v2 report to v3 (pure): ``sweep`` becomes the probe windows of ``search``
+    and ``repeats_detail`` its repeat windows (back-off unknown); ``whole_search`` is false,
+    since v2 kept no repeat before the last back-off. Every other value is kept."""
+    data = old.model_dump(mode="json", exclude={"schema_version"})
+    for config, cfg in zip(data["configs"], old.configs, strict=True):
+        del config["sweep"]
+        probes = [
+            SearchWindowV3(
+                step="probe",
+                rate_rps=p.rate_rps,
+                slo_pass=p.slo_pass,
+                failure_reason=p.failure_reason,
+                stopped_early=p.stopped_early,
+                ttft_p99_ms=p.ttft_p99_ms,
+                tpot_p99_ms=p.tpot_p99_ms,
+            )
+            for p in cfg.sweep
+        ]
+        repeats = [
+            SearchWindowV3(
+                step="repeat",
+                rate_rps=r.rate_rps,
+                slo_pass=r.slo_pass,
+                ttft_p99_ms=r.ttft_p99_ms,
+                tpot_p99_ms=r.tpot_p99_ms,
+                goodput_tok_s=r.goodput_tok_s,
+            )
+            for r in cfg.repeats_detail
+        ]
+        config["search"] = [w.model_dump(mode="json") for w in probes + repeats]
+        config["whole_search"] = False
+    data["schema_version"] = 3
+    return ReportV3.model_validate(data)
+
+
+__all__ = [
+    "ConfigV3",
+    "ErrorSampleV3",
+    "LatencyMsV3",
+    "ReportV1",
+    "ReportV3",
+    "SearchWindowV3",
+    "v2_to_v3",
+]

@@ -1,0 +1,195 @@
+"""The whole SLO search on a report page: every probe and every repeat, in order.
+
+Per configuration: the sentence that says why the result rate is where it is
+(:func:`~tokenwatt.analysis.search_story.explain_config`), a table of every window (phase,
+rate, verdict with failure reason, p99s, goodput, errors by kind) with missed repeats and
+back-offs marked, then the error samples and the windows' warnings. Everything comes from
+the record's ``configs[].search``. Record text (failure reasons, error kinds, messages, bodies,
+warnings) is data: it goes through :func:`~tokenwatt.site.escape.md_text`; only the
+package's own words and numbers are marked trusted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from markupsafe import Markup
+
+from tokenwatt.analysis.search_story import explain_config, rate_text
+from tokenwatt.records import ReportV3
+from tokenwatt.records.report_v3 import ConfigV3, ErrorSampleV3, LatencyMsV3, SearchWindowV3
+from tokenwatt.site.escape import md_text, trusted
+from tokenwatt.site.fmt import DASH, num
+
+INF = trusted("∞")
+
+
+def result_stories(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
+    """Per configuration with search windows: its name and the one-sentence explanation."""
+    return [
+        {"name": name, "story": explain_config(cfg, report)}
+        for name, cfg in zip(names, report.configs, strict=True)
+        if cfg.search
+    ]
+
+
+def search_sections(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
+    """Per configuration with search windows: name, sentence, table rows, error samples,
+    window warnings, the search's warnings, and whether the record keeps the whole search."""
+    out = []
+    for name, cfg in zip(names, report.configs, strict=True):
+        if not cfg.search:
+            continue
+        out.append(
+            {
+                "name": name,
+                "story": explain_config(cfg, report),
+                "rows": search_rows(cfg),
+                "samples": sample_lines(cfg.search),
+                "window_warnings": warning_lines(cfg.search),
+                "warnings": list(cfg.search_warnings),
+                "whole": cfg.whole_search,
+            }
+        )
+    return out
+
+
+def _p99(value: LatencyMsV3) -> Markup:
+    if value == "inf":
+        return INF
+    return num(value if isinstance(value, int | float) else None, 1)
+
+
+def _step(w: SearchWindowV3, repeat_no: int) -> Markup:
+    if w.step == "probe":
+        return trusted(f"{w.phase} probe" if w.phase else "probe")
+    return trusted(f"repeat {repeat_no}")
+
+
+def _verdict(w: SearchWindowV3) -> Markup:
+    if w.remeasured:
+        return trusted("↻ not used")
+    if not w.valid:
+        return trusted("**✗ invalid**")
+    if w.slo_pass:
+        return trusted("✓ met")
+    if w.step == "repeat":
+        return trusted("**✗ missed**")
+    return trusted("✗ missed")
+
+
+def _outcome(w: SearchWindowV3) -> Markup:
+    """The verdict, then the failure reason (record text) and what made a window invalid."""
+    parts: list[Markup] = []
+    if w.failure_reason and not w.slo_pass:
+        parts.append(md_text(w.failure_reason))
+    if w.stopped_early and "stopped" not in (w.failure_reason or ""):
+        parts.append(trusted("stopped early"))
+    if not w.valid:
+        parts.append(trusted("invalid: ") + md_text(w.invalid_reason or "no reason recorded"))
+    if not parts:
+        return _verdict(w)
+    return _verdict(w) + trusted(": ") + trusted("; ").join(parts)
+
+
+def _errors(w: SearchWindowV3) -> Markup:
+    if not w.error_kinds:
+        return num(w.errors, 0) if w.errors else DASH
+    kinds = sorted(w.error_kinds.items(), key=lambda kv: (-kv[1], kv[0]))
+    return trusted(", ").join(md_text(k) + trusted(f" {v:,}") for k, v in kinds)
+
+
+def search_rows(cfg: ConfigV3) -> list[dict[str, Any]]:
+    """The table rows of one configuration's search, in order.
+
+    Each window is numbered (#, 1-based, as the error samples and warnings cite it). Before
+    the first repeat after a back-off comes a marker row ("⤵ back-off N", old → new rate).
+    A repeat's number counts the windows at its rate whose verdict was used. The outcome is
+    the verdict (a missed repeat in bold) with the failure reason.
+    """
+    rows: list[dict[str, Any]] = []
+    repeat_no = 0
+    previous: SearchWindowV3 | None = None
+    for number, w in enumerate(cfg.search, start=1):
+        if w.step == "repeat":
+            new_rate = previous is None or previous.step != "repeat" or _new_rate(previous, w)
+            if new_rate:
+                repeat_no = 0
+                if previous is not None and previous.step == "repeat":
+                    rows.append(_backoff_row(previous, w))
+            repeat_no += 0 if w.remeasured else 1
+        rows.append(
+            {
+                "number": trusted(str(number)),
+                "step": _step(w, repeat_no + (1 if w.remeasured else 0)),
+                "rate": num(w.rate_rps, 2),
+                "outcome": _outcome(w),
+                "ttft": _p99(w.ttft_p99_ms),
+                "tpot": _p99(w.tpot_p99_ms),
+                "goodput": num(w.goodput_tok_s, 1),
+                "errors": _errors(w),
+            }
+        )
+        previous = w
+    return rows
+
+
+def _new_rate(previous: SearchWindowV3, w: SearchWindowV3) -> bool:
+    if w.backoff is not None and previous.backoff is not None:
+        return w.backoff != previous.backoff
+    return w.rate_rps != previous.rate_rps
+
+
+def _backoff_row(previous: SearchWindowV3, w: SearchWindowV3) -> dict[str, Any]:
+    label = f"⤵ back-off {w.backoff}" if w.backoff else "⤵ back-off"
+    return {
+        "number": trusted(""),
+        "step": trusted(f"**{label}**"),
+        "rate": trusted(f"{num(previous.rate_rps, 2)} → {num(w.rate_rps, 2)}"),
+        "outcome": trusted(
+            f"a repeat at {rate_text(previous.rate_rps)} req/s missed: "
+            f"rate × {w.rate_rps / previous.rate_rps:.2f}, repeats start again"
+        ),
+        "ttft": trusted(""),
+        "tpot": trusted(""),
+        "goodput": trusted(""),
+        "errors": trusted(""),
+    }
+
+
+def _where(number: int, w: SearchWindowV3) -> Markup:
+    return trusted(f"window {number} ({w.step} at {rate_text(w.rate_rps)} req/s)")
+
+
+def warning_lines(windows: Sequence[SearchWindowV3]) -> list[Markup]:
+    """One line per window warning: the window it belongs to and the warning (record text)."""
+    return [
+        _where(number, w) + trusted(": ") + md_text(x)
+        for number, w in enumerate(windows, start=1)
+        for x in w.warnings
+    ]
+
+
+def _sample_line(number: int, w: SearchWindowV3, s: ErrorSampleV3) -> Markup:
+    where = _where(number, w) + trusted(", ")
+    parts = [md_text(s.kind)]
+    if s.exception:
+        parts.append(md_text(s.exception))
+    if s.status is not None:
+        parts.append(trusted(f"HTTP {s.status}"))
+    if s.message:
+        parts.append(trusted("message: “") + md_text(s.message) + trusted("”"))
+    if s.body:
+        parts.append(trusted("body: “") + md_text(s.body) + trusted("”"))
+    return where + trusted(" · ").join(parts)
+
+
+def sample_lines(windows: Sequence[SearchWindowV3]) -> list[Markup]:
+    """One line per error sample: the window it came from, kind, exception class, HTTP
+    status, message and body (record text, escaped)."""
+    return [
+        _sample_line(number, w, s)
+        for number, w in enumerate(windows, start=1)
+        for s in w.error_samples
+    ]
