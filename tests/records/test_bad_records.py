@@ -296,3 +296,17 @@ def test_unreadable_and_non_utf8_files(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe{\x00")
     with pytest.raises(RecordError, match="not UTF-8 text"):
         load_report(binary)
+
+
+def test_a_megabyte_summary_is_refused_before_any_page_is_built(tmp_path: Path) -> None:
+    """Text limits keep page builds linear: 1 MB of '&' would make Markdown run for minutes."""
+    data = copy.deepcopy(SEED_DATA)
+    data["summary"] = "&" * 1_000_000
+    path = tmp_path / "big.report.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(RecordError) as info:
+        load_report(path)
+    problem = info.value.problems[0]
+    assert problem.field == "summary"
+    assert problem.message.startswith("must have at most 4000 characters")
+    assert len(str(info.value)) < 400  # the value is not echoed whole

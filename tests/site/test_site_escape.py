@@ -13,7 +13,7 @@ import pytest
 from sitecase import HOSTILE, MARKDOWN_TRAP, hostile_data, write_record
 
 from tokenwatt.site.build import build_site
-from tokenwatt.site.escape import code_block, json_for_script, md_text
+from tokenwatt.site.escape import bidi_isolated, code_block, json_for_script, md_text
 
 EXTENSIONS = ["admonition", "tables", "fenced_code", "toc"]  # as in mkdocs.yml
 
@@ -107,3 +107,28 @@ def test_hostile_title_in_index_is_text(tmp_path: Path, cache_dir: Path) -> None
     assert "b" not in links
     assert "img" not in [tag for tag, _ in parsed.tags]
     assert f"{HOSTILE} {MARKDOWN_TRAP}" in html.unescape("".join(parsed.text))
+
+
+RLO, PDF, FSI, PDI, LRI = "\u202e", "\u202c", "\u2068", "\u2069", "\u2066"
+
+
+@pytest.mark.parametrize(
+    ("raw", "isolated"),
+    [
+        ("plain text", "plain text"),
+        (f"evil{RLO}gpj.exe", f"{FSI}evil{RLO}gpj.exe{PDI}"),
+        (f"{RLO}closed{PDF}", f"{FSI}{RLO}closed{PDF}{PDI}"),
+        # A stray PDI would close our isolate early and let the override leak: dropped.
+        (f"x{PDI}{RLO}y", f"{FSI}x{RLO}y{PDI}"),
+        # An isolate opened inside is closed with ours.
+        (f"{LRI}a", f"{FSI}{LRI}a{PDI}{PDI}"),
+    ],
+)
+def test_directional_controls_are_isolated(raw: str, isolated: str) -> None:
+    assert bidi_isolated(raw) == isolated
+
+
+def test_an_unclosed_override_in_one_field_cannot_reach_the_next() -> None:
+    cell = str(md_text(f"label{RLO}"))
+    assert cell.startswith(FSI) and cell.endswith(PDI)
+    assert cell.count(PDI) == 1

@@ -106,7 +106,7 @@ class ConfigV1(StrictModel):
     """
 
     key: NonEmptyStr
-    label: NonEmptyStr
+    label: NonEmptyStr = Field(max_length=120)
     engine: str
     mbu_pct: Percent | None = None
     node_power_kw: PosFloat | None = None
@@ -162,7 +162,7 @@ class ReportV1(StrictModel):
     schema_version: Literal[1] = 1
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=120)
     status: Literal["draft", "published", "retracted"]
-    title: NonEmptyStr
+    title: NonEmptyStr = Field(max_length=200)
     published: dt.date
     summary: str
     hardware: HardwareV1
@@ -177,7 +177,7 @@ class ReportV1(StrictModel):
     fleet: FleetV1
     configs: list[ConfigV1] = Field(min_length=1)
     not_covered: list[str] = Field(default_factory=list)
-    reproduce: str
+    reproduce: str = Field(max_length=20_000)
     spec: Spec | None = None
 
     @model_validator(mode="after")

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from tokenwatt.errors import InputError, Problem, TokenwattError
+from tokenwatt.records.base import MAX_TEXT_CHARS
 from tokenwatt.records.load import AnyReport
 from tokenwatt.records.run import RunRecord
 from tokenwatt.records.spec import Spec
@@ -23,11 +24,30 @@ def json_schemas() -> dict[str, dict[str, Any]]:
     ``report`` accepts every known report version (v1 without ``schema_version``, v2, v3);
     ``run`` is the run record; ``spec`` the benchmark spec.
     """
-    return {
+    schemas = {
         "report": TypeAdapter(AnyReport).json_schema(),
         "run": RunRecord.model_json_schema(),
         "spec": Spec.model_json_schema(),
     }
+    for schema in schemas.values():
+        _bound_strings(schema)
+    return schemas
+
+
+def _bound_strings(node: Any) -> None:
+    """Write the models' default text limit (:data:`MAX_TEXT_CHARS`) into every string
+    schema that has no limit of its own: pydantic applies ``str_max_length`` but does not
+    export it."""
+    if isinstance(node, dict):
+        if node.get("type") == "string" and not {"maxLength", "enum", "const", "format"} & set(
+            node
+        ):
+            node["maxLength"] = MAX_TEXT_CHARS
+        for value in node.values():
+            _bound_strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            _bound_strings(value)
 
 
 def schema_text(schema: dict[str, Any]) -> str:

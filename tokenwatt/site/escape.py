@@ -24,14 +24,46 @@ _TABLE: dict[int, str] = {c: " " for c in [*range(32), *range(0x7F, 0xA0)]}
 _TABLE.update({ord(ch): f"&#{ord(ch)};" for ch in _SPECIAL})
 
 
+# Unicode's explicit directional formatting characters (UAX #9, "Explicit Directional
+# Embeddings, Overrides and Isolates", plus the implicit marks and Arabic letter mark).
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+_ISOLATE_OPENERS = frozenset("\u2066\u2067\u2068")
+_FSI, _PDI = "\u2068", "\u2069"
+
+
+def bidi_isolated(text: str) -> str:
+    """``text`` wrapped in a first-strong isolate when it holds directional controls.
+
+    An unclosed right-to-left override in one field would otherwise reverse the fields
+    after it on the same line. Inside FSI … PDI, the closing PDI ends every embedding and
+    override opened within (UAX #9, rule X6a), so the text reorders only itself. A PDI in
+    the text that closes nothing opened inside it is dropped: it would close our isolate
+    early. Text without such controls is returned unchanged.
+    """
+    if _BIDI.isdisjoint(text):
+        return text
+    kept: list[str] = []
+    depth = 0
+    for ch in text:
+        if ch in _ISOLATE_OPENERS:
+            depth += 1
+        elif ch == _PDI:
+            if depth == 0:
+                continue
+            depth -= 1
+        kept.append(ch)
+    return _FSI + "".join(kept) + _PDI * (depth + 1)
+
+
 def md_text(value: object) -> Markup:
     """Escape one piece of record text for use inline in Markdown (and the HTML it becomes).
 
     Whitespace runs (newlines included) collapse to one space, so the text cannot start a
-    new block; a leading ``1.`` cannot start a list. Returns a :class:`Markup` so the
-    template engine does not escape it twice.
+    new block; a leading ``1.`` cannot start a list; control characters become spaces;
+    directional controls are isolated (:func:`bidi_isolated`). Returns a :class:`Markup`
+    so the template engine does not escape it twice.
     """
-    text = " ".join(str(value).split())
+    text = bidi_isolated(" ".join(str(value).split()))
     leading = _LEADING_ORDERED.match(text)
     if leading:
         marker = leading.end() - 1
