@@ -19,7 +19,7 @@ from tokenwatt.records.window import ErrorSample
 
 CANCELLED: Final = "cancelled"
 """Error kind of a request the client cancelled itself."""
-NO_TOKEN: Final = "no_token"
+NO_TOKEN: Final = "no_token"  # noqa: S105 (an error kind)
 """Kind given to a request that ended without error but produced no token."""
 SAMPLES_PER_KIND: Final = 3
 """Samples kept per error kind: enough to see whether the failures agree, few enough to keep

@@ -144,7 +144,9 @@ def sustained_check(requests: Sequence[RequestResult], *, stopped_early: bool) -
     if stopped_early or len(done) < SUSTAINED_MIN_REQUESTS:
         return Sustained(None, None, round(drain, 4))
     first, last = done[:k], done[-k:]
-    span = float(np.median([r.scheduled_s for r in last]) - np.median([r.scheduled_s for r in first]))
+    span = float(
+        np.median([r.scheduled_s for r in last]) - np.median([r.scheduled_s for r in first])
+    )
     lag1 = np.asarray([(r.finished_s or 0.0) - r.scheduled_s for r in first])
     lag4 = np.asarray([(r.finished_s or 0.0) - r.scheduled_s for r in last])
     growth = float(np.median(lag4) - np.median(lag1))

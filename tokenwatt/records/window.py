@@ -151,8 +151,7 @@ class WindowSummary(StrictModel):
     )
     drain_s: NonNegFloat | None = Field(
         default=None,
-        description="From the last in-window arrival to the end of the last in-window "
-        "request (s).",
+        description="From the last in-window arrival to the end of the last in-window request (s).",
     )
     slot_wait_p99_ms: NonNegFloat = Field(
         default=0.0,
@@ -160,8 +159,7 @@ class WindowSummary(StrictModel):
     )
     concurrency_capped: bool = Field(
         default=False,
-        description="The client's max_concurrency held requests back: slot-wait p99 above "
-        "1 ms.",
+        description="The client's max_concurrency held requests back: slot-wait p99 above 1 ms.",
     )
     ttfc_ms: Percentiles = Field(
         default_factory=Percentiles,
