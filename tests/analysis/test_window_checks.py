@@ -16,10 +16,12 @@ SLO = SloSpec(ttft_p99_ms=100, tpot_p99_ms=20)
 LENIENT = SloSpec(ttft_p99_ms=1e6, tpot_p99_ms=1e6)
 
 
-def done(at: float, latency: float = 0.05, tokens: int = 4, **kw: object) -> RequestResult:
-    """A finished request scheduled at ``at`` s, first token after 10 ms, ending after
-    ``latency`` s, its tokens one per chunk."""
-    first = at + 0.01
+def done(
+    at: float, latency: float = 0.05, tokens: int = 4, wait: float = 0.0, **kw: object
+) -> RequestResult:
+    """A finished request scheduled at ``at`` s, first token 10 ms after a ``wait`` (s),
+    ending ``latency`` s after ``at``, its tokens one per chunk."""
+    first = at + wait + 0.01
     chunks = list(np.linspace(first, at + latency, tokens))
     fields: dict[str, object] = {
         "scheduled_s": at,
@@ -114,23 +116,31 @@ def test_sustained_rule_on_a_growing_queue_and_a_steady_one() -> None:
     # Steady: latency varies 0.1-2 s (long and short outputs) but does not grow.
     steady = [done(float(a), latency=float(rng.uniform(0.1, 2.0))) for a in arrivals]
     check = sustained_check(steady, stopped_early=False)
-    assert check.sustained is True and check.ratio == pytest.approx(1.0, abs=0.05)
+    assert check.sustained is True and check.start_ratio == pytest.approx(1.0, abs=0.05)
+    # A batch filling after the warm-up: decode slows through the window, first tokens
+    # stay on time. Completions lag (a transient), but the server keeps up.
+    filling = [done(float(a), latency=0.5 + float(a)) for a in arrivals]
+    check = sustained_check(filling, stopped_early=False)
+    assert check.completion_ratio is not None and check.completion_ratio < 0.6
+    assert check.sustained is True and check.start_ratio == pytest.approx(1.0)
     # A server that completes 5 req/s, first come first served: the queue grows throughout.
     finish, backlog = 0.0, []
     for a in arrivals:
-        finish = max(finish, float(a)) + 0.2
-        backlog.append(done(float(a), latency=finish - float(a)))
+        start = max(finish, float(a))
+        finish = start + 0.2
+        backlog.append(done(float(a), latency=finish - float(a), wait=start - float(a)))
     check = sustained_check(backlog, stopped_early=False)
-    assert check.sustained is False and check.ratio == pytest.approx(0.25, abs=0.03)
+    assert check.sustained is False and check.start_ratio == pytest.approx(0.25, abs=0.03)
+    assert check.completion_ratio == pytest.approx(0.25, abs=0.03)
     assert check.drain_s == pytest.approx(finish - float(arrivals[-1]), abs=1e-3)
     s = summarise_window(backlog, rate_rps=20, duration_s=10, slo=LENIENT)
     assert s.failure_reason == "not_sustained" and not s.valid and s.sustained is False
 
 
 def test_too_few_or_stopped_windows_are_not_judged() -> None:
-    few = [done(i * 0.1, latency=0.05 + i) for i in range(19)]
+    few = [done(i * 0.1, latency=0.05 + i, wait=float(i)) for i in range(19)]
     assert sustained_check(few, stopped_early=False).sustained is None
-    many = [done(i * 0.1, latency=0.05 + i) for i in range(40)]
+    many = [done(i * 0.1, latency=0.05 + i, wait=float(i)) for i in range(40)]
     assert sustained_check(many, stopped_early=True).sustained is None
     assert sustained_check(many, stopped_early=False).sustained is False
 

@@ -353,7 +353,8 @@ def _record_checks(summary: WindowSummary, served: Served, sustained: Sustained)
     summary.long_outputs = served.long
     summary.prompt_mismatches = served.prompt_mismatch
     summary.sustained = sustained.sustained
-    summary.completion_ratio = sustained.ratio
+    summary.completion_ratio = sustained.completion_ratio
+    summary.start_ratio = sustained.start_ratio
     summary.drain_s = sustained.drain_s
     warnings = served_warnings(served)
     invalid = []
@@ -361,9 +362,10 @@ def _record_checks(summary: WindowSummary, served: Served, sustained: Sustained)
         invalid.append(f"served other than asked: {served.flagged} of {served.judged} requests")
     if sustained.sustained is False:
         invalid.append(
-            f"not sustained: requests completed at {100 * (sustained.ratio or 0.0):.0f}% of "
-            f"the rate they arrived (the last ended {sustained.drain_s} s after the last "
-            "arrival)"
+            f"not sustained: the server started requests at "
+            f"{100 * (sustained.start_ratio or 0.0):.0f}% and completed them at "
+            f"{100 * (sustained.completion_ratio or 0.0):.0f}% of the rate they arrived (the "
+            f"last ended {sustained.drain_s} s after the last arrival)"
         )
     if summary.concurrency_capped:
         warnings.append(

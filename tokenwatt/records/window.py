@@ -140,14 +140,20 @@ class WindowSummary(StrictModel):
     )
     sustained: bool | None = Field(
         default=None,
-        description="True when the window's requests completed at (at least 95% of) the "
-        "rate they arrived, over the window and its drain; None when not judged (too "
-        "few completed requests, or the window was stopped early).",
+        description="False when the server did not keep up with the window's arrivals: it "
+        "started serving them (first token) at under 95% of the rate they arrived, beyond "
+        "noise (methods page); None when not judged (fewer than 20 finished requests, or "
+        "stopped early).",
     )
     completion_ratio: NonNegFloat | None = Field(
         default=None,
         description="Completion rate / arrival rate of the window's requests, between the "
         "median completions of their first and last quarter (methods page).",
+    )
+    start_ratio: NonNegFloat | None = Field(
+        default=None,
+        description="The same for first tokens: the rate requests started being served / "
+        "the rate they arrived; the sustained verdict's figure.",
     )
     drain_s: NonNegFloat | None = Field(
         default=None,
