@@ -180,3 +180,5 @@ def test_slot_wait_is_reported_beside_send_lag() -> None:
     assert s.concurrency_capped and s.slot_wait_p99_ms == pytest.approx(200.0)
     assert s.send_lag_p99_ms == 0.0
     assert any(w.startswith("concurrency-capped") for w in s.warnings)
+    s = summarise_window(requests[:-5], rate_rps=50, duration_s=1, slo=LENIENT)
+    assert not s.concurrency_capped and s.slot_wait_p99_ms == 0.0

@@ -369,9 +369,9 @@ def _record_checks(summary: WindowSummary, served: Served, sustained: Sustained)
         )
     if summary.concurrency_capped:
         warnings.append(
-            f"concurrency-capped: requests waited for a client slot (p99 "
-            f"{summary.slot_wait_p99_ms:.1f} ms, inside TTFT); raise max_concurrency to "
-            "load the server as scheduled"
+            f"concurrency-capped: requests waited between dispatch and send (p99 "
+            f"{summary.slot_wait_p99_ms:.1f} ms, inside TTFT) for a client concurrency slot "
+            "or, on a busy client, for its event loop"
         )
     summary.warnings = invalid + warnings
     summary.valid = not invalid
