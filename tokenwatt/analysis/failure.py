@@ -23,6 +23,9 @@ Rules, in order, for a window that missed:
    somewhere before its first token), since TTFT is measured from the scheduled send time.
 3. **per-token-latency-bound** — TPOT missed with the waiting queue empty (or TPOT missed
    and TTFT did not).
+4. A window that missed with both p99 within their limits: **queueing/KV-bound** when it
+   did not sustain its rate (its queue grew, ``sustained`` False), else **errors** (failed
+   requests, or a server that served other than was asked).
 
 Pure: numbers in, a label out; imports only :mod:`tokenwatt.records`.
 """
@@ -123,6 +126,8 @@ def classify_failure(
         ttft_missed = "ttft" in reason
         tpot_missed = "tpot" in reason
         if not ttft_missed and not tpot_missed:
+            if summary.sustained is False:
+                return QUEUEING_KV_BOUND
             if pressure is None:
                 return ERRORS if summary.errors else None
             return QUEUEING_KV_BOUND if pressure else PER_TOKEN_LATENCY_BOUND
@@ -141,5 +146,9 @@ def classify_failure(
             tpot_x = _overshoot(summary.tpot_ms.p99, slo.tpot_p99_ms)
             return QUEUEING_KV_BOUND if ttft_x >= tpot_x else PER_TOKEN_LATENCY_BOUND
         return QUEUEING_KV_BOUND if pressure else PER_TOKEN_LATENCY_BOUND
-    # Missed without either p99 over its limit: only failures can do that.
-    return ERRORS if summary.errors else None
+    # Missed without either p99 over its limit: a backlog the limits were too lenient to
+    # catch (the window did not sustain its rate), or failures, or a server that served
+    # other than was asked.
+    if summary.sustained is False:
+        return QUEUEING_KV_BOUND
+    return ERRORS if summary.errors or not summary.valid else None

@@ -1,17 +1,29 @@
 """Latency percentiles, goodput and the SLO verdict of one measurement window (pure).
 
-Definitions follow DESIGN.md ("Metric definitions"):
+Definitions (stated for users on the methods page, ``site_templates/methods/goodput.md``):
 
-- TTFT from the request's *scheduled* time to the first chunk carrying generated text
-  (``ttft_from_send_ms`` from the actual send, as vLLM ``bench serve`` and GuideLLM measure);
-- TPOT per request = (last token − first token) / (output tokens − 1), none for one-token
-  outputs; ITL = gaps between successive chunks; E2E from the scheduled time to the last token;
-- a request that failed (error, timeout, no token) counts as **infinitely** slow in every
-  percentile -- never dropped;
+- **TTFT** from the request's *scheduled* time to the first chunk carrying generated text of
+  any kind, reasoning or content (``ttft_from_send_ms`` from the actual send, as vLLM's
+  ``bench serve`` and GuideLLM measure); **time to first content token** (``ttfc``) beside it
+  for reasoning output;
+- **TPOT** per request = (last token − first token) / (output tokens − 1); a one-token
+  output has none: it is left out of the TPOT percentiles and meets the TPOT limit (vLLM's
+  ``bench serve`` likewise appends no TPOT and counts it as 0 for goodput);
+- **ITL** = gaps between successive text chunks, pooled over requests, as vLLM's
+  ``bench serve`` reports it; ``itl_per_token`` divides each gap by its request's mean
+  tokens per chunk;
+- **E2E** from the scheduled time to the end of the response (the end of the stream, after
+  ``[DONE]``: ``finished_s``), not the last token; a timed-out request's E2E is the time
+  until the client gave up (its timeout), not infinity;
+- a request that failed (error, timeout, no token) counts as **infinitely** slow in the
+  TTFT, TPOT and ITL percentiles and in time to first content -- never dropped; other
+  failures are infinite in E2E too. Requests the client cancelled itself (early stop) are
+  left out of every percentile and every error count (``cancelled_by_client``);
 - goodput (tok/s) = output tokens of the window's completed requests / window length;
 - SLO attainment = share of requests meeting both limits individually (DistServe, Zhong et
   al., OSDI 2024); the SLO passes when p99 TTFT <= ``ttft_p99_ms`` and p99 TPOT <=
-  ``tpot_p99_ms``.
+  ``tpot_p99_ms``, errors stay within what a p99 absorbs, and the window is valid
+  (:mod:`tokenwatt.analysis.window_checks`: served what was asked, sustained the rate).
 
 Percentile definition: the "linear" method (Hyndman & Fan type 7), which is
 ``numpy.percentile``'s default and so what vLLM's ``bench serve`` reports
@@ -24,18 +36,28 @@ data the result equals ``numpy.percentile(values, q, method="linear")``.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from tokenwatt.analysis.errors import cancelled, error_kinds, error_samples
+from tokenwatt.analysis.token_counts import CountTokens, recount, token_warning, tokens_per_chunk
+from tokenwatt.analysis.window_checks import (
+    SLOT_WAIT_CAPPED_MS,
+    Served,
+    Sustained,
+    served_vs_asked,
+    served_warnings,
+    slot_wait_ms,
+    sustained_check,
+)
 from tokenwatt.records.request import RequestResult
 from tokenwatt.records.spec import SloSpec
-from tokenwatt.records.window import LatencyMs, Percentiles, WindowSummary
+from tokenwatt.records.window import LatencyMs, Percentiles, Spread, WindowSummary
 
 INF = math.inf
 PERCENTILES = (50, 90, 99)
-# A window whose send-lag p99 exceeds this is flagged client-bound (DESIGN.md, TTFT).
+# A window whose send-lag p99 exceeds this is flagged client-bound (methods page, TTFT).
 CLIENT_BOUND_SEND_LAG_MS = 10.0
 
 
@@ -76,12 +98,13 @@ def percentiles_ms(values_ms: Sequence[float]) -> Percentiles:
 
 
 def failed(r: RequestResult) -> bool:
-    """True when the request errored, timed out, or never produced a token (an SLO miss)."""
+    """True when the request errored, timed out, was cancelled, or never produced a token."""
     return r.error is not None or r.first_token_s is None
 
 
 def ttft_ms(r: RequestResult) -> float:
-    """TTFT (ms) from the scheduled time; infinite for a failed request."""
+    """TTFT (ms) from the scheduled time to the first token of any kind; infinite when
+    failed."""
     if failed(r) or r.first_token_s is None:
         return INF
     return (r.first_token_s - r.scheduled_s) * 1e3
@@ -92,6 +115,20 @@ def ttft_from_send_ms(r: RequestResult) -> float:
     if failed(r) or r.first_token_s is None:
         return INF
     return (r.first_token_s - r.sent_s) * 1e3
+
+
+def ttfc_ms(r: RequestResult) -> float:
+    """Time to first *content* token (ms) from the scheduled time.
+
+    Equals TTFT for output without reasoning; infinite for a failed request and for a
+    reasoning one whose content never came (it spent its tokens thinking).
+    """
+    if failed(r):
+        return INF
+    at = r.first_content_s
+    if at is None and not r.reasoning:
+        at = r.first_token_s
+    return INF if at is None else (at - r.scheduled_s) * 1e3
 
 
 def tpot_ms(r: RequestResult) -> float | None:
@@ -105,10 +142,18 @@ def tpot_ms(r: RequestResult) -> float | None:
 
 
 def e2e_ms(r: RequestResult) -> float:
-    """E2E latency (ms) from the scheduled time to the last token; infinite when failed."""
-    if failed(r) or r.last_token_s is None:
+    """E2E latency (ms) from the scheduled time to the end of the response.
+
+    The end is ``finished_s`` (the stream's end, after ``[DONE]``; ``last_token_s`` for a
+    result without it). A timed-out request's E2E is the time until the client gave up;
+    any other failure is infinite.
+    """
+    if r.error == "timeout" and r.finished_s is not None:
+        return (r.finished_s - r.scheduled_s) * 1e3
+    end = r.finished_s if r.finished_s is not None else r.last_token_s
+    if failed(r) or end is None:
         return INF
-    return (r.last_token_s - r.scheduled_s) * 1e3
+    return (end - r.scheduled_s) * 1e3
 
 
 def itl_ms(r: RequestResult) -> list[float]:
@@ -116,6 +161,18 @@ def itl_ms(r: RequestResult) -> list[float]:
     if failed(r):
         return [INF]
     return list(np.diff(np.asarray(r.chunk_s, dtype=np.float64)) * 1e3)
+
+
+def itl_per_token_ms(r: RequestResult) -> list[float]:
+    """Chunk gaps (ms) divided by the request's mean tokens per chunk; ``[inf]`` when failed.
+
+    With one token per chunk this equals :func:`itl_ms`; with k tokens per chunk each gap
+    is spread over its k tokens.
+    """
+    per_chunk = tokens_per_chunk(r)
+    if per_chunk is None or per_chunk <= 0:
+        return [INF] if failed(r) else []
+    return [gap / per_chunk for gap in itl_ms(r)]
 
 
 def send_lag_ms(r: RequestResult) -> float:
@@ -166,6 +223,8 @@ def missed_beyond_doubt(
     ttft_misses = tpot_misses = 0
     ttft_limit_s = slo.ttft_p99_ms / 1e3
     for r in requests_so_far:
+        if cancelled(r):
+            continue
         if r.error is not None:
             ttft_misses += 1
             tpot_misses += 1
@@ -187,6 +246,15 @@ def _above(value: LatencyMs, limit: float) -> bool:
     return value == "inf" or (isinstance(value, float | int) and value > limit)
 
 
+def _spread(values: Sequence[float]) -> Spread:
+    if not values:
+        return Spread()
+    return Spread(
+        **{f"p{q}": round(percentile(values, q) or 0.0, 4) for q in PERCENTILES},
+        mean=round(float(np.mean(values)), 4),
+    )
+
+
 def summarise_window(
     requests: Sequence[RequestResult],
     *,
@@ -194,6 +262,7 @@ def summarise_window(
     duration_s: float,
     slo: SloSpec,
     stopped_early: bool = False,
+    count_tokens: CountTokens | None = None,
 ) -> WindowSummary:
     """Summarise the requests that arrived in one window (warm-up already left out).
 
@@ -204,55 +273,129 @@ def summarise_window(
         slo: the latency limits (ms).
         stopped_early: the probe was stopped once it had missed the SLO beyond doubt; such a
             window never passes.
+        count_tokens: the model's tokenizer as text → token count; when given, requests
+            the server sent no ``usage`` for are recounted from their streamed text
+            (:func:`tokenwatt.analysis.token_counts.recount`); errors it raises propagate.
 
     Returns:
         A :class:`WindowSummary`; ``failure_reason`` lists what failed, comma-separated:
         ``ttft``, ``tpot``, ``errors`` (failed requests alone push p99 to infinity),
-        ``no_requests``, ``stopped_early``.
+        ``served_mismatch`` and ``not_sustained`` (the window is invalid, see
+        :mod:`tokenwatt.analysis.window_checks`), ``no_requests``, ``stopped_early``.
     """
-    ok = [r for r in requests if not failed(r)]
-    n = len(requests)
-    tpots = [t for t in (tpot_ms(r) for r in requests) if t is not None]
-    itls = [gap for r in requests for gap in itl_ms(r)]
-    error_kinds = Counter(r.error or "no_token" for r in requests if failed(r))
+    requests, token_source, usage_less = recount(requests, count_tokens)
+    live = [r for r in requests if not cancelled(r)]
+    ok = [r for r in live if not failed(r)]
+    summary = _latencies(live, ok, rate_rps=rate_rps, duration_s=duration_s, slo=slo)
+    summary.requests = len(requests)
+    summary.cancelled_by_client = len(requests) - len(live)
+    summary.stopped_early = stopped_early
+    summary.error_kinds = error_kinds(live)
+    summary.error_samples = error_samples(live)
+    summary.transport_retries = sum(r.transport_retries for r in requests)
+    summary.token_count_source = token_source
+    served = served_vs_asked(ok)
+    sustained = sustained_check(requests, stopped_early=stopped_early)
+    _record_checks(summary, served, sustained)
+    warning = token_warning(token_source, usage_less, len(ok))
+    if warning:
+        summary.warnings.append(warning)
+    _verdict(summary, slo, len(live), served, sustained)
+    return summary
+
+
+def _latencies(
+    live: Sequence[RequestResult],
+    ok: Sequence[RequestResult],
+    *,
+    rate_rps: float,
+    duration_s: float,
+    slo: SloSpec,
+) -> WindowSummary:
+    """The window's counts, rates and latency percentiles over its non-cancelled requests."""
+    n = len(live)
     output_tokens = sum(r.output_tokens for r in ok)
-    lag_p99 = percentile([send_lag_ms(r) for r in requests], 99) or 0.0
-    summary = WindowSummary(
+    lag_p99 = percentile([send_lag_ms(r) for r in live], 99) or 0.0
+    slot_p99 = percentile([slot_wait_ms(r) for r in live], 99) or 0.0
+    per_chunk = [t for t in (tokens_per_chunk(r) for r in ok) if t is not None]
+    return WindowSummary(
         rate_rps=rate_rps,
         duration_s=duration_s,
         requests=n,
         completed=len(ok),
         errors=n - len(ok),
-        error_kinds=dict(sorted(error_kinds.items())),
-        input_tokens=sum(r.prompt_tokens for r in requests),
+        input_tokens=sum(r.prompt_tokens for r in live),
         output_tokens=output_tokens,
         usage_missing=sum(1 for r in ok if r.usage_missing),
         achieved_rps=round(len(ok) / duration_s, 4),
         goodput_tok_s=round(output_tokens / duration_s, 4),
-        ttft_ms=percentiles_ms([ttft_ms(r) for r in requests]),
-        ttft_from_send_ms=percentiles_ms([ttft_from_send_ms(r) for r in requests]),
-        tpot_ms=percentiles_ms(tpots),
-        itl_ms=percentiles_ms(itls),
-        e2e_ms=percentiles_ms([e2e_ms(r) for r in requests]),
+        ttft_ms=percentiles_ms([ttft_ms(r) for r in live]),
+        ttft_from_send_ms=percentiles_ms([ttft_from_send_ms(r) for r in live]),
+        ttfc_ms=percentiles_ms([ttfc_ms(r) for r in live]),
+        tpot_ms=percentiles_ms([t for t in (tpot_ms(r) for r in live) if t is not None]),
+        itl_ms=percentiles_ms([gap for r in live for gap in itl_ms(r)]),
+        itl_per_token_ms=percentiles_ms([gap for r in live for gap in itl_per_token_ms(r)]),
+        e2e_ms=percentiles_ms([e2e_ms(r) for r in live]),
         send_lag_p99_ms=round(lag_p99, 4),
         client_bound=lag_p99 > CLIENT_BOUND_SEND_LAG_MS,
-        slo_attainment_pct=round(100 * sum(meets_slo(r, slo) for r in requests) / n, 4)
-        if n
-        else 0.0,
-        stopped_early=stopped_early,
+        slot_wait_p99_ms=round(slot_p99, 4),
+        concurrency_capped=slot_p99 > SLOT_WAIT_CAPPED_MS,
+        slo_attainment_pct=round(100 * sum(meets_slo(r, slo) for r in live) / n, 4) if n else 0.0,
+        reasoning_requests=sum(1 for r in ok if r.reasoning),
+        one_token_outputs=sum(1 for r in ok if r.output_tokens <= 1),
+        tokens_per_chunk=_spread(per_chunk),
     )
+
+
+def _record_checks(summary: WindowSummary, served: Served, sustained: Sustained) -> None:
+    """Put the served-vs-asked and sustained checks, and their warnings, in the summary."""
+    summary.short_outputs = served.short
+    summary.long_outputs = served.long
+    summary.prompt_mismatches = served.prompt_mismatch
+    summary.sustained = sustained.sustained
+    summary.completion_ratio = sustained.completion_ratio
+    summary.start_ratio = sustained.start_ratio
+    summary.drain_s = sustained.drain_s
+    warnings = served_warnings(served)
+    invalid = []
+    if served.invalid:
+        invalid.append(f"served other than asked: {served.flagged} of {served.judged} requests")
+    if sustained.sustained is False:
+        invalid.append(
+            f"not sustained: the server started requests at "
+            f"{100 * (sustained.start_ratio or 0.0):.0f}% and completed them at "
+            f"{100 * (sustained.completion_ratio or 0.0):.0f}% of the rate they arrived (the "
+            f"last ended {sustained.drain_s} s after the last arrival)"
+        )
+    if summary.concurrency_capped:
+        warnings.append(
+            f"concurrency-capped: requests waited between dispatch and send (p99 "
+            f"{summary.slot_wait_p99_ms:.1f} ms, inside TTFT) for a client concurrency slot "
+            "or, on a busy client, for its event loop"
+        )
+    summary.warnings = invalid + warnings
+    summary.valid = not invalid
+    summary.invalid_reason = "; ".join(invalid) or None
+
+
+def _verdict(
+    summary: WindowSummary, slo: SloSpec, n: int, served: Served, sustained: Sustained
+) -> None:
     reasons: list[str] = []
-    if n == 0:
+    if summary.requests == 0:
         reasons.append("no_requests")
-    else:
+    elif n:
         if _above(summary.ttft_ms.p99, slo.ttft_p99_ms):
             reasons.append("ttft")
         if _above(summary.tpot_ms.p99, slo.tpot_p99_ms):
             reasons.append("tpot")
         if summary.errors > (n - 1) // 100:
             reasons.append("errors")
-    if stopped_early:
+        if served.invalid:
+            reasons.append("served_mismatch")
+        if sustained.sustained is False:
+            reasons.append("not_sustained")
+    if summary.stopped_early:
         reasons.append("stopped_early")
     summary.slo_pass = not reasons
     summary.failure_reason = ",".join(reasons) or None
-    return summary

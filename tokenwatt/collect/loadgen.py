@@ -384,6 +384,9 @@ async def run_window(
                 in_window=in_window,
                 prompt_tokens=spec.prompt_tokens or 0,
                 dispatched_s=clock(),
+                max_tokens=spec.max_tokens,
+                ignore_eos=cfg.ignore_eos,
+                prompt_ids_sent=spec.prompt_tokens,
             )
             state.results.append(res)
             if in_window:

@@ -54,16 +54,28 @@ class StreamError(Exception):
         self.kind = kind
 
 
-def _delta_text(delta: _Delta) -> bool:
-    return bool(delta.content or delta.reasoning_content or delta.reasoning)
+def _choice_text(choice: _Choice) -> tuple[str, bool]:
+    """The chunk's generated text and whether it is content (False: reasoning only)."""
+    if choice.text:
+        return choice.text, True
+    delta = choice.delta
+    if delta is None:
+        return "", False
+    if delta.content:
+        return delta.content, True
+    return delta.reasoning_content or delta.reasoning or "", False
 
 
 async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
     """Read one streamed completion into ``res``: chunk times, first/last token, usage.
 
-    Every chunk of one network read gets that read's arrival time. Output tokens come from
-    ``usage`` (``stream_options.include_usage``); without it they are the number of chunks
-    that carried text, and ``usage_missing`` is set.
+    Every chunk of one network read gets that read's arrival time. A chunk counts when it
+    carries generated text of any kind: ``first_token_s`` is the first such chunk,
+    reasoning or content; ``first_content_s`` the first carrying content (the answer of a
+    reasoning model). Output tokens come from ``usage`` (``stream_options.include_usage``);
+    without it they are the number of text chunks (an estimate, ``usage_missing`` set)
+    and the text's pieces are kept in ``output_text`` so that a tokenizer can count them
+    afterwards (:func:`tokenwatt.analysis.latency.summarise_window`).
 
     Raises:
         StreamError: ``protocol`` (not JSON, or no ``[DONE]``), ``stream_error`` (an error
@@ -72,6 +84,8 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
     """
     decoder = SseDecoder()
     chunk_s = res.chunk_s
+    # References to strings msgspec already decoded: cheap, and dropped when usage arrives.
+    pieces: list[str] = []
     usage: _Usage | None = None
     done = False
     clock = time.perf_counter
@@ -93,9 +107,15 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
         for chunk in chunks:
             choices = chunk.choices
             if choices:
-                choice = choices[0]
-                if choice.text or (choice.delta is not None and _delta_text(choice.delta)):
+                text, content = _choice_text(choices[0])
+                if text:
                     texts += 1
+                    pieces.append(text)
+                    if content:
+                        if res.first_content_s is None:
+                            res.first_content_s = now
+                    else:
+                        res.reasoning = True
             elif chunk.error is not None:
                 raise StreamError("stream_error")
             if chunk.usage is not None:
@@ -114,5 +134,6 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
     else:
         res.output_tokens = len(chunk_s)
         res.usage_missing = True
+        res.output_text = pieces
     if not chunk_s:
         raise StreamError("empty")

@@ -18,17 +18,36 @@ class RequestResult:
         scheduled_s: when the Poisson schedule said to send it (s).
         sent_s: when it was actually sent (s), after any wait for a concurrency slot.
         dispatched_s: when the client got round to it (s), before any wait for a slot;
-            ``dispatched_s - scheduled_s`` is the send lag (None: use ``sent_s``).
-        first_token_s: arrival of the first chunk carrying generated text (s), or None.
-        chunk_s: arrival time of every chunk carrying generated text (s).
+            ``dispatched_s - scheduled_s`` is the send lag, ``sent_s - dispatched_s`` the
+            wait for a concurrency slot (None: use ``sent_s``).
+        first_token_s: arrival of the first chunk carrying generated text of any kind,
+            reasoning or content (s), or None.
+        chunk_s: arrival time of every chunk (SSE event) carrying generated text (s).
         last_token_s: arrival of the last such chunk (s), or None.
         prompt_tokens: prompt length (tokens), from ``usage`` or the request itself.
-        output_tokens: generated tokens, from ``usage`` when the server sent it.
+        output_tokens: generated tokens, from ``usage`` when the server sent it, else the
+            number of text chunks (an estimate, ``usage_missing``).
         usage_missing: True when ``output_tokens`` was counted by the client (no usage).
         status: HTTP status, or None when no response arrived.
-        error: error kind (``timeout``, ``http_503``, ``connect``, ``empty``, …) or None.
-        finished_s: when the request ended, answered or failed (s); None while in flight.
+        error: error kind (``timeout``, ``http_503``, ``connect``, ``empty``, …) or None;
+            ``cancelled`` only for a request the client itself cancelled.
+        finished_s: when the request ended (s): the end of the response stream (after
+            ``[DONE]``), or when it failed or timed out; None while in flight.
         in_window: True when the request arrived inside the measurement window.
+        max_tokens: the ``max_tokens`` asked for, or None when unknown.
+        ignore_eos: the request asked for exactly ``max_tokens`` (``ignore_eos``).
+        prompt_ids_sent: the number of prompt token ids sent, or None for a text prompt.
+        first_content_s: arrival of the first chunk carrying *content* (not reasoning)
+            text (s), or None; equals ``first_token_s`` for a model that does not reason.
+        reasoning: True when the stream carried reasoning text (``reasoning_content`` or
+            ``reasoning`` deltas).
+        output_text: the generated text's pieces, kept only when the server sent no
+            ``usage`` (so that a tokenizer can count them afterwards); else None.
+        error_class: the exception class behind ``error`` (e.g. ``ClientOSError``), or None.
+        error_message: its message (capped, credentials scrubbed), or None.
+        error_body: the first bytes of an HTTP error body (capped, scrubbed), or None.
+        transport_retries: times the request was sent again on a new connection after a
+            failure that cannot have reached the server.
     """
 
     scheduled_s: float
@@ -44,6 +63,16 @@ class RequestResult:
     in_window: bool = True
     dispatched_s: float | None = None
     finished_s: float | None = None
+    max_tokens: int | None = None
+    ignore_eos: bool = False
+    prompt_ids_sent: int | None = None
+    first_content_s: float | None = None
+    reasoning: bool = False
+    output_text: list[str] | None = None
+    error_class: str | None = None
+    error_message: str | None = None
+    error_body: str | None = None
+    transport_retries: int = 0
 
     @property
     def ok(self) -> bool:

@@ -24,6 +24,32 @@ class Percentiles(StrictModel):
     p99: LatencyMs = None
 
 
+class Spread(StrictModel):
+    """p50/p90/p99 and mean of a non-latency quantity (e.g. tokens per chunk); None when
+    there were no samples."""
+
+    p50: NonNegFloat | None = None
+    p90: NonNegFloat | None = None
+    p99: NonNegFloat | None = None
+    mean: NonNegFloat | None = None
+
+
+class ErrorSample(StrictModel):
+    """One failed request, as an example of its error kind (text capped and scrubbed of
+    credentials by the load generator)."""
+
+    kind: str = Field(description="The request's error kind (``timeout``, ``http_503``, ...).")
+    exception: str | None = Field(
+        default=None, description="Exception class behind the error, if any."
+    )
+    message: str | None = Field(default=None, description="The exception's message.")
+    status: int | None = Field(default=None, description="HTTP status, if a response came.")
+    body: str | None = Field(default=None, description="First bytes of the error body.")
+
+
+TokenCountSource = Literal["usage", "tokenizer", "chunks-estimate"]
+
+
 class WindowSummary(StrictModel):
     """What one measurement window saw.
 
@@ -36,8 +62,13 @@ class WindowSummary(StrictModel):
     ``send_lag_p99_ms`` is the p99 of how late the client got round to a request
     (dispatched − scheduled, ms): a wait for a concurrency slot is the server's backlog,
     not client lateness, so it is left out here (it is in TTFT); with no slot wait this
-    equals DESIGN.md's sent − scheduled. ``client_bound`` is set when that p99 exceeds
-    10 ms.
+    equals sent − scheduled. ``client_bound`` is set when that p99 exceeds 10 ms.
+
+    ``errors`` and ``error_kinds`` count the engine's failures only: requests the client
+    cancelled itself (early stop) are ``cancelled_by_client``, in no error count or rate.
+    The methods page (goodput) states every definition; the fields below the verdict say
+    whether the window can be trusted at all: ``valid`` is False when the server did not
+    serve what was asked or did not keep up, and such a window fails the SLO.
     """
 
     rate_rps: PosFloat
@@ -62,6 +93,107 @@ class WindowSummary(StrictModel):
     slo_pass: bool = False
     failure_reason: str | None = None
     stopped_early: bool = False
+    warnings: list[str] = Field(
+        default_factory=list, description="Human-readable flags of this window, one a line."
+    )
+    valid: bool = Field(
+        default=True,
+        description="False when the window's figures cannot stand for the rate: the server "
+        "served other than was asked beyond the threshold, or did not sustain the rate. "
+        "An invalid window fails the SLO.",
+    )
+    invalid_reason: str | None = Field(
+        default=None, description="Why the window is invalid (sentences joined by '; ')."
+    )
+    cancelled_by_client: NonNegInt = Field(
+        default=0,
+        description="Requests the client cancelled itself (early stop); not errors, and "
+        "left out of every latency percentile.",
+    )
+    error_samples: dict[str, list[ErrorSample]] = Field(
+        default_factory=dict, description="A few failed requests per error kind."
+    )
+    transport_retries: NonNegInt = Field(
+        default=0,
+        description="Sends repeated on a new connection after a failure that cannot have "
+        "reached the server (summed over the window's requests).",
+    )
+    token_count_source: TokenCountSource = Field(
+        default="usage",
+        description="Where output token counts come from: the server's usage; the "
+        "model's tokenizer over the streamed text (some request lacked usage); or the "
+        "number of text chunks, an estimate (some request lacked usage and no tokenizer "
+        "was given).",
+    )
+    short_outputs: NonNegInt = Field(
+        default=0,
+        description="Requests asked for exactly max_tokens (ignore_eos) whose usage reports "
+        "fewer output tokens.",
+    )
+    long_outputs: NonNegInt = Field(
+        default=0, description="Requests whose usage reports more output tokens than max_tokens."
+    )
+    prompt_mismatches: NonNegInt = Field(
+        default=0,
+        description="Requests sent as token ids whose usage reports a different prompt "
+        "token count (e.g. a truncated prompt).",
+    )
+    sustained: bool | None = Field(
+        default=None,
+        description="False when the server did not keep up with the window's arrivals: it "
+        "started serving them (first token) at under 95% of the rate they arrived, beyond "
+        "noise (methods page); None when not judged (fewer than 20 finished requests, or "
+        "stopped early).",
+    )
+    completion_ratio: NonNegFloat | None = Field(
+        default=None,
+        description="Completion rate / arrival rate of the window's requests, between the "
+        "median completions of their first and last quarter (methods page).",
+    )
+    start_ratio: NonNegFloat | None = Field(
+        default=None,
+        description="The same for first tokens: the rate requests started being served / "
+        "the rate they arrived; the sustained verdict's figure.",
+    )
+    drain_s: NonNegFloat | None = Field(
+        default=None,
+        description="From the last in-window arrival to the end of the last in-window request (s).",
+    )
+    slot_wait_p99_ms: NonNegFloat = Field(
+        default=0.0,
+        description="p99 of the wait for a client concurrency slot (sent − dispatched, ms).",
+    )
+    concurrency_capped: bool = Field(
+        default=False,
+        description="The client's max_concurrency held requests back: slot-wait p99 above 1 ms.",
+    )
+    ttfc_ms: Percentiles = Field(
+        default_factory=Percentiles,
+        description="Time to first *content* token (ms, from the scheduled time): differs "
+        "from TTFT for reasoning output; failed requests count as infinite.",
+    )
+    reasoning_requests: NonNegInt = Field(
+        default=0, description="Completed requests whose stream carried reasoning text."
+    )
+    one_token_outputs: NonNegInt = Field(
+        default=0,
+        description="Completed requests with one output token: they have no TPOT (see "
+        "tpot_one_token).",
+    )
+    tpot_one_token: Literal["excluded"] = Field(
+        default="excluded",
+        description="Policy for one-output-token requests: 'excluded' — no TPOT, left out "
+        "of the TPOT percentiles, and counted as meeting the TPOT limit in SLO attainment.",
+    )
+    tokens_per_chunk: Spread = Field(
+        default_factory=Spread,
+        description="Output tokens per text chunk, per completed request (tokens / chunks).",
+    )
+    itl_per_token_ms: Percentiles = Field(
+        default_factory=Percentiles,
+        description="ITL per token (ms): each chunk gap divided by its request's mean "
+        "tokens per chunk; equals itl_ms when every chunk carries one token.",
+    )
 
 
 RETRIED_PREFIX = "client-bound"
