@@ -27,6 +27,18 @@ class RequestResult:
         usage_missing: True when ``output_tokens`` was counted by the client (no usage).
         status: HTTP status, or None when no response arrived.
         error: error kind (``timeout``, ``http_503``, ``connect``, ``empty``, …) or None.
+            ``cancelled`` only for a request the client itself cancelled (an early stop,
+            the end of the keep-load tail): never an engine error. A request still
+            unanswered when the drain runs out is a ``timeout``.
+        error_class: the exception class of a failure (``ServerDisconnectedError``,
+            ``TimeoutError``, …); None for an HTTP error status or no failure.
+        error_message: what the failure said (HTTP status line or exception message),
+            credentials scrubbed, at most 300 characters; None without failure.
+        error_body: the first characters of an error response's body (at most 512),
+            credentials scrubbed; None when there was none.
+        transport_retries: times the request was sent again on a new connection because
+            it provably never reached the server (connection not made, or the request not
+            completely written); its latencies still count from ``scheduled_s``.
         finished_s: when the request ended, answered or failed (s); None while in flight.
         in_window: True when the request arrived inside the measurement window.
     """
@@ -44,6 +56,10 @@ class RequestResult:
     in_window: bool = True
     dispatched_s: float | None = None
     finished_s: float | None = None
+    error_class: str | None = None
+    error_message: str | None = None
+    error_body: str | None = None
+    transport_retries: int = 0
 
     @property
     def ok(self) -> bool:
