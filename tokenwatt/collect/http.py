@@ -94,17 +94,36 @@ def open_session(max_concurrency: int, *, keep_alive: bool = True) -> aiohttp.Cl
 
 
 class _Body(aiohttp.BytesPayload):
-    """A request body that knows whether it was handed to the connection in full."""
+    """A request body that knows whether the kernel took all of it (``written``).
+
+    Handing bytes to the asyncio transport is not enough: a large body waits in the
+    transport's buffer, and a connection that breaks then never sent it. So the transport's
+    write-buffer limits are set to zero, which makes ``drain`` wait until the buffer is
+    empty, i.e. every byte is in the kernel; only then is the body ``written``.
+    """
 
     written = False
 
+    async def _flushed(self, writer: Any) -> None:
+        await writer.drain()
+        transport = getattr(writer, "transport", None)
+        self.written = transport is not None and transport.get_write_buffer_size() == 0
+
     async def write(self, writer: Any) -> None:
+        _no_write_buffer(writer)
         await super().write(writer)
-        self.written = True
+        await self._flushed(writer)
 
     async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+        _no_write_buffer(writer)
         await super().write_with_length(writer, content_length)
-        self.written = True
+        await self._flushed(writer)
+
+
+def _no_write_buffer(writer: Any) -> None:
+    transport = getattr(writer, "transport", None)
+    if transport is not None and not transport.is_closing():
+        transport.set_write_buffer_limits(high=0)
 
 
 _NOT_CONNECTED = (
