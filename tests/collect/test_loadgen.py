@@ -429,5 +429,11 @@ async def test_wire_arrivals_are_exponential_at_200_per_second(server: ScriptedS
     assert len(sent) == len(poisson_schedule(rate, seconds, 21)) > 900
     exponential = stats.expon(scale=1 / rate).cdf
     assert stats.kstest(np.diff(scheduled), exponential).pvalue > 0.01  # the control
+    lag_p99_ms = float(np.percentile(sent - scheduled, 99)) * 1e3
+    if lag_p99_ms > 2.0:
+        # Precise sends are within 0.2 ms; a 2 ms p99 means other processes held the CPU
+        # (seen at load 4 on 2 cores), and then no client can send on time. Under
+        # TOKENWATT_STRICT_SKIPS (CI) this skip fails the run.
+        pytest.skip(f"client starved of CPU: send lag p99 {lag_p99_ms:.1f} ms")
     assert stats.kstest(np.diff(sent), exponential).pvalue > 0.01
     assert result.summary.errors == 0
