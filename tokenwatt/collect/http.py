@@ -19,6 +19,11 @@ xllamacpp 2026.10.11549 and aiohttp 3.14 on 127.0.0.1:
   one idle near 5 s. With aiohttp's keep-alive cut from 15 s to 4 s the failures stayed
   (10); on fresh connections (``Connection: close``) there were none. vLLM's ``bench
   serve`` (aiohttp, keep-alive) fails the same way against it ("Can not write request body").
+  Which of the two a race gives depends on timing: on Python 3.11 aiohttp writes the body
+  in a task of its own, one loop turn after taking the connection, time enough for the FIN
+  to be seen; from 3.12 it writes at once, and the race shows as a disconnect after a
+  complete request, which is not provably safe to send again. So avoiding the race (next
+  paragraph) is the fix, and the retry only the safety net.
 
 What this module does about it:
 
