@@ -420,3 +420,31 @@ async def test_a_failing_callback_stops_the_window_and_is_raised(server: Scripte
             stop_early=broken, check_interval_s=0.05,
         )  # fmt: skip
     assert time.perf_counter() - started < 10  # not the 20 s window (busy-machine margin)
+
+
+async def test_wire_arrivals_are_exponential_at_200_per_second(server: ScriptedServer) -> None:
+    """The actual sends, not only the schedule, pass a K-S test against the exponential.
+
+    1,000 requests at 200 req/s (5 s) against an instant server. With a plain asyncio.sleep
+    the sends bunch on millisecond ticks and this fails (benchmarks/wire_arrivals.py).
+    """
+    rate, seconds = 200.0, 5.0
+    script(server, tokens_stream(1))
+    result = await run_window(
+        config(server.base, max_concurrency=64, request_timeout_s=30.0),
+        rate_rps=rate, duration_s=seconds, warmup_s=0.0, requests=same(), seed=21,
+        keep_load_until_done=False,
+    )  # fmt: skip
+    scheduled = np.array([r.scheduled_s for r in result.requests])
+    sent = np.array([r.sent_s for r in result.requests])
+    assert len(sent) == len(poisson_schedule(rate, seconds, 21)) > 900
+    exponential = stats.expon(scale=1 / rate).cdf
+    assert stats.kstest(np.diff(scheduled), exponential).pvalue > 0.01  # the control
+    lag_p99_ms = float(np.percentile(sent - scheduled, 99)) * 1e3
+    if lag_p99_ms > 2.0:
+        # Precise sends are within 0.2 ms; a 2 ms p99 means other processes held the CPU
+        # (seen at load 4 on 2 cores), and then no client can send on time. Under
+        # TOKENWATT_STRICT_SKIPS (CI) this skip fails the run.
+        pytest.skip(f"client starved of CPU: send lag p99 {lag_p99_ms:.1f} ms")
+    assert stats.kstest(np.diff(sent), exponential).pvalue > 0.01
+    assert result.summary.errors == 0

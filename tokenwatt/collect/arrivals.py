@@ -8,8 +8,20 @@ shows up as send lag (sent − scheduled), never as a lower arrival rate (DESIGN
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
+
+SEND_SPIN_S = 0.0015
+"""How long before a send time :func:`sleep_until` stops sleeping and starts yielding (s).
+
+asyncio's sleep wakes on the selector's timeout, which epoll rounds up to whole
+milliseconds, so a plain ``asyncio.sleep`` sends up to 1 ms late and bunches sends on
+millisecond ticks (at 200 req/s their gaps then fail a K-S test against the exponential;
+``benchmarks/wire_arrivals.py``). 1.5 ms covers the rounding plus a little wake-up jitter."""
 
 # Gaps are drawn in blocks of this many, so a schedule for a longer duration starts with
 # exactly the schedule for a shorter one (same seed): extending a window never reshuffles it.
@@ -58,3 +70,22 @@ def window_request_count(rate_rps: float, warmup_s: float, duration_s: float, se
     """
     offsets = poisson_schedule(rate_rps, warmup_s + duration_s, seed)
     return int(np.count_nonzero(offsets >= warmup_s))
+
+
+async def sleep_until(
+    target: float, *, spin_s: float = SEND_SPIN_S, clock: Callable[[], float] = time.perf_counter
+) -> None:
+    """Return at ``target`` on ``clock`` (s), to within the event loop's iteration time.
+
+    Sleeps until ``spin_s`` before ``target``, then yields with ``asyncio.sleep(0)`` until
+    ``target``, so other tasks and I/O keep running while it waits; ``spin_s=0`` is a plain
+    ``asyncio.sleep`` (millisecond granularity). Returns at once when ``target`` has passed.
+    The yielding costs CPU: about ``spin_s`` of busy loop per call at most
+    (``benchmarks/wire_arrivals.py`` measures it).
+    """
+    delay = target - clock()
+    if delay > spin_s:
+        await asyncio.sleep(delay - spin_s)
+    # A deadline, not an event: nothing signals it, and the loop must keep turning meanwhile.
+    while spin_s > 0 and clock() < target:  # noqa: ASYNC110
+        await asyncio.sleep(0)

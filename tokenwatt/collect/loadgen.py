@@ -10,7 +10,22 @@ exact ``max_tokens`` and ``ignore_eos``; each keeps its raw timings in a
 HTTP client: aiohttp (one ``ClientSession``, HTTP/1.1 keep-alive, a pool of
 ``max_concurrency`` connections). httpx was measured first and streamed at most about 850
 req/s on one core against an instant server, below the 1,100 req/s target; aiohttp about
-5,000 (``benchmarks/loadgen.py``).
+5,000 (``benchmarks/loadgen.py``). Sending, transport retries and error detail are in
+:mod:`tokenwatt.collect.http`.
+
+Spurious ``connect`` errors against llama.cpp's server (issue 8) were not the engine: its
+server closes the connection about 1 ms after every streamed response while advertising
+keep-alive, and aiohttp reused such a connection when a request was dispatched in that
+millisecond ("Can not write request body", or "Server disconnected"; 5–10 in 1,500
+requests at 20 req/s, each on a connection idle 0.1–0.4 ms — not the 5 s keep-alive
+timeout). Requests to such a server now go on fresh connections, idle connections are kept
+4 s (below common servers' 5 s), and a request that provably never reached the server is
+sent again and counted as a transport retry (details in :mod:`tokenwatt.collect.http`).
+
+Send times: each send waits with :func:`~tokenwatt.collect.arrivals.sleep_until`, which
+sleeps to 1.5 ms before the scheduled time and then yields to the loop until it, so sends
+are not bunched on the selector's millisecond ticks and their gaps stay exponential on the
+wire (``benchmarks/wire_arrivals.py``).
 """
 
 from __future__ import annotations
@@ -28,8 +43,8 @@ from typing import Any, Literal
 import aiohttp
 
 from tokenwatt.analysis.latency import percentile, send_lag_ms, summarise_window, tpot_ms, ttft_ms
-from tokenwatt.collect.arrivals import poisson_schedule
-from tokenwatt.collect.stream import StreamError, read_stream
+from tokenwatt.collect.arrivals import SEND_SPIN_S, poisson_schedule, sleep_until
+from tokenwatt.collect.http import Sender, keeps_streams_alive, open_session
 from tokenwatt.collect.workload import RequestSpec
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.records.request import RequestResult
@@ -39,7 +54,7 @@ from tokenwatt.records.window import WindowSummary
 Phase = Literal["warmup", "window", "drain"]
 # Scheduling starts this long after run_window is entered, so the first send is on time.
 _LEAD_S = 0.05
-_ERROR_BODY_LIMIT = 4096
+_CANCELLED = "cancelled by the client (early stop, or the end of the keep-load tail)"
 
 
 @dataclass(frozen=True)
@@ -58,6 +73,10 @@ class LoadConfig:
             still counts from the scheduled time).
         request_timeout_s: per request, from the send to the end of the stream (s).
         extra_body: extra JSON fields merged into every request body.
+        keep_alive: reuse connections between requests (HTTP keep-alive); False sends
+            every request on a new connection with ``Connection: close``, for servers that
+            close streamed connections anyway (llama.cpp's; see
+            :mod:`tokenwatt.collect.http`).
     """
 
     endpoint: str
@@ -69,10 +88,20 @@ class LoadConfig:
     max_concurrency: int = 256
     request_timeout_s: float = 600.0
     extra_body: Mapping[str, Any] = field(default_factory=dict)
+    keep_alive: bool = True
 
     @classmethod
-    def from_spec(cls, spec: Spec, *, environ: Mapping[str, str] | None = None) -> LoadConfig:
+    def from_spec(
+        cls,
+        spec: Spec,
+        *,
+        environ: Mapping[str, str] | None = None,
+        engine_name: str | None = None,
+    ) -> LoadConfig:
         """Build from a spec; the API key comes from ``engine.api_key_env`` in ``environ``.
+
+        ``engine_name`` is the probe's (``EngineInfo.engine_name``): llama.cpp's server
+        gets a fresh connection per request (``keep_alive=False``).
 
         Raises:
             InputError: the spec names an API-key variable that is not set.
@@ -100,6 +129,7 @@ class LoadConfig:
             ignore_eos=spec.engine.ignore_eos,
             max_concurrency=spec.measurement.max_concurrency,
             request_timeout_s=spec.measurement.request_timeout_s,
+            keep_alive=keeps_streams_alive(engine_name),
         )
 
     @property
@@ -189,9 +219,15 @@ class _Window:
 
     def __init__(self, cfg: LoadConfig, session: aiohttp.ClientSession) -> None:
         self.cfg = cfg
-        self.session = session
-        self.url = cfg.url
-        self.headers = cfg.headers()
+        self.sender = Sender(
+            session,
+            cfg.url,
+            cfg.headers(),
+            cfg.request_timeout_s,
+            cfg.max_concurrency,
+            keep_alive=cfg.keep_alive,
+            secrets=(cfg.api_key,) if cfg.api_key else (),
+        )
         self.slots = asyncio.Semaphore(cfg.max_concurrency)
         self.results: list[RequestResult] = []
         self.window_results: list[RequestResult] = []
@@ -208,10 +244,14 @@ class _Window:
         try:
             async with self.slots:
                 res.sent_s = time.perf_counter()
-                await self._send(res, body)
+                await self.sender.send(res, body)
         except asyncio.CancelledError:
             if res.error is None:
-                res.error = "cancelled"
+                res.error, res.error_class, res.error_message = (
+                    "cancelled",
+                    "CancelledError",
+                    _CANCELLED,
+                )
             raise
         finally:
             res.finished_s = time.perf_counter()
@@ -228,30 +268,6 @@ class _Window:
                 self.window_pending -= 1
                 if self.window_pending == 0 and self.window_dispatched:
                     self.window_done.set()
-
-    async def _send(self, res: RequestResult, body: bytes) -> None:
-        try:
-            async with asyncio.timeout(self.cfg.request_timeout_s):
-                async with self.session.post(self.url, data=body, headers=self.headers) as resp:
-                    res.status = resp.status
-                    if resp.status != 200:
-                        res.error = f"http_{resp.status}"
-                        with contextlib.suppress(aiohttp.ClientError):
-                            await resp.content.read(_ERROR_BODY_LIMIT)
-                        return
-                    await read_stream(resp, res)
-        except TimeoutError:
-            res.error = "timeout"
-        except StreamError as exc:
-            res.error = exc.kind
-        except aiohttp.ClientConnectorError:
-            res.error = "connect"
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError):
-            res.error = "disconnect"
-        except aiohttp.ClientResponseError:
-            res.error = "protocol"
-        except (aiohttp.ClientError, OSError):
-            res.error = "connect" if res.status is None else "disconnect"
 
     def snapshot(self, phase: Phase, rate: float, elapsed: float, total: float) -> WindowProgress:
         recent = self.results[-2000:]  # send lag of the latest requests: is the client behind?
@@ -270,15 +286,6 @@ class _Window:
         )
 
 
-def _session(cfg: LoadConfig) -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(limit=cfg.max_concurrency, limit_per_host=0)
-    return aiohttp.ClientSession(
-        connector=connector,
-        timeout=aiohttp.ClientTimeout(total=None),
-        auto_decompress=False,
-    )
-
-
 async def run_window(
     cfg: LoadConfig,
     *,
@@ -294,6 +301,7 @@ async def run_window(
     keep_load_until_done: bool = True,
     session: aiohttp.ClientSession | None = None,
     freeze_gc: bool = True,
+    send_spin_s: float = SEND_SPIN_S,
 ) -> WindowResult:
     """Run one window: ``warmup_s`` of load, then ``duration_s`` measured, then the drain.
 
@@ -319,6 +327,9 @@ async def run_window(
         session: an aiohttp session to reuse; by default one is opened and closed here.
         freeze_gc: ``gc.freeze()`` for the window, so that a full garbage collection does
             not scan the objects alive before it (a 200 ms pause was seen without).
+        send_spin_s: how long before each send time the dispatcher stops sleeping and
+            yields to the loop until it (s); 0 gives millisecond-bunched sends
+            (:func:`~tokenwatt.collect.arrivals.sleep_until`).
 
     Returns:
         A :class:`WindowResult`.
@@ -333,7 +344,9 @@ async def run_window(
     offsets = poisson_schedule(rate_rps, warmup_s + duration_s + tail_s, seed)
     window_end_offset = warmup_s + duration_s
     own_session = session is None
-    http = _session(cfg) if session is None else session
+    http = (
+        open_session(cfg.max_concurrency, keep_alive=cfg.keep_alive) if session is None else session
+    )
     state = _Window(cfg, http)
     loop = asyncio.get_running_loop()
     t0 = time.perf_counter() + _LEAD_S
@@ -378,7 +391,7 @@ async def run_window(
                     if state.window_done.is_set():
                         return
                 else:
-                    await asyncio.sleep(delay)
+                    await sleep_until(target, spin_s=send_spin_s)
             res = RequestResult(
                 scheduled_s=target,
                 in_window=in_window,
@@ -454,13 +467,16 @@ async def run_window(
         for task in leftover:
             task.cancel()
         await asyncio.gather(*leftover, watcher, dispatcher, return_exceptions=True)
+        await state.sender.close()
         if own_session:
             await http.close()
         if freeze_gc:
             gc.unfreeze()
-    for res in state.window_results:
-        if res.error == "cancelled" and not stopped:
-            res.error = "timeout"  # still unanswered when the drain ran out
+    if not stopped:
+        for res in state.window_results:
+            if res.error == "cancelled":  # still unanswered when the drain ran out
+                res.error, res.error_class = "timeout", "TimeoutError"
+                res.error_message = "still unanswered when the window's drain ran out"
     measured_s = duration_s
     if stopped:
         measured_s = max(min(end, window_end) - window_start, 1e-3)

@@ -29,8 +29,19 @@ class RequestResult:
             number of text chunks (an estimate, ``usage_missing``).
         usage_missing: True when ``output_tokens`` was counted by the client (no usage).
         status: HTTP status, or None when no response arrived.
-        error: error kind (``timeout``, ``http_503``, ``connect``, ``empty``, …) or None;
-            ``cancelled`` only for a request the client itself cancelled.
+        error: error kind (``timeout``, ``http_503``, ``connect``, ``empty``, …) or None.
+            ``cancelled`` only for a request the client itself cancelled (an early stop,
+            the end of the keep-load tail): never an engine error. A request still
+            unanswered when the drain runs out is a ``timeout``.
+        error_class: the exception class of a failure (``ServerDisconnectedError``,
+            ``TimeoutError``, …); None for an HTTP error status or no failure.
+        error_message: what the failure said (HTTP status line or exception message),
+            credentials scrubbed, at most 300 characters; None without failure.
+        error_body: the first characters of an error response's body (at most 512),
+            credentials scrubbed; None when there was none.
+        transport_retries: times the request was sent again on a new connection because
+            it provably never reached the server (connection not made, or the request not
+            completely written); its latencies still count from ``scheduled_s``.
         finished_s: when the request ended (s): the end of the response stream (after
             ``[DONE]``), or when it failed or timed out; None while in flight.
         in_window: True when the request arrived inside the measurement window.
@@ -43,11 +54,6 @@ class RequestResult:
             ``reasoning`` deltas).
         output_text: the generated text's pieces, kept only when the server sent no
             ``usage`` (so that a tokenizer can count them afterwards); else None.
-        error_class: the exception class behind ``error`` (e.g. ``ClientOSError``), or None.
-        error_message: its message (capped, credentials scrubbed), or None.
-        error_body: the first bytes of an HTTP error body (capped, scrubbed), or None.
-        transport_retries: times the request was sent again on a new connection after a
-            failure that cannot have reached the server.
     """
 
     scheduled_s: float

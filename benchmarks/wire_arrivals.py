@@ -1,0 +1,125 @@
+"""Are the actual sends Poisson? K-S p-values of wire arrivals, and what precise sends cost.
+
+An instant streaming server (aiohttp, one token, its own process so that it does not share
+the client's event loop) answers every POST. For each rate the load generator sends a
+bounded number of requests (``--count``), once with precise sends (sleep to 1.5 ms before
+the send time, then yield to the loop until it; the default) and once with a plain
+``asyncio.sleep`` (``send_spin_s=0``, millisecond-bunched). Printed per run: the K-S
+p-value of the gaps of the schedule (the control), of ``dispatched_s`` and of ``sent_s``
+against the exponential of the target mean; send lag p50/p99; and the client's CPU time
+per second of window (``time.process_time``), whose difference is the cost of the yielding.
+
+Usage: python benchmarks/wire_arrivals.py [--rates 200,500,1000] [--count 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tokenwatt.collect.arrivals import SEND_SPIN_S  # noqa: E402
+from tokenwatt.collect.loadgen import LoadConfig, run_window  # noqa: E402
+from tokenwatt.collect.workload import RequestSpec  # noqa: E402
+from tokenwatt.records.spec import SloSpec  # noqa: E402
+
+SERVER = textwrap.dedent(
+    """
+    import sys
+    from aiohttp import web
+    BODY = (b'data: {"choices":[{"text":" a"}]}\\n\\n'
+            b'data: {"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":1}}\\n\\n'
+            b"data: [DONE]\\n\\n")
+    async def handle(request):
+        await request.read()
+        return web.Response(body=BODY, content_type="text/event-stream")
+    app = web.Application()
+    app.router.add_post("/v1/completions", handle)
+    web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
+    """
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_listening(port: int, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError("the instant server did not start")
+
+
+async def _one(endpoint: str, rate: float, count: int, spin_s: float) -> str:
+    cfg = LoadConfig(
+        endpoint=endpoint,
+        model="m",
+        slo=SloSpec(ttft_p99_ms=10_000, tpot_p99_ms=10_000),
+        max_concurrency=256,
+        request_timeout_s=30.0,
+    )
+    spec = RequestSpec(prompt=[1, 2], max_tokens=1)
+    cpu0 = time.process_time()
+    result = await run_window(
+        cfg, rate_rps=rate, duration_s=count / rate, warmup_s=0.0,
+        requests=itertools.repeat(spec), seed=7, keep_load_until_done=False, send_spin_s=spin_s,
+    )  # fmt: skip
+    cpu_per_s = (time.process_time() - cpu0) / (count / rate)
+    exponential = stats.expon(scale=1 / rate).cdf
+    reqs = result.requests
+    p = {
+        name: stats.kstest(np.diff([getattr(r, name) for r in reqs]), exponential).pvalue
+        for name in ("scheduled_s", "dispatched_s", "sent_s")
+    }
+    lag = np.array([r.sent_s - r.scheduled_s for r in reqs]) * 1e3
+    errors = sum(r.error is not None for r in reqs)
+    return (
+        f"{rate:6.0f} {spin_s * 1e3:5.1f} {len(reqs):6d} {p['scheduled_s']:9.3g} "
+        f"{p['dispatched_s']:11.3g} {p['sent_s']:9.3g} {np.percentile(lag, 50):8.3f} "
+        f"{np.percentile(lag, 99):8.3f} {cpu_per_s:9.3f} {errors:6d}"
+    )
+
+
+def main() -> None:
+    """Start the instant server, run every rate with and without precise sends, print."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rates", default="200,500,1000")
+    ap.add_argument("--count", type=int, default=2000, help="requests per run")
+    a = ap.parse_args()
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-c", SERVER, str(port)])
+    try:
+        _wait_listening(port)
+        print(
+            "  rate  spin  sends  KS sched  KS dispatch   KS sent  lag p50  lag p99  cpu s/s"
+            "  errors"
+        )
+        for rate in (float(x) for x in a.rates.split(",")):
+            for spin in (SEND_SPIN_S, 0.0):
+                line = asyncio.run(_one(f"http://127.0.0.1:{port}/v1", rate, a.count, spin))
+                print(line, flush=True)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()

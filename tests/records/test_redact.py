@@ -1,0 +1,71 @@
+"""Credential scrubbing: every form a secret is seen in, and text that must stay as it is."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenwatt.redact import REDACTED, cap, scrub, scrub_capped
+
+R = REDACTED
+
+SCRUBBED = {
+    "Authorization: Bearer sk-abc123def456": f"Authorization: Bearer {R}",
+    "authorization: bearer eyJhbGciOi.J9.x": f"authorization: bearer {R}",
+    "Authorization: Basic dXNlcjpwYXNz": f"Authorization: Basic {R}",
+    "Authorization: raw-key-123": f"Authorization: {R}",
+    '{"error": "bad key", "api_key": "k-12345"}': f'{{"error": "bad key", "api_key": "{R}"}}',
+    '{"password": "p\\"w\\"d", "user": "ann"}': f'{{"password": "{R}", "user": "ann"}}',
+    "api_key=abcd1234&model=x": f"api_key={R}&model=x",
+    "x-api-key: abcdef": f"x-api-key: {R}",
+    "OPENAI_API_KEY=abcdef": f"OPENAI_API_KEY={R}",
+    "token=t0k3n, next": f"token={R}, next",
+    "access_token: 'zzz999'": f"access_token: '{R}'",
+    "password=hunter22;": f"password={R};",
+    "client_secret = s3cr3t": f"client_secret = {R}",
+    "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz": f"HF_TOKEN={R}",
+    "to postgres://bob:pw123@db:5432/x failed": f"to postgres://bob:{R}@db:5432/x failed",
+    "GET http://h:8000/v1/models?key=zz&x=1 failed": f"GET http://h:8000/v1/models?{R} failed",
+    "https://u:p@host/a?sig=1#frag": f"https://u:{R}@host/a?{R}#frag",
+    "key sk-proj-ABCDEFGHIJKLMNOPqrst leaked": f"key {R} leaked",
+    "hf_ABCDEFGHIJKLMNOPQRSTUVWX in log": f"{R} in log",
+    "ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123": R,
+    "aws AKIAIOSFODNN7EXAMPLE id": f"aws {R} id",
+}
+
+
+@pytest.mark.parametrize("text", sorted(SCRUBBED))
+def test_credentials_are_scrubbed(text: str) -> None:
+    assert scrub(text) == SCRUBBED[text]
+
+
+KEPT = [
+    "Cannot connect to host 127.0.0.1:8000 ssl:default [Connect call failed]",
+    '{"usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}}',
+    "max_tokens=16 exceeds the context (n_ctx: 2048)",
+    "Server disconnected",
+    "http://127.0.0.1:8000/v1/completions",
+    "the author: Ann; the config: small",
+    "",
+]
+
+
+@pytest.mark.parametrize("text", KEPT)
+def test_ordinary_text_is_unchanged(text: str) -> None:
+    assert scrub(text) == text
+
+
+def test_exact_secrets_go_wherever_they_are() -> None:
+    text = "echo: my-own-key-0042 (twice: my-own-key-0042)"
+    assert scrub(text, ["my-own-key-0042"]) == f"echo: {R} (twice: {R})"
+    assert scrub("a b c", ["", "b"]) == "a b c"  # empty and tiny values are not blanked
+
+
+def test_cap_and_scrub_before_cap() -> None:
+    assert cap("abcdef", 6) == "abcdef"
+    assert cap("abcdefg", 6) == "abcde…" and len(cap("x" * 999, 300)) == 300
+    with pytest.raises(ValueError):
+        cap("a", 0)
+    # Capping first would cut the key in half, and the pattern would no longer see it.
+    text = "x" * 20 + " Bearer sk-0123456789abcdefXYZ"
+    out = scrub_capped(text, 40)
+    assert "sk-0123" not in out and out.startswith("x" * 20 + " Bearer [red")

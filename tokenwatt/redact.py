@@ -1,0 +1,103 @@
+"""Scrubbing credentials out of text that came from outside: error messages, error bodies, logs.
+
+Pure functions, no I/O. Whatever a server, a library or an engine log says may echo a
+credential back (an ``Authorization`` header in a proxy's error page, a ``?api_key=`` in a
+URL, a ``password=`` in a connection string); text is scrubbed with :func:`scrub` before it
+is kept in a record, printed or shown on a page. What is replaced (value only; the name
+stays so that a reader still sees *what* was there):
+
+* ``Bearer``/``Basic``/``Token`` credentials (``Authorization: Bearer sk-…``);
+* ``name=value``, ``name: value`` and JSON ``"name": "value"`` where the name says it is a
+  secret (``api_key``, ``api-key``, ``x-api-key``, ``token``, ``access_token``, ``password``,
+  ``passwd``, ``secret``, ``client_secret``, ``private_key``, ``credential``, …);
+* the password of ``user:password@`` in a URL, and the whole query string of a URL (query
+  parameters carry signatures and keys often enough that none is kept);
+* well-known token shapes even without a name: OpenAI-style ``sk-…``, Hugging Face
+  ``hf_…``, GitHub ``ghp_…``/``github_pat_…``, Slack ``xox?-…``, AWS access key ids;
+* any exact value passed in ``secrets`` (the API key the run itself holds).
+
+It errs on the side of removing too much: a scrubbed message is for a human to read, not
+to parse.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+REDACTED = "[redacted]"
+"""What a scrubbed value is replaced with."""
+
+_SCHEMES = {"bearer", "basic", "token", "digest"}
+_SCHEME_CREDENTIAL = re.compile(r"\b(Bearer|Basic|Token|Digest)(\s+)[^\s\"',;]+", re.IGNORECASE)
+
+# A secret's name: a word that ends in (or is) one of these, in snake, kebab or camel case.
+_SENSITIVE_NAMES = (
+    r"[A-Za-z0-9_.-]*?(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|"
+    r"token|secret|password|passwd|pwd|credentials?|auth|authorization|signature|sig|"
+    r"session[_-]?id)"
+)
+# name, an optional closing quote, '=' or ':', an optional opening quote, then the value up
+# to the closing quote or a delimiter. A JSON string value may hold escaped quotes.
+_NAMED_VALUE = re.compile(
+    r"(?P<name>\b" + _SENSITIVE_NAMES + r")(?P<q1>[\"']?)(?P<sep>\s*[=:]\s*)"
+    r"(?:(?P<q2>[\"'])(?P<quoted>(?:\\.|(?!(?P=q2)).)*)(?P=q2)|(?P<bare>[^\s\"',;&}\]]+))",
+    re.IGNORECASE,
+)
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)(?P<user>[^\s/:@]*):[^\s/@]*@", re.I)
+_URL_QUERY = re.compile(r"(?P<base>\b[a-z][a-z0-9+.-]*://[^\s?#\"'<>]*)\?[^\s#\"'<>]*", re.I)
+_TOKEN_SHAPES = re.compile(
+    r"\b(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|"
+    r"github_pat_[A-Za-z0-9_]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|(?:AKIA|ASIA)[0-9A-Z]{16})\b"
+)
+
+
+def _named(match: re.Match[str]) -> str:
+    if (match.group("bare") or "").lower() in _SCHEMES:  # "Authorization: Bearer [redacted]"
+        return match.group(0)
+    quote = match.group("q2") or ""
+    return f"{match.group('name')}{match.group('q1')}{match.group('sep')}{quote}{REDACTED}{quote}"
+
+
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with credentials replaced by :data:`REDACTED` (see the module docstring).
+
+    Args:
+        text: any text (an exception message, the head of a response body, a log line).
+        secrets: exact values to remove wherever they occur (empty strings are ignored;
+            values shorter than 4 characters are ignored too, as they would blank out
+            ordinary words).
+
+    Returns:
+        The scrubbed text; text with nothing to scrub comes back unchanged.
+    """
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, REDACTED)
+    text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{REDACTED}@", text)
+    text = _URL_QUERY.sub(lambda m: f"{m.group('base')}?{REDACTED}", text)
+    text = _SCHEME_CREDENTIAL.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    text = _NAMED_VALUE.sub(_named, text)
+    return _TOKEN_SHAPES.sub(REDACTED, text)
+
+
+def cap(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, ending in ``…`` when it was cut.
+
+    Raises:
+        ValueError: ``limit`` below 1.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"
+
+
+def scrub_capped(text: str, limit: int, secrets: Iterable[str] = ()) -> str:
+    """:func:`scrub` then :func:`cap`: scrubbing first, so a cut never leaves half a secret
+    that the patterns no longer recognise."""
+    return cap(scrub(text, secrets), limit)
+
+
+__all__ = ["REDACTED", "cap", "scrub", "scrub_capped"]
