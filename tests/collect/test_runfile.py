@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import errno
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from tokenwatt.collect.modes import PRESETS, apply_mode
 from tokenwatt.collect.runfile import load_run_spec, read_api_key, write_record
 from tokenwatt.collect.verdict import classification_view, retried
 from tokenwatt.errors import InputError
+from tokenwatt.files import WriteError
 from tokenwatt.records import RunRecord, load_spec
 from tokenwatt.records.request import RequestResult
 from tokenwatt.records.run import ToolInfo
@@ -107,11 +109,11 @@ def test_a_failed_write_keeps_the_previous_record(
     before = out.read_text()
 
     def boom(*args: object, **kwargs: object) -> None:
-        raise OSError("disk full")
+        raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr("os.fsync", boom)
     later = _record().model_copy(update={"label": "b"})
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(WriteError, match=r"the disk is full \(the previous version is kept\)"):
         write_record(later, out)
     assert out.read_text() == before
     assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
