@@ -37,8 +37,9 @@ from tokenwatt.records.spec import SloSpec, Spec
 from tokenwatt.records.window import WindowSummary
 
 Phase = Literal["warmup", "window", "drain"]
-# Scheduling starts this long after run_window is entered, so the first send is on time.
-_LEAD_S = 0.05
+LEAD_S = 0.05
+"""Seconds from entering :func:`run_window` to the start of its schedule (the warm-up), so
+the first send is on time; the instruments time their window from the same constant."""
 _ERROR_BODY_LIMIT = 4096
 
 
@@ -336,8 +337,8 @@ async def run_window(
     http = _session(cfg) if session is None else session
     state = _Window(cfg, http)
     loop = asyncio.get_running_loop()
-    t0 = time.perf_counter() + _LEAD_S
-    wall_start = time.time() + _LEAD_S + warmup_s
+    t0 = time.perf_counter() + LEAD_S
+    wall_start = time.time() + LEAD_S + warmup_s
     window_start = t0 + warmup_s
     window_end = t0 + window_end_offset
     stopped = False
@@ -477,4 +478,4 @@ async def run_window(
     )
 
 
-__all__ = ["LoadConfig", "WindowProgress", "WindowResult", "run_window"]
+__all__ = ["LEAD_S", "LoadConfig", "WindowProgress", "WindowResult", "run_window"]
