@@ -183,7 +183,8 @@ def _collect(
     click.echo(f"wrote {out}")
     if not record.complete:
         click.echo(f"incomplete: {record.incomplete_reason}", err=True)
-        sys.exit(130 if "Ctrl-C" in (record.incomplete_reason or "") else 1)
+        # 130: the shell's status for a process ended by SIGINT (128 + 2).
+        sys.exit(130 if record.interrupted == "ctrl-c" else 1)
 
 
 @cli.command()

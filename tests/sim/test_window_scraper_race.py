@@ -1,32 +1,34 @@
-"""A window whose load ends while the metrics scraper is closing its client.
+"""A window whose load ends while the ``/metrics`` scraper is still finishing.
 
 Seen once in a collect run: ``RuntimeError: Cannot send a request, as the client has been
-closed``. The window's watcher task closes the scraper when the window's time is up; when
-the load generator returned during that close, ``_window`` cancelled the watcher inside
-``httpx.AsyncClient.aclose`` (client already marked closed, ``MetricsScraper._client`` not
-yet cleared), then called ``scraper.stop()`` again, whose last scrape used the closed
-client. Here ``aclose`` is slowed down (it awaits the real one, then sleeps) so that the
-load generator always returns inside it; the engine is the real simulator over HTTP.
+closed``, when the load generator returned while the scraper, then on the load's own event
+loop, was closing its client. The scraper now runs on the instruments' thread with one
+client for the run; here its last step is slowed down (it awaits the real ``stop``, then
+sleeps) so that the load generator always returns first, and the window must still get
+its metrics. The engine is the real simulator over HTTP.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 from sim_process import REPO, SimProcess, start_sim
 
-from tokenwatt.collect.options import CollectOptions
-from tokenwatt.collect.run import _Run
+from tokenwatt.collect.engine_metrics import MetricsScraper
+from tokenwatt.collect.instruments import INSTRUMENT_DEADLINE_S, Instruments
+from tokenwatt.collect.progress import Progress
 from tokenwatt.collect.runfile import load_run_spec
+from tokenwatt.collect.window import WindowPlan, WindowRunner
+from tokenwatt.collect.workload import workload_for
+from tokenwatt.records.run import EngineMetrics
 
 SPEC = REPO / "tests" / "fixtures" / "sim.spec.yaml"
-CLOSE_S = 1.0
-"""How long the slowed ``aclose`` takes: far longer than the load's drain after the window."""
+STOP_S = 1.0
+"""How long the slowed ``stop`` lingers: far longer than the load's drain after the window,
+well inside the instruments' hand-over deadline."""
 
 
 @pytest.fixture(scope="module")
@@ -38,35 +40,32 @@ def sim() -> Iterator[SimProcess]:
         s.stop()
 
 
-def test_load_ending_while_the_scraper_closes_keeps_the_window(
-    sim: SimProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_load_ending_while_the_scraper_finishes_keeps_the_window(
+    sim: SimProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_aclose = httpx.AsyncClient.aclose
-    closes: list[float] = []
+    assert STOP_S < INSTRUMENT_DEADLINE_S
+    real_stop = MetricsScraper.stop
+    stopped: list[float] = []
 
-    async def slow_aclose(self: httpx.AsyncClient) -> None:
-        await real_aclose(self)
-        closes.append(asyncio.get_running_loop().time())
-        await asyncio.sleep(CLOSE_S)
+    async def slow_stop(self: MetricsScraper) -> EngineMetrics:
+        metrics = await real_stop(self)
+        await asyncio.sleep(STOP_S)
+        stopped.append(time.perf_counter())
+        return metrics
 
-    monkeypatch.setattr(httpx.AsyncClient, "aclose", slow_aclose)
+    monkeypatch.setattr(MetricsScraper, "stop", slow_stop)
     spec = load_run_spec(SPEC, "quick", sim.endpoint)
-    opts = CollectOptions(
-        spec_path=SPEC, label="race", role="baseline", out=tmp_path / "r.json", progress=False
-    )
-    run = _Run(opts, spec, None)
-    window: Any = run._window(5.0, 0.4, 0.0, seed=0, early_stop=False)
-    loop_end: list[float] = []
-
-    async def timed() -> Any:
-        result = await window
-        loop_end.append(asyncio.get_running_loop().time())
-        return result
-
-    summary, metrics, power = asyncio.run(timed())
-    assert closes, "the scraper never closed its client"
-    # The load generator had long returned when the close finished: the race was hit.
-    assert loop_end[0] - closes[0] >= CLOSE_S * 0.9
-    assert summary.completed > 0
-    assert metrics is not None and metrics.scrapes >= 2
-    assert power is None
+    with Instruments(sim.endpoint) as instruments:
+        runner = WindowRunner(
+            spec,
+            api_key=None,
+            workload=workload_for(spec),
+            instruments=instruments,
+            progress=Progress(enabled=False),
+        )
+        outcome = runner.run(WindowPlan(rate_rps=5.0, duration_s=0.4, warmup_s=0.0, seed=0))
+    assert stopped, "the scraper never stopped"
+    assert outcome.summary.completed > 0
+    assert outcome.metrics is not None and outcome.metrics.valid
+    assert outcome.metrics.scrapes >= 2
+    assert outcome.power is None

@@ -220,33 +220,54 @@ def summarize_scrapes(scrapes: list[Scrape]) -> EngineMetrics:
     )
 
 
+SCRAPE_DEADLINE_S = 2.0
+"""Longest one ``/metrics`` scrape may take (s), from the request to the last byte parsed.
+
+A scrape past it is cancelled and counted as missed. vLLM and llama.cpp answer in tens of
+milliseconds even when loaded; two seconds is room for a busy engine, short enough that a
+hung endpoint costs a window at most two of them (the baseline and the last scrape)."""
+
+
+class ScrapeError(Exception):
+    """One scrape failed: no answer within the deadline, a non-200, or text that does not
+    parse. The message says which (at most 300 characters)."""
+
+
 @dataclass
 class MetricsScraper:
     """Scrape ``<server root>/metrics`` every ``interval_s`` seconds between start and stop.
 
     ``await start()`` takes a first scrape at once (the counters' baseline) and then one per
     interval in a background task; ``await stop()`` takes a last scrape and returns the
-    window's :class:`EngineMetrics`. A scrape that fails (connection error, non-200, text
-    that does not parse) is counted in ``failed`` (``last_error`` keeps the latest reason)
-    and otherwise skipped, so a missing ``/metrics`` gives ``scrapes == 0`` rather than an
-    error.
+    window's :class:`EngineMetrics`. Every scrape has a deadline (``timeout_s``, from the
+    request to the parsed text); one that fails (no answer in time, connection error,
+    non-200, text that does not parse) is counted in ``failed`` (``last_error`` keeps the
+    latest reason) and otherwise skipped. Fewer than two scrapes answered make the window's
+    metrics invalid (``valid`` false, ``invalid_reason`` says why), so a missing or hung
+    ``/metrics`` gives invalid metrics rather than an error.
+
+    The collector runs it on the instruments' own event loop
+    (:mod:`tokenwatt.collect.instruments`), never on the load generator's.
 
     Args:
         endpoint: the engine's URL, with or without ``/v1``.
         interval_s: seconds between scrapes (vLLM updates its gauges about every second).
         api_key: sent as a bearer token when given.
-        timeout_s: timeout of one scrape, seconds.
+        timeout_s: deadline of one scrape, seconds.
+        client: an HTTP client to use (and leave open); by default one is opened by
+            ``start`` and closed by ``stop``.
     """
 
     endpoint: str
     interval_s: float = 1.0
     api_key: str | None = None
-    timeout_s: float = 5.0
+    timeout_s: float = SCRAPE_DEADLINE_S
+    client: httpx.AsyncClient | None = field(default=None, repr=False)
     scrapes: list[Scrape] = field(default_factory=list)
     failed: int = 0
     last_error: str | None = None
     names_seen: set[str] = field(default_factory=set)
-    _client: httpx.AsyncClient | None = field(default=None, repr=False)
+    _own_client: httpx.AsyncClient | None = field(default=None, repr=False)
     _task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
@@ -254,29 +275,51 @@ class MetricsScraper:
         """The ``/metrics`` URL scraped."""
         return server_root_url(self.endpoint) + "/metrics"
 
-    async def scrape_once(self) -> Scrape | None:
-        """One scrape, appended to ``scrapes``; None when it failed (``last_error`` says why).
+    def open_client(self) -> httpx.AsyncClient:
+        """A client with this scraper's bearer token (the caller closes it)."""
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return httpx.AsyncClient(timeout=self.timeout_s, headers=headers)
+
+    async def read(self) -> Scrape:
+        """One scrape within ``timeout_s``, not recorded.
 
         A transport error (typically a kept-alive connection the server closed just as it
-        was reused) is retried once on a new connection: a scrape is a plain GET.
+        was reused) is retried once on a new connection, within the same deadline: a scrape
+        is a plain GET.
+
+        Raises:
+            ScrapeError: no answer within the deadline, a transport error, a non-200, or
+                text that is not Prometheus exposition format.
+            RuntimeError: no client (neither given nor opened by ``start``).
         """
-        if self._client is None:
-            raise RuntimeError("MetricsScraper.scrape_once() before start()")
+        client = self.client or self._own_client
+        if client is None:
+            raise RuntimeError("MetricsScraper.read() without a client: call start() first")
         t = time.monotonic()
         try:
-            try:
-                r = await self._client.get(self.url)
-            except httpx.TransportError:
-                r = await self._client.get(self.url)
-            if r.status_code != 200:
-                raise ValueError(f"HTTP {r.status_code}")
-            families = parse_metrics_text(r.text)
+            async with asyncio.timeout(self.timeout_s):
+                try:
+                    r = await client.get(self.url)
+                except httpx.TransportError:
+                    r = await client.get(self.url)
+                if r.status_code != 200:
+                    raise ValueError(f"HTTP {r.status_code}")
+                families = parse_metrics_text(r.text)
+        except TimeoutError as exc:
+            raise ScrapeError(f"no answer within {self.timeout_s:g} s") from exc
         except (httpx.HTTPError, ValueError) as exc:
-            self.failed += 1
-            self.last_error = f"{type(exc).__name__}: {exc}"[:300]
-            return None
+            raise ScrapeError(f"{type(exc).__name__}: {exc}"[:300]) from exc
         self.names_seen.update(families)
-        s = reduce_families(families, t)
+        return reduce_families(families, t)
+
+    async def scrape_once(self) -> Scrape | None:
+        """One scrape, appended to ``scrapes``; None when it failed (``last_error`` says why)."""
+        try:
+            s = await self.read()
+        except ScrapeError as exc:
+            self.failed += 1
+            self.last_error = str(exc)
+            return None
         self.scrapes.append(s)
         return s
 
@@ -290,23 +333,41 @@ class MetricsScraper:
             next_t = max(next_t + self.interval_s, time.monotonic())
 
     async def start(self) -> None:
-        """Open the client, scrape once, and keep scraping in the background."""
+        """Open the client (unless given), scrape once, and keep scraping in the background."""
         if self._task is not None:
             raise RuntimeError("MetricsScraper already started")
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        self._client = httpx.AsyncClient(timeout=self.timeout_s, headers=headers)
+        if self.client is None and self._own_client is None:
+            self._own_client = self.open_client()
         await self.scrape_once()
         self._task = asyncio.create_task(self._loop(), name="tokenwatt-metrics-scraper")
 
     async def stop(self) -> EngineMetrics:
-        """Stop scraping, take a last scrape, close the client, and summarize the window."""
+        """Stop scraping (an in-flight periodic scrape is abandoned, not counted), take a
+        last scrape, close the client it opened, and summarize the window."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self._client is not None:
+        if self.client is not None or self._own_client is not None:
             await self.scrape_once()
-            await self._client.aclose()
-            self._client = None
-        return summarize_scrapes(self.scrapes)
+        if self._own_client is not None:
+            await self._own_client.aclose()
+            self._own_client = None
+        return self.metrics()
+
+    def metrics(self) -> EngineMetrics:
+        """The scrapes so far as :class:`EngineMetrics`, with the missed count and validity."""
+        reason = None
+        if len(self.scrapes) < 2:
+            tried = len(self.scrapes) + self.failed
+            reason = f"/metrics answered {len(self.scrapes)} of {tried} scrapes"
+            if self.last_error:
+                reason += f" (last: {self.last_error})"
+        return summarize_scrapes(self.scrapes).model_copy(
+            update={
+                "missed_scrapes": self.failed,
+                "valid": reason is None,
+                "invalid_reason": reason,
+            }
+        )

@@ -52,8 +52,9 @@ from tokenwatt.records.spec import SloSpec, Spec
 from tokenwatt.records.window import WindowSummary
 
 Phase = Literal["warmup", "window", "drain"]
-# Scheduling starts this long after run_window is entered, so the first send is on time.
-_LEAD_S = 0.05
+LEAD_S = 0.05
+"""Seconds from entering :func:`run_window` to the start of its schedule (the warm-up), so
+the first send is on time; the instruments time their window from the same constant."""
 _CANCELLED = "cancelled by the client (early stop, or the end of the keep-load tail)"
 
 
@@ -349,8 +350,8 @@ async def run_window(
     )
     state = _Window(cfg, http)
     loop = asyncio.get_running_loop()
-    t0 = time.perf_counter() + _LEAD_S
-    wall_start = time.time() + _LEAD_S + warmup_s
+    t0 = time.perf_counter() + LEAD_S
+    wall_start = time.time() + LEAD_S + warmup_s
     window_start = t0 + warmup_s
     window_end = t0 + window_end_offset
     stopped = False
@@ -496,4 +497,4 @@ async def run_window(
     )
 
 
-__all__ = ["LoadConfig", "WindowProgress", "WindowResult", "run_window"]
+__all__ = ["LEAD_S", "LoadConfig", "WindowProgress", "WindowResult", "run_window"]

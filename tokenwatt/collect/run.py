@@ -14,14 +14,13 @@ everything measured so far.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import datetime as dt
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tokenwatt import __version__
+from tokenwatt.collect.instruments import Instruments
 from tokenwatt.collect.modes import PRESETS
 from tokenwatt.collect.options import CollectOptions
 from tokenwatt.collect.progress import Progress
@@ -43,11 +42,10 @@ from tokenwatt.collect.search import (
     monotonicity_warnings,
     slo_search,
 )
-from tokenwatt.collect.verdict import RETRIED_PREFIX, classification_view, retried
+from tokenwatt.collect.verdict import RETRIED_PREFIX, retried
+from tokenwatt.collect.window import WindowOutcome, WindowPlan, WindowRunner
 from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError
-from tokenwatt.records.power import PowerWindow
 from tokenwatt.records.run import (
-    EngineMetrics,
     Probe,
     Repeat,
     RunRecord,
@@ -56,6 +54,7 @@ from tokenwatt.records.run import (
 )
 from tokenwatt.records.spec import Spec, fingerprint
 from tokenwatt.records.window import WindowSummary
+from tokenwatt.telemetry.meter import PowerMeter
 
 FAST_WARMUP_AFTER_PASS = 10 / 45
 """``--fast-search``: warm-up after a passing probe, as a share of ``warmup_s`` (10 of 45 s)."""
@@ -76,215 +75,106 @@ class EngineDiedError(EngineError):
     """The engine stopped answering in the middle of the run."""
 
 
-class _Run:
-    """One collect run's state, so that an interruption can write what was measured."""
+@dataclass(frozen=True)
+class SearchSetup:
+    """How the SLO search spends GPU time: the probe policy and the search options."""
 
-    def __init__(self, opts: CollectOptions, spec: Spec, api_key: str | None) -> None:
-        self.opts = opts
-        self.spec = spec
-        self.api_key = api_key
-        self.meter: Any = None
-        self.progress = Progress(enabled=opts.progress)
-        self.history: list[tuple[float, bool]] = []
+    policy: ProbePolicy
+    options: SearchOptions
+
+    @classmethod
+    def for_run(cls, spec: Spec, *, fast: bool) -> SearchSetup:
+        """DESIGN.md's search, or ``--fast-search``'s cheaper one when ``fast``."""
         m = spec.measurement
-        self.policy = ProbePolicy(m.warmup_s, m.search_window_s)
-        self.search_options = SearchOptions()
-        if opts.fast_search:
-            self.policy = ProbePolicy(
-                m.warmup_s,
-                m.search_window_s,
-                warmup_after_pass_s=m.warmup_s * FAST_WARMUP_AFTER_PASS,
-                scout_window_s=m.search_window_s * FAST_SCOUT_WINDOW,
-                scout_until_rel=0.5,
-            )
-            self.search_options = SearchOptions(bisect_until_rel=0.05, geometric_bisect=True)
-        self.record = RunRecord(
-            tool=ToolInfo(
-                version=__version__, git_commit=git_commit(Path(__file__).resolve().parent)
-            ),
-            label=opts.label,
-            role=opts.role,
-            mode=opts.mode,
-            spec=spec,
-            fingerprint=fingerprint(spec),
-            command=opts.command,
-            started=dt.datetime.now(dt.UTC),
-            complete=False,
-            incomplete_reason="in progress",
+        if not fast:
+            return cls(ProbePolicy(m.warmup_s, m.search_window_s), SearchOptions())
+        policy = ProbePolicy(
+            m.warmup_s,
+            m.search_window_s,
+            warmup_after_pass_s=m.warmup_s * FAST_WARMUP_AFTER_PASS,
+            scout_window_s=m.search_window_s * FAST_SCOUT_WINDOW,
+            scout_until_rel=0.5,
         )
-        if not PRESETS[opts.mode].reportable:
-            self.record.not_covered.append(
-                "Smoke mode: a pipeline check; its numbers are not measurements"
-            )
+        return cls(policy, SearchOptions(bisect_until_rel=0.05, geometric_bisect=True))
 
-    def checkpoint(self) -> None:
-        write_record(self.record, self.opts.out)
 
-    # -- one window --------------------------------------------------------------------
+def new_record(opts: CollectOptions, spec: Spec) -> RunRecord:
+    """The run record as it stands before the first window (``complete`` false)."""
+    record = RunRecord(
+        tool=ToolInfo(version=__version__, git_commit=git_commit(Path(__file__).resolve().parent)),
+        label=opts.label,
+        role=opts.role,
+        mode=opts.mode,
+        spec=spec,
+        fingerprint=fingerprint(spec),
+        command=opts.command,
+        started=dt.datetime.now(dt.UTC),
+        complete=False,
+        incomplete_reason="in progress",
+    )
+    if not PRESETS[opts.mode].reportable:
+        record.not_covered.append("Smoke mode: a pipeline check; its numbers are not measurements")
+    return record
 
-    async def _window(
-        self, rate: float, duration_s: float, warmup_s: float, seed: int, early_stop: bool
-    ) -> tuple[WindowSummary, EngineMetrics | None, PowerWindow | None]:
-        from tokenwatt.analysis.latency import missed_beyond_doubt
-        from tokenwatt.collect.arrivals import window_request_count
-        from tokenwatt.collect.loadgen import LoadConfig, run_window
-        from tokenwatt.collect.probes import MetricsScraper
-        from tokenwatt.collect.workload import workload_for
 
-        spec = self.spec
-        cfg = LoadConfig(
-            endpoint=spec.engine.endpoint,
-            model=spec.engine.model,
-            slo=spec.slo,
-            api=spec.engine.api,
-            api_key=self.api_key,
-            ignore_eos=spec.engine.ignore_eos,
-            max_concurrency=spec.measurement.max_concurrency,
-            request_timeout_s=spec.measurement.request_timeout_s,
-        )
-        stop: Callable[[Any, float], bool] | None = None
-        if early_stop:
-            import time
+def window_cost(plan: WindowPlan, summary: WindowSummary) -> ProbeOutcome:
+    """What a measured window cost and concluded, for the search's bookkeeping."""
+    stopped = summary.stopped_early
+    return ProbeOutcome(
+        passed=summary.slo_pass,
+        warmup_s=plan.warmup_s,
+        window_s=summary.duration_s,
+        saved_s=max(0.0, plan.duration_s - summary.duration_s) if stopped else 0.0,
+        stopped_early=stopped,
+    )
 
-            expected = window_request_count(rate, warmup_s, duration_s, seed)
 
-            def stop(requests: Any, _elapsed: float) -> bool:
-                # collect.stream sets first_token_s at the first text chunk, so a request
-                # still streaming is not counted as waiting for its first token.
-                return missed_beyond_doubt(requests, expected, spec.slo, now_s=time.perf_counter())
+class Measurement:
+    """The SLO search and the repeats of one run; every window is stored in the record
+    (and the record written) as soon as it is measured.
 
-        scraper = MetricsScraper(
-            spec.engine.endpoint, interval_s=min(1.0, duration_s / 4), api_key=self.api_key
-        )
-        power: list[PowerWindow | None] = [None]
-        metrics: list[EngineMetrics | None] = [None]
-        stopping = [False]
-        lead_s = 0.05  # the load generator starts its schedule this long after the call
+    Args:
+        record: the run record to fill.
+        runner: runs one window.
+        setup: the search's policy and options.
+        checkpoint: writes the record (called after every window).
+        check_engine: raises :class:`EngineDiedError` when the engine is gone.
+    """
 
-        async def watch() -> None:
-            await asyncio.sleep(lead_s + warmup_s)
-            # Scrapes of the warm-up are dropped; the first one of the window is the
-            # baseline of the counters.
-            scraper.scrapes.clear()
-            await scraper.scrape_once()
-            if self.meter is not None:
-                self.meter.start_window()
-            try:
-                await asyncio.sleep(duration_s)
-            finally:
-                stopping[0] = True  # a cancel from here on would lose the window's metrics
-                # The meter first: no await before it, so a cancellation of this task
-                # cannot leave its window open.
-                if self.meter is not None:
-                    try:
-                        power[0] = self.meter.stop_window()
-                    except TelemetryError as exc:
-                        self.record.not_covered.append(f"Power: {exc}")
-                        self.meter = None
-                metrics[0] = await scraper.stop()
-
-        # Opening the scraper's HTTP client blocks the event loop for a moment (TLS
-        # context); do it before the load generator's schedule starts.
-        await scraper.start()
-        watcher = asyncio.create_task(watch())
-        try:
-            result = await run_window(
-                cfg,
-                rate_rps=rate,
-                duration_s=duration_s,
-                warmup_s=warmup_s,
-                requests=workload_for(spec, base_dir=self.opts.spec_path.parent),
-                seed=seed,
-                progress=self.progress.update,
-                stop_early=stop,
-            )
-        finally:
-            if not watcher.done() and not stopping[0]:
-                watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
-            if metrics[0] is None:  # stopped before the window began
-                await scraper.stop()
-        summary = result.summary
-        if not summary.slo_pass:
-            from tokenwatt.analysis.failure import classify_failure
-
-            view = classification_view(result, spec.slo)
-            mode = classify_failure(view, metrics[0], slo=spec.slo)
-            if mode is not None:
-                # An early-stopped window's own reason counts our cancellations as errors;
-                # the view's says what the engine did.
-                detail = view.failure_reason
-                summary.failure_reason = f"{mode} ({detail})" if detail else mode
-        return summary, metrics[0], power[0]
-
-    def _check_engine(self, summary: WindowSummary) -> None:
-        """A window where nothing succeeded: ask the engine whether it is still there."""
-        if summary.completed > 0 or summary.errors == 0:
-            return
-        from tokenwatt.collect.probes import probe_engine
-
-        try:
-            probe_engine(self.spec.engine.endpoint, self.api_key, timeout_s=5.0)
-        except EngineError as exc:
-            raise EngineDiedError(f"the engine stopped answering: {exc}") from exc
-
-    def run_one(
+    def __init__(
         self,
-        step: str,
-        rate: float,
-        duration_s: float,
-        seed: int,
-        early_stop: bool,
-        warmup_s: float | None = None,
-    ) -> tuple[WindowSummary, EngineMetrics | None, PowerWindow | None, ProbeOutcome]:
-        self.progress.begin(step)
-        if warmup_s is None:
-            warmup_s = self.spec.measurement.warmup_s
-        summary, metrics, power = asyncio.run(
-            self._window(rate, duration_s, warmup_s, seed, early_stop)
-        )
-        saved = max(0.0, duration_s - summary.duration_s) if summary.stopped_early else 0.0
-        outcome = ProbeOutcome(
-            summary.slo_pass,
-            warmup_s=warmup_s,
-            window_s=summary.duration_s,
-            saved_s=saved,
-            stopped_early=summary.stopped_early,
-        )
-        verdict = "meets the SLO" if summary.slo_pass else f"misses: {summary.failure_reason}"
-        self.progress.note(f"{step} at {rate:.4g} req/s: {verdict}")
-        return summary, metrics, power, outcome
-
-    # -- the whole run -----------------------------------------------------------------
+        record: RunRecord,
+        runner: WindowRunner,
+        setup: SearchSetup,
+        *,
+        checkpoint: Callable[[], None],
+        check_engine: Callable[[], None],
+    ) -> None:
+        self.record = record
+        self.spec = record.spec
+        self.runner = runner
+        self.progress = runner.progress
+        self.setup = setup
+        self.checkpoint = checkpoint
+        self.check_engine = check_engine
+        self.history: list[tuple[float, bool]] = []
 
     def _measured(
-        self,
-        step: str,
-        rate: float,
-        duration_s: float,
-        seed: int,
-        early_stop: bool,
-        store: Callable[[WindowSummary, EngineMetrics | None, PowerWindow | None], None],
-        warmup_s: float | None = None,
+        self, step: str, plan: WindowPlan, store: Callable[[WindowOutcome], None]
     ) -> ProbeOutcome:
         """One window; a miss that the client's own lag may explain is measured again once.
 
         Both windows are stored (the first marked :data:`RETRIED_PREFIX`); the verdict is
         the second's, the GPU time is both's.
         """
-        spent = ProbeOutcome(False)
+        spent: ProbeOutcome | None = None
         for attempt in range(2):
-            summary, metrics, power, outcome = self.run_one(
-                step, rate, duration_s, seed, early_stop, warmup_s
-            )
-            spent = ProbeOutcome(
-                outcome.passed,
-                warmup_s=spent.warmup_s + outcome.warmup_s,
-                window_s=spent.window_s + outcome.window_s,
-                saved_s=spent.saved_s + outcome.saved_s,
-                stopped_early=outcome.stopped_early,
-            )
+            self.progress.begin(step)
+            outcome = self.runner.run(plan)
+            summary = outcome.summary
+            cost = window_cost(plan, summary)
+            spent = cost if spent is None else _plus(spent, cost)
+            self._note(step, plan, outcome)
             retry = attempt == 0 and not summary.slo_pass and self._client_lagged(summary)
             if retry:
                 self.progress.note(
@@ -295,12 +185,21 @@ class _Run:
                     f"{RETRIED_PREFIX} (send-lag p99 {summary.send_lag_p99_ms:.0f} ms), "
                     f"measured again: {summary.failure_reason}"
                 )
-            store(summary, metrics, power)
+            store(outcome)
             self.checkpoint()
-            self._check_engine(summary)
+            if summary.completed == 0 and summary.errors > 0:
+                self.check_engine()
             if not retry:
                 break
+        assert spent is not None
         return spent
+
+    def _note(self, step: str, plan: WindowPlan, outcome: WindowOutcome) -> None:
+        s = outcome.summary
+        verdict = "meets the SLO" if s.slo_pass else f"misses: {s.failure_reason}"
+        self.progress.note(f"{step} at {plan.rate_rps:.4g} req/s: {verdict}")
+        for warning in outcome.warnings:
+            self.progress.note(f"  warning: {warning}")
 
     def _client_lagged(self, summary: WindowSummary) -> bool:
         limit_ms = CLIENT_LAG_RETRY_FRACTION * self.spec.slo.ttft_p99_ms
@@ -308,34 +207,45 @@ class _Run:
 
     def probe(self, rate: float, phase: Phase) -> ProbeOutcome:
         """One search probe (the callback of :func:`slo_search`)."""
-        warmup_s, window_s = self.policy.plan(phase, self.history)
+        warmup_s, window_s = self.setup.policy.plan(phase, self.history)
+        plan = WindowPlan(
+            rate_rps=rate,
+            duration_s=window_s,
+            warmup_s=warmup_s,
+            seed=self.spec.workload.seed,
+            early_stop=True,
+        )
 
-        def store(w: WindowSummary, metrics: EngineMetrics | None, _p: PowerWindow | None) -> None:
+        def store(o: WindowOutcome) -> None:
             self.record.probes.append(
-                Probe(phase=phase, window=w, metrics=metrics, warmup_s=warmup_s)
+                Probe(phase=phase, window=o.summary, metrics=o.metrics, warmup_s=warmup_s)
             )
 
-        step = f"{phase} probe {len(self.record.probes) + 1}"
-        outcome = self._measured(
-            step, rate, window_s, self.spec.workload.seed, True, store, warmup_s
-        )
+        outcome = self._measured(f"{phase} probe {len(self.record.probes) + 1}", plan, store)
         self.history.append((rate, outcome.passed))
         return outcome
 
     def repeat(self, rate: float, index: int, backoffs: int) -> ProbeOutcome:
         """One measurement repeat (the callback of :func:`measure_repeats`)."""
         m = self.spec.measurement
-        seed = self.spec.workload.seed + REPEAT_SEED_STRIDE * (index + 1)
+        plan = WindowPlan(
+            rate_rps=rate,
+            duration_s=m.window_s,
+            warmup_s=m.warmup_s,
+            seed=self.spec.workload.seed + REPEAT_SEED_STRIDE * (index + 1),
+        )
 
-        def store(w: WindowSummary, metrics: EngineMetrics | None, p: PowerWindow | None) -> None:
-            self.record.repeats.append(Repeat(window=w, power=p, metrics=metrics, backoff=backoffs))
+        def store(o: WindowOutcome) -> None:
+            self.record.repeats.append(
+                Repeat(window=o.summary, power=o.power, metrics=o.metrics, backoff=backoffs)
+            )
 
-        step = f"repeat {index + 1}/{m.repeats}"
-        return self._measured(step, rate, m.window_s, seed, False, store)
+        return self._measured(f"repeat {index + 1}/{m.repeats}", plan, store)
 
-    def measure(self) -> None:
+    def run(self) -> None:
+        """The SLO search, then the repeats at the rate it found; fills ``record.result``."""
         spec, rec = self.spec, self.record
-        trace = slo_search(self.probe, spec.sweep, self.search_options)
+        trace = slo_search(self.probe, spec.sweep, self.setup.options)
         warnings = list(trace.warnings)
         for w in warnings:
             self.progress.note(f"warning: {w}")
@@ -377,6 +287,17 @@ class _Run:
         )
 
 
+def _plus(a: ProbeOutcome, b: ProbeOutcome) -> ProbeOutcome:
+    """Two windows' costs together; the verdict is the later one's."""
+    return ProbeOutcome(
+        passed=b.passed,
+        warmup_s=a.warmup_s + b.warmup_s,
+        window_s=a.window_s + b.window_s,
+        saved_s=a.saved_s + b.saved_s,
+        stopped_early=b.stopped_early,
+    )
+
+
 def repeats_goodput(final: list[Repeat], *, confirmed: bool) -> float:
     """The run's goodput (tok/s): the mean goodput of the final repeats, all of which met
     the SLO; 0 when the back-offs ran out without a rate whose every repeat met it.
@@ -396,14 +317,14 @@ def collect(opts: CollectOptions) -> RunRecord:
 
     Returns:
         The record as written; ``complete`` is False when the run was interrupted (Ctrl-C)
-        or the engine died, with ``incomplete_reason`` saying which.
+        or the engine died, with ``interrupted`` naming which and ``incomplete_reason``
+        saying it in words.
 
     Raises:
         SpecError: the spec is invalid (nothing is written).
         InputError: the API key variable is unset, the suite or engine log is unreadable.
         EngineError: the engine cannot be reached at the start (nothing is written).
     """
-    from tokenwatt.collect.mbu_step import mbu_for
     from tokenwatt.collect.probes import probe_engine, scan_engine_log
     from tokenwatt.sim.server import SIM_VERSION
 
@@ -423,42 +344,84 @@ def collect(opts: CollectOptions) -> RunRecord:
     )
     warnings = scan_engine_log(opts.engine_log) if opts.engine_log is not None else []
     info = probe_engine(spec.engine.endpoint, api_key)
-    run = _Run(opts, spec, api_key)
-    rec = run.record
+    rec = new_record(opts, spec)
     rec.engine_warnings = warnings
-    rec.simulated = spec.hardware.adapter == "sim" or (info.engine_version or "").startswith(
-        SIM_VERSION.split()[0]
-    )
+    sim_name = SIM_VERSION.split()[0]
+    is_sim_engine = (info.engine_version or "").startswith(sim_name)
+    rec.simulated = spec.hardware.adapter == "sim" or is_sim_engine
     if spec.engine.model not in info.served_models:
         rec.engine_warnings.append(
             f"engine.model {spec.engine.model!r} is not among the served models "
             f"{info.served_models}"
         )
-    if spec.power.source != "none":
-        from tokenwatt.telemetry import open_meter
-
-        try:
-            run.meter = open_meter(spec, sim_endpoint=spec.engine.endpoint)
-        except TelemetryError as exc:
-            rec.not_covered.append(f"Power: the meter could not be opened ({exc})")
-    else:
-        rec.not_covered.append("Power: no power source configured (power.source: none)")
-    try:
-        rec.environment = environment_from(info, run.meter, spec)
-        if (info.engine_version or "").startswith(SIM_VERSION.split()[0]):
+    meter = _open_meter(spec, rec)
+    with Instruments(spec.engine.endpoint, api_key=api_key, meter=meter) as instruments:
+        rec.environment = environment_from(info, meter, spec)
+        if is_sim_engine:
             # It speaks vLLM's metric names, but it is the simulator.
-            rec.environment.engine_name = SIM_VERSION.split()[0]
-        run.checkpoint()
-        with run.progress:
-            run.measure()
-            mbu, note = mbu_for(spec, rec)
-            rec.mbu = mbu
+            rec.environment.engine_name = sim_name
+        _measure(opts, rec, api_key, instruments, suite)
+    return rec
+
+
+def _open_meter(spec: Spec, rec: RunRecord) -> PowerMeter | None:
+    """The spec's power meter, or None (noted in ``rec.not_covered``)."""
+    if spec.power.source == "none":
+        rec.not_covered.append("Power: no power source configured (power.source: none)")
+        return None
+    from tokenwatt.telemetry import open_meter
+
+    try:
+        return open_meter(spec, sim_endpoint=spec.engine.endpoint)
+    except TelemetryError as exc:
+        rec.not_covered.append(f"Power: the meter could not be opened ({exc})")
+        return None
+
+
+def _measure(
+    opts: CollectOptions,
+    rec: RunRecord,
+    api_key: str | None,
+    instruments: Instruments,
+    suite: Path | None,
+) -> None:
+    """Everything after the set-up: search, repeats, MBU, accuracy; the record is written
+    however it ends (Ctrl-C and a dead engine leave it ``complete: false``)."""
+    from tokenwatt.collect.mbu_step import mbu_for
+    from tokenwatt.collect.workload import workload_for
+
+    spec = rec.spec
+    progress = Progress(enabled=opts.progress)
+    runner = WindowRunner(
+        spec,
+        api_key=api_key,
+        # One stream for the whole run: every window draws fresh requests from it.
+        workload=workload_for(spec, base_dir=opts.spec_path.parent),
+        instruments=instruments,
+        progress=progress,
+    )
+
+    def checkpoint() -> None:
+        write_record(rec, opts.out)
+
+    measurement = Measurement(
+        rec,
+        runner,
+        SearchSetup.for_run(spec, fast=opts.fast_search),
+        checkpoint=checkpoint,
+        check_engine=lambda: _check_engine(spec.engine.endpoint, api_key),
+    )
+    try:
+        checkpoint()
+        with progress:
+            measurement.run()
+            rec.mbu, note = mbu_for(spec, rec)
             if note:
                 rec.not_covered.append(note)
             if suite is not None:
                 from tokenwatt.collect.accuracy import run_suite
 
-                run.progress.begin("accuracy suite")
+                progress.begin("accuracy suite")
                 rec.accuracy = run_suite(
                     spec,
                     spec.engine.endpoint,
@@ -470,13 +433,25 @@ def collect(opts: CollectOptions) -> RunRecord:
         rec.complete = True
         rec.incomplete_reason = None
     except KeyboardInterrupt:
+        rec.interrupted = "ctrl-c"
         rec.incomplete_reason = "interrupted (Ctrl-C); everything measured so far is kept"
     except EngineDiedError as exc:
+        rec.interrupted = "engine-died"
         rec.incomplete_reason = str(exc)
     finally:
         rec.finished = dt.datetime.now(dt.UTC)
-        if run.meter is not None:
-            with contextlib.suppress(TelemetryError):
-                run.meter.close()
-        run.checkpoint()
-    return rec
+        checkpoint()
+
+
+def _check_engine(endpoint: str, api_key: str | None) -> None:
+    """After a window where nothing succeeded: is the engine still there?
+
+    Raises:
+        EngineDiedError: it does not answer ``/v1/models``.
+    """
+    from tokenwatt.collect.probes import probe_engine
+
+    try:
+        probe_engine(endpoint, api_key, timeout_s=5.0)
+    except EngineError as exc:
+        raise EngineDiedError(f"the engine stopped answering: {exc}") from exc

@@ -56,6 +56,31 @@ class Environment(StrictModel):
     hostname: str | None = None
 
 
+class IdleStart(StrictModel):
+    """Whether the engine was idle (running and waiting gauges at zero) before a window's
+    warm-up, and how long the collector waited for it."""
+
+    waited_s: NonNegFloat = Field(
+        description="Seconds spent polling /metrics before the warm-up began."
+    )
+    idle: bool | None = Field(
+        description=(
+            "True: both gauges read zero; False: the bounded wait ran out with requests "
+            "still running or waiting (the window started anyway, with a warning); None: "
+            "not checked (no such gauges, or /metrics did not answer; see note)."
+        )
+    )
+    running: NonNegFloat | None = Field(
+        default=None, description="Running requests at the last read (summed gauge)."
+    )
+    waiting: NonNegFloat | None = Field(
+        default=None, description="Waiting (queued) requests at the last read (summed gauge)."
+    )
+    note: str | None = Field(
+        default=None, description="Why the check was skipped, or the warning when not idle."
+    )
+
+
 class EngineMetrics(StrictModel):
     """Engine ``/metrics`` over a window: means and maxima of the gauges, counter deltas.
 
@@ -64,6 +89,8 @@ class EngineMetrics(StrictModel):
     cache and found there during the window (counter differences); ``prefix_cache_hit_pct``
     is 100 × hits / queries, or the mean of a sampled hit-rate gauge where the engine has
     no counters; ``prefix_cache_source`` names the metrics read.
+
+    ``scrapes`` counts the scrapes that answered within their deadline.
     """
 
     running_mean: NonNegFloat | None = None
@@ -76,6 +103,28 @@ class EngineMetrics(StrictModel):
     prefix_cache_queries_tokens: NonNegInt | None = None
     prefix_cache_hits_tokens: NonNegInt | None = None
     prefix_cache_source: str | None = None
+    missed_scrapes: NonNegInt = Field(
+        default=0,
+        description=(
+            "Scrapes that failed or did not answer within their deadline "
+            "(collect.instruments.SCRAPE_DEADLINE_S); they are left out of the figures."
+        ),
+    )
+    valid: bool = Field(
+        default=True,
+        description=(
+            "False when the window's figures cannot be used: fewer than two scrapes "
+            "answered (counters need a first and a last), or the scraper did not hand its "
+            "readings over in time. Only these metrics are invalid, not the window."
+        ),
+    )
+    invalid_reason: str | None = Field(
+        default=None, description="Why ``valid`` is false (e.g. '/metrics answered 0 of 3 …')."
+    )
+    idle_start: IdleStart | None = Field(
+        default=None,
+        description="The idle check before the window's warm-up (None: not run, old records).",
+    )
 
 
 class Probe(StrictModel):
@@ -121,11 +170,16 @@ class SearchResult(StrictModel):
     warnings: list[str] = Field(default_factory=list)
 
 
+Interruption = Literal["ctrl-c", "engine-died"]
+"""What stopped a run early (:attr:`RunRecord.interrupted`)."""
+
+
 class RunRecord(StrictModel):
     """A measured configuration: spec, environment, probes, repeats, power, MBU, accuracy.
 
     ``complete`` is false when the run stopped early (Ctrl-C, engine died); everything
-    measured up to then is kept and ``incomplete_reason`` says why.
+    measured up to then is kept, ``incomplete_reason`` says why in words and
+    ``interrupted`` names the cause for programs.
     """
 
     schema_version: Literal[1] = 1
@@ -141,6 +195,14 @@ class RunRecord(StrictModel):
     finished: dt.datetime | None = None
     complete: bool = True
     incomplete_reason: str | None = None
+    interrupted: Interruption | None = Field(
+        default=None,
+        description=(
+            "What stopped an incomplete run: 'ctrl-c' (the user interrupted it; the CLI "
+            "exits with status 130) or 'engine-died' (the engine stopped answering; status "
+            "1). None for a run that was not interrupted."
+        ),
+    )
     environment: Environment = Field(default_factory=Environment)
     probes: list[Probe] = Field(default_factory=list)
     repeats: list[Repeat] = Field(default_factory=list)

@@ -1,0 +1,172 @@
+"""A scripted OpenAI-style engine in a child process (real HTTP on 127.0.0.1, aiohttp).
+
+It answers every completion at once (4 token chunks, usage, ``[DONE]``), lists one model,
+and its ``/metrics`` behaves as ``--metrics`` says:
+
+* ``idle``: vLLM's running and waiting gauges at 0;
+* ``hang``: never answers (the connection stays open);
+* ``busy:N``: 1 running request for the first N scrapes, then 0;
+* ``never-idle``: 2 running and 1 waiting, always;
+* ``none``: 404;
+* ``other``: a page without running or waiting gauges.
+
+``GET /stats`` returns ``{"metrics_scrapes": …, "prompts": …, "distinct_prompts": …}``.
+Run as ``python scripted_engine.py --metrics MODE``; it prints ``serving <url>`` when
+ready. A child process, so that its CPU time does not share the test's interpreter lock
+with the load generator whose send lag the tests measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+MODEL = "scripted"
+
+
+def _sse(obj: dict[str, object]) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+BODY = b"".join(
+    [_sse({"choices": [{"index": 0, "text": f" t{i}", "finish_reason": None}]}) for i in range(4)]
+    + [
+        _sse(
+            {
+                "choices": [],
+                "usage": {"prompt_tokens": 16, "completion_tokens": 4, "total_tokens": 20},
+            }
+        ),
+        b"data: [DONE]\n\n",
+    ]
+)
+
+
+class Engine:
+    """The server's state: its /metrics mode and what it has seen."""
+
+    def __init__(self, metrics: str) -> None:
+        self.mode = metrics
+        self.busy_for = int(metrics.split(":")[1]) if metrics.startswith("busy:") else 0
+        self.scrapes = 0
+        self.prompts: list[str] = []
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.prompts.append(json.dumps(body.get("prompt")))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        # The client cancels the requests still open when a window ends: not an error here.
+        with contextlib.suppress(ConnectionError):
+            await resp.prepare(request)
+            await resp.write(BODY)
+            await resp.write_eof()
+        return resp
+
+    async def models(self, _request: web.Request) -> web.Response:
+        return web.json_response({"data": [{"id": MODEL, "owned_by": "scripted"}]})
+
+    async def metrics(self, _request: web.Request) -> web.Response:
+        self.scrapes += 1
+        if self.mode == "hang":
+            await asyncio.Event().wait()
+        if self.mode == "none":
+            raise web.HTTPNotFound()
+        if self.mode == "other":
+            return web.Response(text="# TYPE up gauge\nup 1\n", content_type="text/plain")
+        running, waiting = 0, 0
+        if self.mode == "never-idle":
+            running, waiting = 2, 1
+        elif self.scrapes <= self.busy_for:
+            running = 1
+        text = (
+            "# TYPE vllm:num_requests_running gauge\n"
+            f'vllm:num_requests_running{{model_name="{MODEL}"}} {running}\n'
+            "# TYPE vllm:num_requests_waiting gauge\n"
+            f'vllm:num_requests_waiting{{model_name="{MODEL}"}} {waiting}\n'
+        )
+        return web.Response(text=text, content_type="text/plain")
+
+    async def stats(self, _request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "metrics_scrapes": self.scrapes,
+                "prompts": len(self.prompts),
+                "distinct_prompts": len(set(self.prompts)),
+            }
+        )
+
+
+async def serve(mode: str) -> None:
+    engine = Engine(mode)
+    app = web.Application()
+    app.router.add_post("/v1/completions", engine.completions)
+    app.router.add_get("/v1/models", engine.models)
+    app.router.add_get("/metrics", engine.metrics)
+    app.router.add_get("/stats", engine.stats)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    print(f"serving http://127.0.0.1:{port}", flush=True)
+    await asyncio.Event().wait()
+
+
+@dataclass
+class EngineProcess:
+    """A running scripted engine: its process and root URL."""
+
+    proc: subprocess.Popen[str]
+    url: str
+
+    @property
+    def endpoint(self) -> str:
+        """The OpenAI-compatible base URL (``…/v1``)."""
+        return self.url + "/v1"
+
+    def stats(self) -> dict[str, int]:
+        """What the engine has seen (see the module docstring)."""
+        import httpx
+
+        data: dict[str, int] = httpx.get(self.url + "/stats", timeout=5.0).json()
+        return data
+
+    def stop(self) -> None:
+        """Terminate the process (by its own pid) and wait for it."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def start_engine(metrics: str) -> EngineProcess:
+    """Start the scripted engine with ``--metrics METRICS`` and wait for its URL."""
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--metrics", metrics],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("serving "):
+        proc.kill()
+        raise RuntimeError(f"the scripted engine did not start: {line!r}")
+    return EngineProcess(proc, line.split()[1])
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--metrics", default="idle")
+    asyncio.run(serve(parser.parse_args().metrics))

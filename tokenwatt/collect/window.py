@@ -1,0 +1,202 @@
+"""One measurement window of a collect run: idle check, load, instruments, verdict.
+
+:class:`WindowRunner` runs a :class:`WindowPlan` (a search probe or a repeat):
+
+1. waits for an idle engine (``/metrics`` running and waiting gauges at zero, at most
+   ``min(request_timeout_s, 30 s)``), so the last window's requests do not load this one;
+2. hands the window to the instruments (:mod:`tokenwatt.collect.instruments`: power and
+   ``/metrics`` in threads of their own) and runs the load generator on a fresh event
+   loop, with the early-stop rule for probes;
+3. collects the instruments' readings (bounded wait) and names the failure mode of a
+   window that missed the SLO.
+
+Every window draws its requests from the one workload stream of the run, so no prompt is
+sent twice unless the workload repeats it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from tokenwatt.collect.instruments import IDLE_WAIT_MAX_S, Instruments, InstrumentWindow
+from tokenwatt.collect.loadgen import LoadConfig, WindowResult, run_window
+from tokenwatt.collect.progress import Progress
+from tokenwatt.collect.verdict import classification_view
+from tokenwatt.collect.workload import RequestSpec
+from tokenwatt.records.power import PowerWindow
+from tokenwatt.records.request import RequestResult
+from tokenwatt.records.run import EngineMetrics, IdleStart
+from tokenwatt.records.spec import Spec
+from tokenwatt.records.window import WindowSummary
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowPlan:
+    """What one window measures.
+
+    Attributes:
+        rate_rps: Poisson arrival rate (req/s).
+        duration_s: the measured window (s).
+        warmup_s: load before the window, not summarised (s).
+        seed: seed of the arrival schedule.
+        early_stop: stop the window once it has missed the SLO beyond doubt (probes).
+    """
+
+    rate_rps: float
+    duration_s: float
+    warmup_s: float
+    seed: int
+    early_stop: bool = False
+
+
+@dataclass
+class WindowOutcome:
+    """What one window measured.
+
+    Attributes:
+        summary: the load generator's summary, with the failure mode of a miss.
+        metrics: the engine's ``/metrics`` over the window, with the idle check before it
+            (None when the window never began).
+        power: the power window (None without a meter); invalid with reasons when the
+            source failed or was late.
+        warnings: human-readable flags of the window (not idle at its start, power or
+            metrics invalid).
+    """
+
+    summary: WindowSummary
+    metrics: EngineMetrics | None
+    power: PowerWindow | None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """The load generator's result and the window's instruments, still to be collected."""
+
+    result: WindowResult
+    instruments: InstrumentWindow
+
+
+class WindowRunner:
+    """Runs the windows of one collect run against one engine.
+
+    Args:
+        spec: the run's spec (engine, SLO, measurement limits).
+        api_key: the engine's bearer token (never stored).
+        workload: the run's one request stream, shared by every window.
+        instruments: the run's power meter and ``/metrics`` scraper.
+        progress: the live display.
+    """
+
+    def __init__(
+        self,
+        spec: Spec,
+        *,
+        api_key: str | None,
+        workload: Iterator[RequestSpec],
+        instruments: Instruments,
+        progress: Progress,
+    ) -> None:
+        self.spec = spec
+        self.workload = workload
+        self.instruments = instruments
+        self.progress = progress
+        m = spec.measurement
+        self.config = LoadConfig(
+            endpoint=spec.engine.endpoint,
+            model=spec.engine.model,
+            slo=spec.slo,
+            api=spec.engine.api,
+            api_key=api_key,
+            ignore_eos=spec.engine.ignore_eos,
+            max_concurrency=m.max_concurrency,
+            request_timeout_s=m.request_timeout_s,
+        )
+        self.idle_wait_s = min(m.request_timeout_s, IDLE_WAIT_MAX_S)
+
+    def run(self, plan: WindowPlan) -> WindowOutcome:
+        """Measure one window (see the module docstring).
+
+        Raises:
+            InputError: a request the API cannot take (from the load generator).
+            KeyboardInterrupt: Ctrl-C; the instruments' window is ended first.
+        """
+        idle = self.instruments.wait_idle(max_wait_s=self.idle_wait_s)
+        loaded = asyncio.run(self._load(plan))
+        readings = self.instruments.collect(loaded.instruments)
+        metrics = readings.metrics
+        if metrics is not None:
+            metrics = metrics.model_copy(update={"idle_start": idle})
+        summary = self._verdict(loaded.result, metrics)
+        return WindowOutcome(
+            summary=summary,
+            metrics=metrics,
+            power=readings.power,
+            warnings=_warnings(idle, metrics, readings.power),
+        )
+
+    async def _load(self, plan: WindowPlan) -> _Loaded:
+        # Handed off right before run_window, so both count the window from the same instant
+        # (loadgen.LEAD_S after now) give or take the microseconds between the two calls.
+        win = self.instruments.begin(warmup_s=plan.warmup_s, duration_s=plan.duration_s)
+        try:
+            result = await run_window(
+                self.config,
+                rate_rps=plan.rate_rps,
+                duration_s=plan.duration_s,
+                warmup_s=plan.warmup_s,
+                requests=self.workload,
+                seed=plan.seed,
+                progress=self.progress.update,
+                stop_early=self._stop_rule(plan) if plan.early_stop else None,
+            )
+        finally:
+            win.end_now()
+        return _Loaded(result=result, instruments=win)
+
+    def _stop_rule(self, plan: WindowPlan) -> Callable[[Sequence[RequestResult], float], bool]:
+        from tokenwatt.analysis.latency import missed_beyond_doubt
+        from tokenwatt.collect.arrivals import window_request_count
+
+        expected = window_request_count(plan.rate_rps, plan.warmup_s, plan.duration_s, plan.seed)
+        slo = self.spec.slo
+
+        def stop(requests: Sequence[RequestResult], _elapsed_s: float) -> bool:
+            # collect.stream sets first_token_s at the first text chunk, so a request
+            # still streaming is not counted as waiting for its first token.
+            return missed_beyond_doubt(requests, expected, slo, now_s=time.perf_counter())
+
+        return stop
+
+    def _verdict(self, result: WindowResult, metrics: EngineMetrics | None) -> WindowSummary:
+        """The summary, with the failure mode of a window that missed the SLO."""
+        summary = result.summary
+        if summary.slo_pass:
+            return summary
+        from tokenwatt.analysis.failure import classify_failure
+
+        view = classification_view(result, self.spec.slo)
+        usable = metrics if metrics is not None and metrics.valid else None
+        mode = classify_failure(view, usable, slo=self.spec.slo)
+        if mode is not None:
+            # An early-stopped window's own reason counts our cancellations as errors;
+            # the view's says what the engine did.
+            detail = view.failure_reason
+            summary.failure_reason = f"{mode} ({detail})" if detail else mode
+        return summary
+
+
+def _warnings(
+    idle: IdleStart, metrics: EngineMetrics | None, power: PowerWindow | None
+) -> list[str]:
+    out = []
+    if idle.idle is False and idle.note:
+        out.append(idle.note)
+    if metrics is not None and not metrics.valid and metrics.invalid_reason:
+        out.append(f"engine metrics invalid: {metrics.invalid_reason}")
+    if power is not None and not power.valid:
+        out.append("power invalid: " + "; ".join(power.invalid_reasons))
+    return out
