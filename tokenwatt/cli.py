@@ -147,6 +147,7 @@ def _collect(
 ) -> None:
     import shlex
 
+    from tokenwatt.analysis.search_story import explain_run
     from tokenwatt.collect.options import CollectOptions
     from tokenwatt.collect.run import collect
 
@@ -176,6 +177,7 @@ def _collect(
         )
         for warning in r.warnings:
             click.echo(f"warning: {warning}", err=True)
+    click.echo(explain_run(record))
     if record.accuracy is not None:
         click.echo(f"accuracy: {record.accuracy.score_pct:.1f}% ({record.accuracy.name})")
     if record.simulated:
@@ -183,8 +185,9 @@ def _collect(
     click.echo(f"wrote {out}")
     if not record.complete:
         click.echo(f"incomplete: {record.incomplete_reason}", err=True)
-        # 130: the shell's status for a process ended by SIGINT (128 + 2).
-        sys.exit(130 if record.interrupted == "ctrl-c" else 1)
+        # The shell's status for a process ended by that signal: 128 + its number.
+        statuses = {"ctrl-c": 130, "sigterm": 143, "sighup": 129}
+        sys.exit(statuses.get(record.interrupted or "", 1))
 
 
 @cli.command()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-from types import SimpleNamespace
 
 import pytest
 from sitecase import HOSTILE, MARKDOWN_TRAP, REPO
@@ -14,6 +13,7 @@ from tokenwatt.analysis.summarise import summarise
 from tokenwatt.records.report_v3 import ErrorSampleV3, ReportV3
 from tokenwatt.records.run import Repeat, RunRecord
 from tokenwatt.records.runs_io import RunInput
+from tokenwatt.records.window import ErrorSample
 from tokenwatt.site.build import build_site
 
 SENTENCE = (
@@ -133,13 +133,11 @@ def test_the_untouched_configuration_tells_its_plain_story(page: str) -> None:
     ) in text
 
 
-def test_error_samples_are_read_from_the_collectors_fields() -> None:
-    # The window's samples (kind → samples) may come as objects or mappings, with the
-    # loadgen's field names; at most three per kind are kept, texts capped.
+def test_error_samples_keep_three_per_kind_with_capped_text() -> None:
     samples = {
-        "timeout": [{"error_class": "TimeoutError", "error_message": "x" * 400}],
+        "timeout": [ErrorSample(kind="timeout", exception="TimeoutError", message="x" * 400)],
         "http_500": [
-            SimpleNamespace(
+            ErrorSample(
                 kind="http_500", exception="HTTPError", message="boom", status=500, body="{}"
             )
         ]
@@ -153,7 +151,7 @@ def test_error_samples_are_read_from_the_collectors_fields() -> None:
         ("timeout", "TimeoutError", None),
     ]
     assert out[3].message == "x" * 300 and out[0].body == "{}"
-    assert error_samples(None) == [] and error_samples({}) == []
+    assert error_samples({}) == []
 
 
 def test_report_records_keep_the_missed_repeat_and_the_back_off() -> None:

@@ -8,12 +8,11 @@ terminal and the page tell the same story from the same numbers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from tokenwatt.records.report_v3 import ErrorSampleV3, LatencyMsV3, SearchWindowV3
 from tokenwatt.records.run import RunRecord
-from tokenwatt.records.window import LatencyMs, WindowSummary, retried
+from tokenwatt.records.window import ErrorSample, LatencyMs, WindowSummary, retried
 
 SAMPLES_PER_KIND = 3
 """Error samples kept per error kind and window in a report (the run may keep more)."""
@@ -44,9 +43,6 @@ def _p99(value: LatencyMs) -> LatencyMsV3:
 def _window(
     w: WindowSummary, *, step: str, phase: str | None, backoff: int | None
 ) -> SearchWindowV3:
-    # warnings, valid, invalid_reason and error_samples are the window fields the latency
-    # work adds to WindowSummary; read them only where a record has them.
-    warnings = getattr(w, "warnings", None) or []
     return SearchWindowV3.model_validate(
         {
             "step": step,
@@ -63,45 +59,30 @@ def _window(
             "requests": w.requests,
             "errors": w.errors,
             "error_kinds": dict(sorted(w.error_kinds.items())),
-            "error_samples": error_samples(getattr(w, "error_samples", None)),
-            "warnings": [str(x) for x in warnings],
-            "valid": bool(getattr(w, "valid", True)),
-            "invalid_reason": getattr(w, "invalid_reason", None),
+            "error_samples": error_samples(w.error_samples),
+            "warnings": list(w.warnings),
+            "valid": w.valid,
+            "invalid_reason": w.invalid_reason,
         }
     )
 
 
-def _first(sample: Any, *names: str) -> Any:
-    """The first of ``names`` the sample has, as attribute or mapping key; else None."""
-    for name in names:
-        value = sample.get(name) if isinstance(sample, dict) else getattr(sample, name, None)
-        if value is not None:
-            return value
-    return None
+def _capped(value: str | None, limit: int) -> str | None:
+    return None if value is None else value[:limit]
 
 
-def _capped(value: Any, limit: int) -> str | None:
-    return None if value is None else str(value)[:limit]
-
-
-def error_samples(samples: Any) -> list[ErrorSampleV3]:
+def error_samples(samples: Mapping[str, Sequence[ErrorSample]]) -> list[ErrorSampleV3]:
     """A window's error samples (kind → samples, each with the exception class, message,
     HTTP status and the first bytes of the body) as a flat list, at most
     :data:`SAMPLES_PER_KIND` per kind, kinds in name order, texts capped."""
-    if not samples:
-        return []
-    out: list[ErrorSampleV3] = []
-    for kind in sorted(samples):
-        items: Iterable[Any] = samples[kind] or []
-        for sample in list(items)[:SAMPLES_PER_KIND]:
-            status = _first(sample, "status", "http_status", "status_code")
-            out.append(
-                ErrorSampleV3(
-                    kind=str(_first(sample, "kind") or kind) or "unknown",
-                    exception=_capped(_first(sample, "exception", "error_class"), 120),
-                    message=_capped(_first(sample, "message", "error_message"), MESSAGE_CHARS),
-                    status=status if isinstance(status, int) else None,
-                    body=_capped(_first(sample, "body", "error_body"), BODY_CHARS),
-                )
-            )
-    return out
+    return [
+        ErrorSampleV3(
+            kind=sample.kind or kind,
+            exception=_capped(sample.exception, 120),
+            message=_capped(sample.message, MESSAGE_CHARS),
+            status=sample.status,
+            body=_capped(sample.body, BODY_CHARS),
+        )
+        for kind in sorted(samples)
+        for sample in list(samples[kind])[:SAMPLES_PER_KIND]
+    ]

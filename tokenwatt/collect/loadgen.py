@@ -78,6 +78,8 @@ class LoadConfig:
             every request on a new connection with ``Connection: close``, for servers that
             close streamed connections anyway (llama.cpp's; see
             :mod:`tokenwatt.collect.http`).
+        count_tokens: the model's tokenizer (text -> tokens), used after the window to
+            count outputs of a server that sends no ``usage``; None: chunks, an estimate.
     """
 
     endpoint: str
@@ -90,6 +92,7 @@ class LoadConfig:
     request_timeout_s: float = 600.0
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     keep_alive: bool = True
+    count_tokens: Callable[[str], int] | None = field(default=None, repr=False)
 
     @classmethod
     def from_spec(
@@ -487,6 +490,7 @@ async def run_window(
         duration_s=measured_s,
         slo=cfg.slo,
         stopped_early=stopped,
+        count_tokens=cfg.count_tokens,
     )
     return WindowResult(
         summary=summary,

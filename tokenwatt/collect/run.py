@@ -23,6 +23,7 @@ from tokenwatt import __version__
 from tokenwatt.collect.instruments import Instruments
 from tokenwatt.collect.modes import PRESETS
 from tokenwatt.collect.options import CollectOptions
+from tokenwatt.collect.preflight import check_served_model, check_workload_fits
 from tokenwatt.collect.progress import Progress
 from tokenwatt.collect.runfile import (
     check_run_options,
@@ -42,11 +43,16 @@ from tokenwatt.collect.search import (
     monotonicity_warnings,
     slo_search,
 )
+from tokenwatt.collect.stopping import GracefulStop, StopSignal
+from tokenwatt.collect.tokens import load_token_counter
 from tokenwatt.collect.verdict import RETRIED_PREFIX, retried
 from tokenwatt.collect.window import WindowOutcome, WindowPlan, WindowRunner
+from tokenwatt.collect.workload import WorkloadStream, workload_for
 from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError
+from tokenwatt.files import exclusive_lock
 from tokenwatt.records.run import (
     Probe,
+    PromptStats,
     Repeat,
     RunRecord,
     SearchResult,
@@ -187,6 +193,7 @@ class Measurement:
                 )
             store(outcome)
             self.checkpoint()
+            self.runner.stop.raise_if_requested()
             if summary.completed == 0 and summary.errors > 0:
                 self.check_engine()
             if not retry:
@@ -342,25 +349,42 @@ def collect(opts: CollectOptions) -> RunRecord:
         suite=suite,
         engine_log=opts.engine_log,
     )
-    warnings = scan_engine_log(opts.engine_log) if opts.engine_log is not None else []
-    info = probe_engine(spec.engine.endpoint, api_key)
-    rec = new_record(opts, spec)
-    rec.engine_warnings = warnings
-    sim_name = SIM_VERSION.split()[0]
-    is_sim_engine = (info.engine_version or "").startswith(sim_name)
-    rec.simulated = spec.hardware.adapter == "sim" or is_sim_engine
-    if spec.engine.model not in info.served_models:
-        rec.engine_warnings.append(
-            f"engine.model {spec.engine.model!r} is not among the served models "
-            f"{info.served_models}"
+    with exclusive_lock(opts.out, what="tokenwatt collect"):
+        warnings = scan_engine_log(opts.engine_log) if opts.engine_log is not None else []
+        info = probe_engine(spec.engine.endpoint, api_key)
+        # Everything that can refuse the run does so before the first request.
+        served_warnings = check_served_model(spec, info, opts.spec_path)
+        counter = load_token_counter(spec, opts.spec_path)
+        stream = workload_for(
+            spec, base_dir=opts.spec_path.parent, context_length=info.max_model_len
         )
-    meter = _open_meter(spec, rec)
-    with Instruments(spec.engine.endpoint, api_key=api_key, meter=meter) as instruments:
-        rec.environment = environment_from(info, meter, spec)
-        if is_sim_engine:
-            # It speaks vLLM's metric names, but it is the simulator.
-            rec.environment.engine_name = sim_name
-        _measure(opts, rec, api_key, instruments, suite)
+        fit_notes = check_workload_fits(spec, stream, info, opts.spec_path, count_tokens=counter)
+        rec = new_record(opts, spec)
+        rec.engine_warnings = warnings + served_warnings
+        rec.not_covered += fit_notes
+        sim_name = SIM_VERSION.split()[0]
+        is_sim_engine = (info.engine_version or "").startswith(sim_name)
+        rec.simulated = spec.hardware.adapter == "sim" or is_sim_engine
+        meter = _open_meter(spec, rec)
+        with (
+            Instruments(spec.engine.endpoint, api_key=api_key, meter=meter) as instruments,
+            GracefulStop() as stop,
+        ):
+            rec.environment = environment_from(info, meter, spec)
+            if is_sim_engine:
+                # It speaks vLLM's metric names, but it is the simulator.
+                rec.environment.engine_name = sim_name
+            runner = WindowRunner(
+                spec,
+                api_key=api_key,
+                workload=stream,  # one stream: every window draws fresh requests from it
+                instruments=instruments,
+                progress=Progress(enabled=opts.progress),
+                engine_name=info.engine_name,
+                count_tokens=counter,
+                stop=stop,
+            )
+            _measure(opts, rec, runner, suite, stream)
     return rec
 
 
@@ -381,25 +405,18 @@ def _open_meter(spec: Spec, rec: RunRecord) -> PowerMeter | None:
 def _measure(
     opts: CollectOptions,
     rec: RunRecord,
-    api_key: str | None,
-    instruments: Instruments,
+    runner: WindowRunner,
     suite: Path | None,
+    stream: WorkloadStream,
 ) -> None:
     """Everything after the set-up: search, repeats, MBU, accuracy; the record is written
-    however it ends (Ctrl-C and a dead engine leave it ``complete: false``)."""
+    however it ends (Ctrl-C, SIGTERM/SIGHUP and a dead engine leave it ``complete: false``).
+    """
     from tokenwatt.collect.mbu_step import mbu_for
-    from tokenwatt.collect.workload import workload_for
 
     spec = rec.spec
-    progress = Progress(enabled=opts.progress)
-    runner = WindowRunner(
-        spec,
-        api_key=api_key,
-        # One stream for the whole run: every window draws fresh requests from it.
-        workload=workload_for(spec, base_dir=opts.spec_path.parent),
-        instruments=instruments,
-        progress=progress,
-    )
+    api_key = runner.config.api_key
+    progress = runner.progress
 
     def checkpoint() -> None:
         write_record(rec, opts.out)
@@ -432,6 +449,12 @@ def _measure(
                 )
         rec.complete = True
         rec.incomplete_reason = None
+    except StopSignal as exc:
+        rec.interrupted = "sigterm" if exc.name == "SIGTERM" else "sighup"
+        rec.incomplete_reason = (
+            f"stopped by {exc.name}; everything measured so far is kept (the window in "
+            "flight, if any, is marked partial)"
+        )
     except KeyboardInterrupt:
         rec.interrupted = "ctrl-c"
         rec.incomplete_reason = "interrupted (Ctrl-C); everything measured so far is kept"
@@ -440,6 +463,7 @@ def _measure(
         rec.incomplete_reason = str(exc)
     finally:
         rec.finished = dt.datetime.now(dt.UTC)
+        rec.prompts = PromptStats(**stream.counts(), notes=stream.notes())
         checkpoint()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tokenwatt.records.spec import SloSpec
@@ -10,11 +11,14 @@ from tokenwatt.records.window import RETRIED_PREFIX, WindowSummary, retried
 __all__ = ["RETRIED_PREFIX", "classification_view", "retried"]
 
 
-def classification_view(result: Any, slo: SloSpec) -> WindowSummary:
+def classification_view(
+    result: Any, slo: SloSpec, *, count_tokens: Callable[[str], int] | None = None
+) -> WindowSummary:
     """The window as its evidence stood when our early stop cut it short.
 
-    The stop cancels the requests still in flight, and the stored summary counts them as
-    failures (both p99 at infinity), which would hide *which* limit was missed. Here the
+    The stop cancels the requests still in flight; the stored summary leaves them out
+    (``cancelled_by_client``) and fails the window as ``stopped_early``, which does not say
+    *which* limit was missed. Here the
     p99 TTFT and TPOT come from the requests that finished, except that a limit is marked
     missed (``"inf"``) when more requests than a p99 allows had already missed it —
     cancelled ones still waiting for a first token past the TTFT limit included — as
@@ -39,7 +43,13 @@ def classification_view(result: Any, slo: SloSpec) -> WindowSummary:
     )
     tpot_misses = sum(1 for r in done if r.error is None and (tpot_ms(r) or 0.0) > slo.tpot_p99_ms)
     allowed = misses_allowed(len(window))
-    base = summarise_window(done, rate_rps=summary.rate_rps, duration_s=summary.duration_s, slo=slo)
+    base = summarise_window(
+        done,
+        rate_rps=summary.rate_rps,
+        duration_s=summary.duration_s,
+        slo=slo,
+        count_tokens=count_tokens,
+    )
     update: dict[str, Any] = {}
     if ttft_misses > allowed:
         update["ttft_ms"] = base.ttft_ms.model_copy(update={"p99": "inf"})

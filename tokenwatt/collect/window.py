@@ -21,9 +21,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from tokenwatt.collect.http import keeps_streams_alive
 from tokenwatt.collect.instruments import IDLE_WAIT_MAX_S, Instruments, InstrumentWindow
 from tokenwatt.collect.loadgen import LoadConfig, WindowResult, run_window
 from tokenwatt.collect.progress import Progress
+from tokenwatt.collect.stopping import GracefulStop
 from tokenwatt.collect.verdict import classification_view
 from tokenwatt.collect.workload import RequestSpec
 from tokenwatt.records.power import PowerWindow
@@ -89,6 +91,11 @@ class WindowRunner:
         workload: the run's one request stream, shared by every window.
         instruments: the run's power meter and ``/metrics`` scraper.
         progress: the live display.
+        engine_name: the probe's engine name (llama.cpp gets a connection per request,
+            :func:`tokenwatt.collect.http.keeps_streams_alive`).
+        count_tokens: the model's tokenizer, to count outputs of a server without ``usage``.
+        stop: the run's SIGTERM/SIGHUP handler: a signal during a window stops the window
+            (kept, marked partial) instead of the process.
     """
 
     def __init__(
@@ -99,6 +106,9 @@ class WindowRunner:
         workload: Iterator[RequestSpec],
         instruments: Instruments,
         progress: Progress,
+        engine_name: str | None = None,
+        count_tokens: Callable[[str], int] | None = None,
+        stop: GracefulStop | None = None,
     ) -> None:
         self.spec = spec
         self.workload = workload
@@ -114,8 +124,11 @@ class WindowRunner:
             ignore_eos=spec.engine.ignore_eos,
             max_concurrency=m.max_concurrency,
             request_timeout_s=m.request_timeout_s,
+            keep_alive=keeps_streams_alive(engine_name),
+            count_tokens=count_tokens,
         )
         self.idle_wait_s = min(m.request_timeout_s, IDLE_WAIT_MAX_S)
+        self.stop = stop or GracefulStop()
 
     def run(self, plan: WindowPlan) -> WindowOutcome:
         """Measure one window (see the module docstring).
@@ -125,17 +138,22 @@ class WindowRunner:
             KeyboardInterrupt: Ctrl-C; the instruments' window is ended first.
         """
         idle = self.instruments.wait_idle(max_wait_s=self.idle_wait_s)
-        loaded = asyncio.run(self._load(plan))
+        with self.stop.window():
+            loaded = asyncio.run(self._load(plan))
         readings = self.instruments.collect(loaded.instruments)
         metrics = readings.metrics
         if metrics is not None:
             metrics = metrics.model_copy(update={"idle_start": idle})
         summary = self._verdict(loaded.result, metrics)
+        warnings = _warnings(idle, metrics, readings.power)
+        if self.stop.requested is not None:
+            warnings.append(
+                f"interrupted by {self.stop.requested}: the window stopped early and is partial"
+            )
+        # The instruments' flags belong to the window the record and the page show.
+        summary.warnings.extend(w for w in warnings if w not in summary.warnings)
         return WindowOutcome(
-            summary=summary,
-            metrics=metrics,
-            power=readings.power,
-            warnings=_warnings(idle, metrics, readings.power),
+            summary=summary, metrics=metrics, power=readings.power, warnings=warnings
         )
 
     async def _load(self, plan: WindowPlan) -> _Loaded:
@@ -151,7 +169,7 @@ class WindowRunner:
                 requests=self.workload,
                 seed=plan.seed,
                 progress=self.progress.update,
-                stop_early=self._stop_rule(plan) if plan.early_stop else None,
+                stop_early=self.stop.stop_rule(self._stop_rule(plan) if plan.early_stop else None),
             )
         finally:
             win.end_now()
@@ -178,7 +196,7 @@ class WindowRunner:
             return summary
         from tokenwatt.analysis.failure import classify_failure
 
-        view = classification_view(result, self.spec.slo)
+        view = classification_view(result, self.spec.slo, count_tokens=self.config.count_tokens)
         usable = metrics if metrics is not None and metrics.valid else None
         mode = classify_failure(view, usable, slo=self.spec.slo)
         if mode is not None:

@@ -170,7 +170,28 @@ class SearchResult(StrictModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-Interruption = Literal["ctrl-c", "engine-died"]
+class PromptStats(StrictModel):
+    """The prompts a run sent, from its one workload stream (so a reader can tell whether
+    an engine's prefix cache could have served repeats)."""
+
+    drawn: NonNegInt = Field(description="Requests drawn from the workload in the whole run.")
+    distinct_prompts: NonNegInt = Field(description="Different prompts among them.")
+    repeated_prompts: NonNegInt = Field(
+        description="Requests whose prompt had been sent before in the run (0 unless the "
+        "workload repeats on purpose, a trace is shorter than the run, or prompts are tiny)."
+    )
+    redrawn: NonNegInt = Field(
+        default=0, description="Random prompts drawn again because they repeated one."
+    )
+    clipped: NonNegInt = Field(
+        default=0, description="Requests shortened to fit the engine's context length."
+    )
+    notes: list[str] = Field(
+        default_factory=list, description="What a reader must know about the prompts, in words."
+    )
+
+
+Interruption = Literal["ctrl-c", "sigterm", "sighup", "engine-died"]
 """What stopped a run early (:attr:`RunRecord.interrupted`)."""
 
 
@@ -199,8 +220,9 @@ class RunRecord(StrictModel):
         default=None,
         description=(
             "What stopped an incomplete run: 'ctrl-c' (the user interrupted it; the CLI "
-            "exits with status 130) or 'engine-died' (the engine stopped answering; status "
-            "1). None for a run that was not interrupted."
+            "exits with status 130), 'sigterm' or 'sighup' (a signal asked it to stop; status "
+            "143 or 129, the window in flight kept and marked partial) or 'engine-died' (the "
+            "engine stopped answering; status 1). None for a run that was not interrupted."
         ),
     )
     environment: Environment = Field(default_factory=Environment)
@@ -211,6 +233,9 @@ class RunRecord(StrictModel):
     accuracy: AccuracyResult | None = None
     engine_warnings: list[str] = Field(default_factory=list)
     not_covered: list[str] = Field(default_factory=list)
+    prompts: PromptStats | None = Field(
+        default=None, description="The prompts the run sent (None: records before 0.2)."
+    )
 
     @model_validator(mode="after")
     def _finished_after_started(self) -> RunRecord:

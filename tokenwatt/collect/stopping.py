@@ -1,0 +1,108 @@
+"""SIGTERM and SIGHUP end ``tokenwatt collect`` the way Ctrl-C does, keeping the window.
+
+A service manager stops a process with SIGTERM (systemd, Docker, Kubernetes, ``kill``) and a
+closed terminal sends SIGHUP; by default either kills Python on the spot and the run record
+would stay "in progress". Here:
+
+- outside a measurement window (idle check, accuracy suite, between windows) the signal
+  stops the run at once, like Ctrl-C: the record is written ``complete: false``;
+- inside a window it asks the load generator to stop at its next check (every 0.5 s once
+  the warm-up is over), so the window in flight is summarised and kept in the record,
+  marked partial, before the run stops; a second signal stops at once.
+
+The exit status is the shell's for death by that signal: 128 + its number (143 for
+SIGTERM, 129 for SIGHUP).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType, TracebackType
+from typing import Any
+
+GRACEFUL_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""The signals that end a run like Ctrl-C (SIGINT stays Python's KeyboardInterrupt)."""
+
+
+class StopSignal(KeyboardInterrupt):
+    """The run was asked to stop by a signal; ``name`` is ``SIGTERM`` or ``SIGHUP``."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+StopRule = Callable[[Sequence[Any], float], bool]
+
+
+class GracefulStop:
+    """The run's SIGTERM/SIGHUP handler (see the module docstring). A context manager that
+    installs the handlers in the main thread (elsewhere it does nothing) and restores the
+    previous ones on exit."""
+
+    def __init__(self) -> None:
+        self.requested: str | None = None
+        self._in_window = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> GracefulStop:
+        if threading.current_thread() is threading.main_thread():
+            for sig in GRACEFUL_SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        first = self.requested is None
+        self.requested = self.requested or name
+        if not self._in_window or not first:
+            raise StopSignal(self.requested)
+
+    @contextlib.contextmanager
+    def window(self) -> Iterator[None]:
+        """Mark a window in flight: a signal now stops the window instead of the process."""
+        self._in_window = True
+        try:
+            yield
+        finally:
+            self._in_window = False
+
+    def stop_rule(self, rule: StopRule | None) -> StopRule:
+        """The load generator's early-stop callback: ``rule`` (if any), or a stop request."""
+
+        def stop(requests: Sequence[Any], elapsed_s: float) -> bool:
+            if self.requested is not None:
+                return True
+            return rule is not None and rule(requests, elapsed_s)
+
+        return stop
+
+    def raise_if_requested(self) -> None:
+        """After a window: stop the run when a signal came in during it.
+
+        Raises:
+            StopSignal: a signal was received.
+        """
+        if self.requested is not None:
+            raise StopSignal(self.requested)
+
+
+def exit_status(name: str) -> int:
+    """The shell's exit status for death by the named signal: 128 + its number."""
+    return 128 + int(signal.Signals[name])
+
+
+__all__ = ["GRACEFUL_SIGNALS", "GracefulStop", "StopSignal", "exit_status"]
