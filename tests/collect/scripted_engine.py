@@ -1,6 +1,7 @@
 """A scripted OpenAI-style engine in a child process (real HTTP on 127.0.0.1, aiohttp).
 
-It answers every completion at once (4 token chunks, usage, ``[DONE]``), lists one model,
+It answers every completion at once (``max_tokens`` token chunks, usage, ``[DONE]``), lists
+one model,
 and its ``/metrics`` behaves as ``--metrics`` says:
 
 * ``idle``: vLLM's running and waiting gauges at 0;
@@ -36,18 +37,20 @@ def _sse(obj: dict[str, object]) -> bytes:
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
-BODY = b"".join(
-    [_sse({"choices": [{"index": 0, "text": f" t{i}", "finish_reason": None}]}) for i in range(4)]
-    + [
-        _sse(
-            {
-                "choices": [],
-                "usage": {"prompt_tokens": 16, "completion_tokens": 4, "total_tokens": 20},
-            }
-        ),
-        b"data: [DONE]\n\n",
+def body(prompt: object, max_tokens: int) -> bytes:
+    """An honest answer: ``max_tokens`` one-token chunks, then usage that counts the prompt's
+    token ids and the tokens sent."""
+    n_prompt = len(prompt) if isinstance(prompt, list) else 16
+    chunks = [
+        _sse({"choices": [{"index": 0, "text": f" t{i}", "finish_reason": None}]})
+        for i in range(max_tokens)
     ]
-)
+    usage = {
+        "prompt_tokens": n_prompt,
+        "completion_tokens": max_tokens,
+        "total_tokens": n_prompt + max_tokens,
+    }
+    return b"".join([*chunks, _sse({"choices": [], "usage": usage}), b"data: [DONE]\n\n"])
 
 
 class Engine:
@@ -60,13 +63,13 @@ class Engine:
         self.prompts: list[str] = []
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        self.prompts.append(json.dumps(body.get("prompt")))
+        body_in = await request.json()
+        self.prompts.append(json.dumps(body_in.get("prompt")))
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         # The client cancels the requests still open when a window ends: not an error here.
         with contextlib.suppress(ConnectionError):
             await resp.prepare(request)
-            await resp.write(BODY)
+            await resp.write(body(body_in.get("prompt"), int(body_in.get("max_tokens", 4))))
             await resp.write_eof()
         return resp
 

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from tokenwatt.collect.engine_metrics import SCRAPE_DEADLINE_S
 from tokenwatt.collect.instruments import IDLE_POLL_S, INSTRUMENT_DEADLINE_S, Instruments
 from tokenwatt.collect.options import CollectOptions
+from tokenwatt.collect.probes import METRICS_PROBE_TIMEOUT_S
 from tokenwatt.collect.progress import Progress
 from tokenwatt.collect.run import collect
 from tokenwatt.collect.window import WindowPlan, WindowRunner
@@ -111,15 +112,15 @@ def test_slow_power_and_hung_metrics_leave_the_run_complete_and_on_time(
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(spec.model_dump(mode="json")))
     streams: list[object] = []
-    import tokenwatt.collect.workload as workload
+    import tokenwatt.collect.run as run_module
 
-    real = workload.workload_for
+    real = run_module.workload_for
 
     def counted(*args: object, **kwargs: object) -> object:
         streams.append(args)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(workload, "workload_for", counted)
+    monkeypatch.setattr(run_module, "workload_for", counted)
     t0 = time.monotonic()
     opts = CollectOptions(
         spec_path=spec_path,
@@ -149,12 +150,12 @@ def test_slow_power_and_hung_metrics_leave_the_run_complete_and_on_time(
     repeat_power = rec.repeats[0].power
     assert repeat_power is not None and repeat_power.valid, repeat_power
     assert repeat_power.samples >= 1 and repeat_power.mean_power_w == 300.0
-    # The engine probe's own /metrics read (10 s), then per window: one idle-check scrape,
+    # The engine probe's own /metrics read (3 s), then per window: one idle-check scrape,
     # the warm-up and window, and at most the hand-over deadline; 10 s for everything else.
     per_window = [
         SCRAPE_DEADLINE_S + w + s.duration_s + INSTRUMENT_DEADLINE_S for s, _, w in windows
     ]
-    assert elapsed < 10.0 + sum(per_window) + 10.0
+    assert elapsed < METRICS_PROBE_TIMEOUT_S + sum(per_window) + 10.0
     assert len(streams) == 1  # one request stream for the whole run
     seen = engine.stats()
     assert seen["prompts"] > 100 and seen["distinct_prompts"] == seen["prompts"]

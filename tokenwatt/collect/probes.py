@@ -210,9 +210,15 @@ def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0)
     return info
 
 
+METRICS_PROBE_TIMEOUT_S = 3.0
+"""Time limit of the probe's ``/metrics`` read (s): an idle engine answers in milliseconds,
+and a hung endpoint must not hold the start of the run (the window's scraper has its own
+deadline)."""
+
+
 def _get_metrics_text(client: httpx.Client, url: str) -> str | None:
     try:
-        r = client.get(url)
+        r = client.get(url, timeout=METRICS_PROBE_TIMEOUT_S)
     except httpx.HTTPError:
         return None
     if r.status_code != 200 or "text/html" in r.headers.get("content-type", ""):
