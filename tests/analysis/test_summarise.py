@@ -340,3 +340,23 @@ def test_engine_text_does_not_repeat_a_name_the_version_already_carries() -> Non
     base.environment.engine_version = "tokenwatt-sim 0.1.0"
     report = _report(base, tuned_run())
     assert report.configs[0].engine == "tokenwatt-sim 0.1.0 · KV BF16"
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("chunks-estimate", "output tokens, goodput, TPOT and tokens per joule are estimates"),
+        ("tokenizer", "counted by the client with the model's tokenizer"),
+    ],
+)
+def test_client_counted_tokens_are_named_in_the_not_covered_list(
+    source: str, expected: str
+) -> None:
+    base = make_run()
+    for repeat in base.repeats:
+        repeat.window.usage_missing = repeat.window.completed
+        repeat.window.token_count_source = source  # type: ignore[assignment]
+    notes = _report(base, tuned_run()).not_covered
+    assert [n for n in notes if n.startswith("vllm-default: the server sent no usage")] == [
+        next(n for n in notes if expected in n)
+    ]

@@ -51,6 +51,9 @@ def test_streamed_token_id_prompt_has_exact_usage_and_one_chunk_per_token(
             "ignore_eos": True,
             "temperature": 0.0,
             "stream_options": {"include_usage": True},
+            # The server is shared by the session's tests: without this, a slot's cached
+            # prefix from an earlier test would shorten prompt_n below.
+            "cache_prompt": False,
         },
     )
     assert res.status == 200 and res.done

@@ -70,6 +70,22 @@ def test_abort_frees_the_blocks_of_a_running_request() -> None:
     assert it2 is not None and c in it2.batch and a not in it2.batch
 
 
+def test_aborting_the_waiting_requests_clears_the_waiting_gauge() -> None:
+    """Clients that leave while queued take their place in vLLM's waiting gauge with them:
+    an idle engine must not read as busy to the collector's idle check."""
+    engine = Engine(FLAT)
+    a, b, c = (SimRequest(16, 16, 0.0) for _ in range(3))
+    for r in (a, b, c):
+        engine.add(r)
+    it = engine.begin(0.0)
+    assert it is not None and engine.queued == 1
+    engine.abort(c)
+    assert engine.queued == 0
+    for r in it.batch:
+        engine.abort(r)
+    assert engine.idle and engine.queued == 0
+
+
 def test_too_long_a_sequence_never_fits() -> None:
     engine = Engine(FLAT)
     assert engine.fits_ever(32, 32)

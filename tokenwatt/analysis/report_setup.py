@@ -191,10 +191,17 @@ def not_covered_of(ordered: Sequence[RunInput]) -> list[str]:
                 f"{label}: {bound} measurement window(s) were client-bound "
                 "(send-lag p99 above 10 ms)"
             )
-        if any(x.window.usage_missing for x in repeats):
+        sources = {x.window.token_count_source for x in repeats if x.window.usage_missing}
+        if "chunks-estimate" in sources:
+            items.append(
+                f"{label}: the server sent no usage and the spec names no tokenizer: output "
+                "tokens, goodput, TPOT and tokens per joule are estimates (one token per "
+                "streamed chunk)"
+            )
+        elif sources:
             items.append(
                 f"{label}: the server sent no usage for some requests; their output tokens "
-                "were counted by the client"
+                "were counted by the client with the model's tokenizer"
             )
     return _dedupe(items)
 

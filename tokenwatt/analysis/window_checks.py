@@ -37,7 +37,12 @@ slot queue or the engine's waiting queue) waits before its first token. The wind
 *not sustained* when ``start_ratio`` is below 0.95 **and** the growth ``L4 − L1`` is beyond
 three standard errors of the two medians (from each quarter's interquartile range), so
 that a short window's noise is not taken for a backlog. Windows with fewer than 20
-finished requests, or stopped early, are not judged (``None``).
+finished requests, or stopped early, are not judged (``None``); nor is a window whose
+arrivals span less than 10 service times — the 10th percentile, over the first quarter of
+requests, of the time from send to the end of the response: a request that met no queue.
+In so short a window the running batch is still filling after the warm-up, and the
+first-token latency grows with it for reasons that are not a backlog (2 s windows of a
+simulated engine well below its capacity were judged not sustained before this rule).
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ SUSTAINED_MIN_RATIO: Final = 0.95
 """Completion rate / arrival rate below which a window is not sustained (5%)."""
 SUSTAINED_MIN_REQUESTS: Final = 20
 """Finished requests below which a window's sustained rate is not judged."""
+SUSTAINED_MIN_SERVICE_TIMES: Final = 10.0
+"""Shortest arrival span, in service times (p10 of send → end), of a window that is judged."""
 SUSTAINED_SIGMAS: Final = 3.0
 """Standard errors by which the latency growth must exceed zero to count as a backlog."""
 SLOT_WAIT_CAPPED_MS: Final = 10.0
@@ -180,6 +187,10 @@ def sustained_check(requests: Sequence[RequestResult], *, stopped_early: bool) -
         return Sustained(None, None, None, drain)
     k = len(done) // 4
     first, last = done[:k], done[-k:]
+    # The first quarter's fast requests: in a growing backlog the later ones hold the queue.
+    service_s = float(np.percentile([_finished(r) - r.sent_s for r in first], 10))
+    if done[-1].scheduled_s - done[0].scheduled_s < SUSTAINED_MIN_SERVICE_TIMES * service_s:
+        return Sustained(None, None, None, drain)
     completion, _, _ = _rate_ratio(first, last, _finished)
     started, growth, noise = _rate_ratio(first, last, _started)
     if started is None:

@@ -188,6 +188,9 @@ class Engine:
             self.blocks_used -= req.blocks
         elif req in self.waiting:
             self.waiting.remove(req)
+            # The gauge must not keep counting a request that is gone: once every client
+            # has left no iteration runs, and a stale count would read as a busy engine.
+            self.queued = min(self.queued, len(self.waiting))
 
     @property
     def idle(self) -> bool:
