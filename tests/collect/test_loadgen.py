@@ -6,6 +6,8 @@ import asyncio
 import itertools
 import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -422,16 +424,54 @@ async def test_a_failing_callback_stops_the_window_and_is_raised(server: Scripte
     assert time.perf_counter() - started < 10  # not the 20 s window (busy-machine margin)
 
 
-async def test_wire_arrivals_are_exponential_at_200_per_second(server: ScriptedServer) -> None:
+INSTANT_SERVER = """
+import sys
+from aiohttp import web
+BODY = (b'data: {"choices":[{"text":" a"}]}\\n\\n'
+        b'data: {"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":1}}\\n\\n'
+        b"data: [DONE]\\n\\n")
+async def handle(request):
+    await request.read()
+    return web.Response(body=BODY, content_type="text/event-stream")
+app = web.Application()
+app.router.add_post("/v1/completions", handle)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
+"""
+
+
+@pytest.fixture
+def instant_server() -> Iterator[str]:
+    """An instant streaming server in a process of its own, so that serving does not share
+    the client's event loop (and, on two cores, its core)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    proc = subprocess.Popen([sys.executable, "-c", INSTANT_SERVER, str(port)])
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("the instant server did not start")
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+async def test_wire_arrivals_are_exponential_at_200_per_second(instant_server: str) -> None:
     """The actual sends, not only the schedule, pass a K-S test against the exponential.
 
-    1,000 requests at 200 req/s (5 s) against an instant server. With a plain asyncio.sleep
-    the sends bunch on millisecond ticks and this fails (benchmarks/wire_arrivals.py).
+    1,000 requests at 200 req/s (5 s) against an instant server in its own process. With a
+    plain asyncio.sleep the sends bunch on millisecond ticks and this fails
+    (benchmarks/wire_arrivals.py).
     """
     rate, seconds = 200.0, 5.0
-    script(server, tokens_stream(1))
     result = await run_window(
-        config(server.base, max_concurrency=64, request_timeout_s=30.0),
+        config(instant_server, max_concurrency=64, request_timeout_s=30.0),
         rate_rps=rate, duration_s=seconds, warmup_s=0.0, requests=same(), seed=21,
         keep_load_until_done=False,
     )  # fmt: skip
@@ -443,8 +483,8 @@ async def test_wire_arrivals_are_exponential_at_200_per_second(server: ScriptedS
     lag_p99_ms = float(np.percentile(sent - scheduled, 99)) * 1e3
     if lag_p99_ms > 2.0:
         # Precise sends are within 0.2 ms; a 2 ms p99 means other processes held the CPU
-        # (seen at load 4 on 2 cores), and then no client can send on time. Under
-        # TOKENWATT_STRICT_SKIPS (CI) this skip fails the run.
+        # (seen at load 4 on 2 cores), and then no client can send on time. The verdict
+        # is then about the machine, not the sender; the benchmark prints the figures.
         pytest.skip(f"client starved of CPU: send lag p99 {lag_p99_ms:.1f} ms")
     assert stats.kstest(np.diff(sent), exponential).pvalue > 0.01
     assert result.summary.errors == 0

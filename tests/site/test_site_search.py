@@ -65,6 +65,11 @@ def report_with_samples() -> ReportV3:
         ErrorSampleV3(kind="timeout", exception="TimeoutError", status=None, body=MARKDOWN_TRAP),
     ]
     missed.warnings = ["1 request served fewer output tokens than asked | 511 of 512"]
+    report.configs[0].prompts_drawn, report.configs[0].prompts_distinct = 300, 290
+    tuned = report.configs[1]
+    tuned.prompts_drawn = tuned.prompts_distinct = 500
+    tuned.search[0].prefix_cache_hit_pct = 12.5
+    tuned.search[0].transport_retries = 2
     return report
 
 
@@ -110,6 +115,21 @@ def test_every_probe_and_repeat_is_a_row_in_order(page: str) -> None:
         "- window 6 (repeat at 9 req/s): 1 request served fewer output tokens than asked | 511 "
         "of 512"
     ) in section
+
+
+def test_prompt_counts_prefix_cache_hits_and_retries_are_shown(page: str) -> None:
+    text = html.unescape(page)
+    search = text[text.index("## SLO search") :]
+    default = search[search.index("### vllm-default") : search.index("### vllm-fp8kv")]
+    tuned = search[search.index("### vllm-fp8kv") :]
+    tuned = tuned[: tuned.index("\n## ")]
+    assert "Prompts: 300 sent in the run, 290 different: 10 repeated an earlier prompt" in default
+    assert "Prefix-cache hits" not in default  # no window of it has the figure
+    assert "Prompts: 500 sent in the run, every one different." in tuned
+    header = next(line for line in tuned.splitlines() if line.startswith("| # |"))
+    assert header.endswith("| Errors | Prefix-cache hits (%) |")
+    first = next(line for line in tuned.splitlines() if line.startswith("| 1 |"))
+    assert first.endswith("| — (+2 retried) | 12.5 |")
 
 
 def test_error_samples_are_listed_as_inert_text(page: str) -> None:

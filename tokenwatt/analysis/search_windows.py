@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from tokenwatt.records.report_v3 import ErrorSampleV3, LatencyMsV3, SearchWindowV3
-from tokenwatt.records.run import RunRecord
+from tokenwatt.records.run import EngineMetrics, RunRecord
 from tokenwatt.records.window import ErrorSample, LatencyMs, WindowSummary, retried
 
 SAMPLES_PER_KIND = 3
@@ -29,8 +29,14 @@ def search_windows(run: RunRecord) -> list[SearchWindowV3]:
     ``remeasured``; repeats carry their back-off count (0 at the found rate). p99s are
     rounded to 0.01 ms and goodput to 0.1 tok/s, as the report stores them.
     """
-    out = [_window(p.window, step="probe", phase=p.phase, backoff=None) for p in run.probes]
-    out += [_window(r.window, step="repeat", phase=None, backoff=r.backoff) for r in run.repeats]
+    out = [
+        _window(p.window, step="probe", phase=p.phase, backoff=None, metrics=p.metrics)
+        for p in run.probes
+    ]
+    out += [
+        _window(r.window, step="repeat", phase=None, backoff=r.backoff, metrics=r.metrics)
+        for r in run.repeats
+    ]
     return out
 
 
@@ -41,7 +47,12 @@ def _p99(value: LatencyMs) -> LatencyMsV3:
 
 
 def _window(
-    w: WindowSummary, *, step: str, phase: str | None, backoff: int | None
+    w: WindowSummary,
+    *,
+    step: str,
+    phase: str | None,
+    backoff: int | None,
+    metrics: EngineMetrics | None,
 ) -> SearchWindowV3:
     return SearchWindowV3.model_validate(
         {
@@ -63,6 +74,13 @@ def _window(
             "warnings": list(w.warnings),
             "valid": w.valid,
             "invalid_reason": w.invalid_reason,
+            "transport_retries": w.transport_retries,
+            "cancelled_by_client": w.cancelled_by_client,
+            "prefix_cache_hit_pct": (
+                round(metrics.prefix_cache_hit_pct, 1)
+                if metrics is not None and metrics.prefix_cache_hit_pct is not None
+                else None
+            ),
         }
     )
 

@@ -354,6 +354,8 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
         repeats_planned=run.spec.measurement.repeats,
         complete=run.complete,
         incomplete_reason=run.incomplete_reason,
+        prompts_drawn=run.prompts.drawn if run.prompts else None,
+        prompts_distinct=run.prompts.distinct_prompts if run.prompts else None,
         power_timeline=_timeline(power[0]) if power else [],
         mbu_breakdown=(
             MbuBreakdownV2(

@@ -19,6 +19,7 @@ from tokenwatt.records.base import (
     NonEmptyStr,
     NonNegFloat,
     NonNegInt,
+    Percent,
     PosFloat,
     PosInt,
     StrictModel,
@@ -84,6 +85,19 @@ class SearchWindowV3(StrictModel):
     warnings: list[str] = Field(default_factory=list)
     valid: bool = True
     invalid_reason: str | None = None
+    transport_retries: NonNegInt = Field(
+        default=0,
+        description="Requests sent again on a new connection because they provably never "
+        "reached the server (never engine errors).",
+    )
+    cancelled_by_client: NonNegInt = Field(
+        default=0, description="Requests the client cancelled itself (an early stop)."
+    )
+    prefix_cache_hit_pct: Percent | None = Field(
+        default=None,
+        description="The engine's prefix-cache hit rate over the window (%), from its "
+        "/metrics; None where the engine exposes none.",
+    )
 
 
 class ConfigV3(ConfigDetail):
@@ -103,6 +117,12 @@ class ConfigV3(ConfigDetail):
     repeats_planned: PosInt | None = None
     complete: bool = True
     incomplete_reason: str | None = None
+    prompts_drawn: NonNegInt | None = Field(
+        default=None, description="Requests the run drew from its workload (None: unknown)."
+    )
+    prompts_distinct: NonNegInt | None = Field(
+        default=None, description="Different prompts among them (equal: none sent twice)."
+    )
 
 
 class ReportV3(ReportV1):

@@ -50,9 +50,24 @@ def search_sections(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
                 "window_warnings": warning_lines(cfg.search),
                 "warnings": list(cfg.search_warnings),
                 "whole": cfg.whole_search,
+                "cache": any(w.prefix_cache_hit_pct is not None for w in cfg.search),
+                "prompts": prompts_line(cfg),
             }
         )
     return out
+
+
+def prompts_line(cfg: ConfigV3) -> Markup | None:
+    """How many prompts the run sent and how many were distinct; None when unknown."""
+    drawn, distinct = cfg.prompts_drawn, cfg.prompts_distinct
+    if drawn is None or distinct is None:
+        return None
+    if distinct == drawn:
+        return trusted(f"Prompts: {drawn:,} sent in the run, every one different.")
+    return trusted(
+        f"Prompts: {drawn:,} sent in the run, {distinct:,} different: "
+        f"{drawn - distinct:,} repeated an earlier prompt (see the run record's notes)."
+    )
 
 
 def _p99(value: LatencyMsV3) -> Markup:
@@ -94,10 +109,13 @@ def _outcome(w: SearchWindowV3) -> Markup:
 
 
 def _errors(w: SearchWindowV3) -> Markup:
+    retries = (
+        trusted(f" (+{w.transport_retries:,} retried)") if w.transport_retries else trusted("")
+    )
     if not w.error_kinds:
-        return num(w.errors, 0) if w.errors else DASH
+        return (num(w.errors, 0) if w.errors else DASH) + retries
     kinds = sorted(w.error_kinds.items(), key=lambda kv: (-kv[1], kv[0]))
-    return trusted(", ").join(md_text(k) + trusted(f" {v:,}") for k, v in kinds)
+    return trusted(", ").join(md_text(k) + trusted(f" {v:,}") for k, v in kinds) + retries
 
 
 def search_rows(cfg: ConfigV3) -> list[dict[str, Any]]:
@@ -129,6 +147,7 @@ def search_rows(cfg: ConfigV3) -> list[dict[str, Any]]:
                 "tpot": _p99(w.tpot_p99_ms),
                 "goodput": num(w.goodput_tok_s, 1),
                 "errors": _errors(w),
+                "cache": num(w.prefix_cache_hit_pct, 1),
             }
         )
         previous = w
@@ -155,6 +174,7 @@ def _backoff_row(previous: SearchWindowV3, w: SearchWindowV3) -> dict[str, Any]:
         "tpot": trusted(""),
         "goodput": trusted(""),
         "errors": trusted(""),
+        "cache": trusted(""),
     }
 
 
