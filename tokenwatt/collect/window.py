@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from tokenwatt.collect.http import keeps_streams_alive
 from tokenwatt.collect.instruments import IDLE_WAIT_MAX_S, Instruments, InstrumentWindow
 from tokenwatt.collect.loadgen import LoadConfig, WindowResult, run_window
 from tokenwatt.collect.progress import Progress
@@ -114,20 +113,10 @@ class WindowRunner:
         self.workload = workload
         self.instruments = instruments
         self.progress = progress
-        m = spec.measurement
-        self.config = LoadConfig(
-            endpoint=spec.engine.endpoint,
-            model=spec.engine.model,
-            slo=spec.slo,
-            api=spec.engine.api,
-            api_key=api_key,
-            ignore_eos=spec.engine.ignore_eos,
-            max_concurrency=m.max_concurrency,
-            request_timeout_s=m.request_timeout_s,
-            keep_alive=keeps_streams_alive(engine_name),
-            count_tokens=count_tokens,
+        self.config = LoadConfig.for_spec(
+            spec, api_key=api_key, engine_name=engine_name, count_tokens=count_tokens
         )
-        self.idle_wait_s = min(m.request_timeout_s, IDLE_WAIT_MAX_S)
+        self.idle_wait_s = min(spec.measurement.request_timeout_s, IDLE_WAIT_MAX_S)
         self.stop = stop or GracefulStop()
 
     def run(self, plan: WindowPlan) -> WindowOutcome:
