@@ -6,7 +6,8 @@ report's ``configs[].search``), one sentence out. The cases, in the words they p
 
 - the search found a rate and every repeat there met the SLO: "The search found 45 req/s,
   below a probe at 48 req/s that missed p99 TTFT (812 ms > 500 ms), and both repeats there
-  met the SLO." ("…, the highest rate it probed, …" when nothing above it missed);
+  met the SLO." ("…, the highest rate it probed (no probe missed, …), …" when nothing
+  above it missed);
 - a repeat missed and the rate backed off: "The search found 45 req/s, but the second
   repeat there missed p99 TTFT (530 ms > 500 ms); backed off to 38.25 req/s, which met the
   SLO in 2 of 2 repeats." (one "backed off to …, where the first repeat …" per back-off);
@@ -239,7 +240,10 @@ def _bracket(found: SearchWindowV3, probes: Sequence[SearchWindowV3], story: Sea
         miss = min(above, key=lambda p: p.rate_rps)
         return f", below a probe at {rate_text(miss.rate_rps)} req/s that {miss_text(miss, story)}"
     if found.rate_rps >= max(p.rate_rps for p in probes):
-        return ", the highest rate it probed"
+        return (
+            ", the highest rate it probed (no probe missed, so the SLO boundary lies higher "
+            "and this goodput is a lower bound)"
+        )
     return ""
 
 

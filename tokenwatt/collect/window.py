@@ -186,6 +186,11 @@ class WindowRunner:
         from tokenwatt.analysis.failure import classify_failure
 
         view = classification_view(result, self.spec.slo, count_tokens=self.config.count_tokens)
+        if summary.stopped_early:
+            # The stored p99s leave out the requests our early stop cancelled, so they can
+            # read as a pass; the view marks a limit missed beyond doubt as infinite.
+            summary.ttft_ms = view.ttft_ms
+            summary.tpot_ms = view.tpot_ms
         usable = metrics if metrics is not None and metrics.valid else None
         mode = classify_failure(view, usable, slo=self.spec.slo)
         if mode is not None:

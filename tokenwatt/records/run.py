@@ -174,7 +174,11 @@ class PromptStats(StrictModel):
     """The prompts a run sent, from its one workload stream (so a reader can tell whether
     an engine's prefix cache could have served repeats)."""
 
-    drawn: NonNegInt = Field(description="Requests drawn from the workload in the whole run.")
+    drawn: NonNegInt = Field(
+        description="Requests drawn from the workload in the whole run: the windows' own, "
+        "plus the warm-ups' and those sent while a window drained (load is kept on until "
+        "its last request ends) or left unsent when a window ended."
+    )
     distinct_prompts: NonNegInt = Field(description="Different prompts among them.")
     repeated_prompts: NonNegInt = Field(
         description="Requests whose prompt had been sent before in the run (0 unless the "

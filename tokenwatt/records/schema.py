@@ -36,9 +36,12 @@ def json_schemas() -> dict[str, dict[str, Any]]:
 
 def _bound_strings(node: Any) -> None:
     """Write the models' default text limit (:data:`MAX_TEXT_CHARS`) into every string
-    schema that has no limit of its own: pydantic applies ``str_max_length`` but does not
-    export it."""
+    schema that has no limit of its own, mapping keys included: pydantic applies
+    ``str_max_length`` but its versions differ in what they export (2.14 writes it for
+    mapping keys only), and the committed schemas must not depend on the version."""
     if isinstance(node, dict):
+        if "additionalProperties" in node and node.get("type") == "object":
+            node.setdefault("propertyNames", {}).setdefault("maxLength", MAX_TEXT_CHARS)
         if node.get("type") == "string" and not {"maxLength", "enum", "const", "format"} & set(
             node
         ):

@@ -142,8 +142,9 @@ class WindowSummary(StrictModel):
         default=None,
         description="False when the server did not keep up with the window's arrivals: it "
         "started serving them (first token) at under 95% of the rate they arrived, beyond "
-        "noise (methods page); None when not judged (fewer than 20 finished requests, or "
-        "stopped early).",
+        "noise (methods page); None when not judged: fewer than 20 finished requests, stopped "
+        "early, or a window shorter than 10 service times (there a filling batch and a "
+        "backlog look alike; use longer windows to have it judged).",
     )
     completion_ratio: NonNegFloat | None = Field(
         default=None,
