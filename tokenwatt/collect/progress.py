@@ -98,7 +98,7 @@ class Progress:
     def note(self, message: str) -> None:
         """Print a line that stays (a finished probe, a warning)."""
         if self.enabled:
-            self.console.print(message, markup=False, highlight=False)
+            self.console.print(message, markup=False, highlight=False, soft_wrap=True)
 
     def begin(self, step: str) -> None:
         """Start showing a new step (e.g. ``grow probe 3``, ``repeat 1/2``)."""
