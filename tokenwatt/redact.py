@@ -29,7 +29,16 @@ REDACTED = "[redacted]"
 """What a scrubbed value is replaced with."""
 
 _SCHEMES = {"bearer", "basic", "token", "digest"}
-_SCHEME_CREDENTIAL = re.compile(r"\b(Bearer|Basic|Token|Digest)(\s+)[^\s\"',;]+", re.IGNORECASE)
+# A scheme word, then a credential that looks like one (8+ characters with a digit or one
+# of + / = _ . -): "Bearer sk-…" is scrubbed, "token count" and "basic usage" are words.
+_SCHEME_CREDENTIAL = re.compile(
+    r"\b(Bearer|Basic|Token|Digest)(\s+)(?=[^\s\"',;]*[0-9+/=_.-])[^\s\"',;]{8,}", re.IGNORECASE
+)
+# After "Authorization:" any credential is one, whatever it looks like.
+_AUTH_HEADER = re.compile(
+    r"\b(Authorization\s*[:=]\s*[\"']?(?:Bearer|Basic|Token|Digest)?)(\s*)[^\s\"',;]+",
+    re.IGNORECASE,
+)
 
 # A secret's name: a word that ends in (or is) one of these, in snake, kebab or camel case.
 _SENSITIVE_NAMES = (
@@ -53,7 +62,9 @@ _TOKEN_SHAPES = re.compile(
 
 
 def _named(match: re.Match[str]) -> str:
-    if (match.group("bare") or "").lower() in _SCHEMES:  # "Authorization: Bearer [redacted]"
+    bare = match.group("bare") or ""
+    # "Authorization: Bearer [redacted]", or a value an earlier pattern already scrubbed.
+    if bare.lower() in _SCHEMES or bare.startswith(REDACTED[:-1]):
         return match.group(0)
     quote = match.group("q2") or ""
     return f"{match.group('name')}{match.group('q1')}{match.group('sep')}{quote}{REDACTED}{quote}"
@@ -77,6 +88,10 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{REDACTED}@", text)
     text = _URL_QUERY.sub(lambda m: f"{m.group('base')}?{REDACTED}", text)
     text = _SCHEME_CREDENTIAL.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    text = _AUTH_HEADER.sub(
+        lambda m: m.group(0) if REDACTED in m.group(0) else f"{m.group(1)}{m.group(2)}{REDACTED}",
+        text,
+    )
     text = _NAMED_VALUE.sub(_named, text)
     return _TOKEN_SHAPES.sub(REDACTED, text)
 

@@ -232,3 +232,29 @@ async def test_reasoning_output_has_a_later_first_content_token(server: Scripted
     assert s.ttfc_ms.p50 - s.ttft_ms.p50 >= 90
     # A text prompt sends no token ids: its prompt length is not judged.
     assert s.prompt_mismatches == 0 and s.valid
+
+
+async def test_usage_counts_that_are_no_token_counts_are_protocol_errors(
+    server: ScriptedServer,
+) -> None:
+    """A server reporting -1 or 10^12 tokens broke the protocol: those requests fail with
+    the reason, and the window is summarised (it used to crash on the record's bounds)."""
+    bad = iter([(-1, 4), (3, 10**12), (3, 4)] * 1000)
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        prompt, completion = next(bad)
+        raw = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": 0}
+        return await stream(request, [chunk(" a"), chunk(usage=raw), DONE])
+
+    server.handler = handler
+    result = await window(config(server.base), rate=30, duration=1.0)
+    requests = in_window(result)
+    failed = [r for r in requests if r.error is not None]
+    assert failed and {r.error for r in failed} == {"protocol"}
+    assert {r.error_message for r in failed} <= {
+        "usage.prompt_tokens -1 is not a token count",
+        f"usage.completion_tokens {10**12} is not a token count",
+    }
+    ok = [r for r in requests if r.error is None]
+    assert ok and all(r.output_tokens == 4 for r in ok)
+    assert result.summary.errors == len(failed)

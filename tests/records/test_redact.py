@@ -69,3 +69,15 @@ def test_cap_and_scrub_before_cap() -> None:
     text = "x" * 20 + " Bearer sk-0123456789abcdefXYZ"
     out = scrub_capped(text, 40)
     assert "sk-0123" not in out and out.startswith("x" * 20 + " Bearer [red")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "usage.prompt_tokens -1 is not a token count",
+        "basic usage of the token budget",
+        "Digest of the run",
+    ],
+)
+def test_ordinary_words_after_a_scheme_name_stay(text: str) -> None:
+    assert scrub(text) == text

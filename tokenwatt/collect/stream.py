@@ -46,12 +46,24 @@ class _Chunk(msgspec.Struct):
 _CHUNKS = msgspec.json.Decoder(list[_Chunk])
 
 
-class StreamError(Exception):
-    """A stream that broke the protocol; ``kind`` is the request's error kind."""
+MAX_USAGE_TOKENS = 100_000_000
+"""Largest token count taken from a server's ``usage`` (no context is 10^8 tokens long); a
+count outside ``[0, MAX_USAGE_TOKENS]`` makes the response a protocol error."""
 
-    def __init__(self, kind: str) -> None:
-        super().__init__(kind)
+
+class StreamError(Exception):
+    """A stream that broke the protocol; ``kind`` is the request's error kind and the
+    message (if any) says what was wrong."""
+
+    def __init__(self, kind: str, message: str | None = None) -> None:
+        super().__init__(message or kind)
         self.kind = kind
+
+
+def _usage_count(value: int | None, name: str) -> int | None:
+    if value is None or 0 <= value <= MAX_USAGE_TOKENS:
+        return value
+    raise StreamError("protocol", f"usage.{name} {value} is not a token count")
 
 
 def _choice_text(choice: _Choice) -> tuple[str, bool]:
@@ -127,10 +139,12 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
             res.last_token_s = now
     if not done:
         raise StreamError("protocol")
-    if usage is not None and usage.completion_tokens is not None:
-        res.output_tokens = usage.completion_tokens
-        if usage.prompt_tokens is not None:
-            res.prompt_tokens = usage.prompt_tokens
+    completion = _usage_count(usage.completion_tokens, "completion_tokens") if usage else None
+    prompt = _usage_count(usage.prompt_tokens, "prompt_tokens") if usage else None
+    if completion is not None:
+        res.output_tokens = completion
+        if prompt is not None:
+            res.prompt_tokens = prompt
     else:
         res.output_tokens = len(chunk_s)
         res.usage_missing = True
