@@ -224,3 +224,19 @@ def test_goodput_is_zero_when_the_backoffs_ran_out() -> None:
     # the last back-off: repeat 1 met the SLO, repeat 2 missed -> no rate was confirmed
     assert repeats_goodput([passed, missed], confirmed=False) == 0.0
     assert repeats_goodput([passed, passed], confirmed=True) == 500.0
+
+
+def test_text_longer_than_the_records_allow_is_cut_when_written(tmp_path: Path) -> None:
+    """A 1 MB engine version or error message from outside must not make a record that
+    `report` would refuse: it is cut at the write, saying how long it was."""
+    rec = _record()
+    rec.environment.engine_version = "v" * 1_000_000
+    rec.not_covered.append("Power: " + "[" * 400_000)
+    out = tmp_path / "run.json"
+    write_record(rec, out)
+    back = RunRecord.model_validate_json(out.read_text())
+    assert back.environment.engine_version is not None
+    assert len(back.environment.engine_version) == 4000
+    assert back.environment.engine_version.endswith("… (cut from 1,000,000 characters)")
+    assert len(back.not_covered[-1]) == 4000
+    assert rec.environment.engine_version == "v" * 1_000_000  # the caller's copy is untouched

@@ -18,6 +18,7 @@ from tokenwatt.collect.modes import Mode, apply_mode
 from tokenwatt.collect.probes import EngineInfo
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.files import atomic_write_text
+from tokenwatt.records.base import clip_text
 from tokenwatt.records.load import load_spec, validate
 from tokenwatt.records.run import Environment, RunRecord
 from tokenwatt.records.spec import EngineSpec, ModelSpec, Spec
@@ -32,6 +33,10 @@ def write_record(record: RunRecord, out: Path) -> None:
     Raises:
         WriteError: the folder or the file cannot be written (one clear line).
     """
+    data = record.model_dump(mode="json")
+    clipped = clip_text(data)
+    if clipped != data:
+        record = RunRecord.model_validate(clipped)
     atomic_write_text(out, record.model_dump_json(indent=2) + "\n")
 
 

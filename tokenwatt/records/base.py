@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -66,3 +66,22 @@ class FieldValueError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+def clip_text(value: Any, limit: int = MAX_TEXT_CHARS) -> Any:
+    """``value`` (JSON-like: dicts, lists, scalars) with every string longer than ``limit``
+    cut to it, ending in a note of how much was cut; mapping keys are left as they are.
+
+    Text a run collects from outside (a version string, an error message, a log line) can be
+    any length; cut at the write, a record never holds what the loader would refuse.
+    """
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return value
+        note = f"… (cut from {len(value):,} characters)"
+        return value[: limit - len(note)] + note
+    if isinstance(value, dict):
+        return {k: clip_text(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clip_text(v, limit) for v in value]
+    return value

@@ -27,6 +27,7 @@ from tokenwatt.analysis.power import PowerMethod
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records.power import PowerScope
 from tokenwatt.records.spec import PowerSpec
+from tokenwatt.redact import scrub_capped
 from tokenwatt.telemetry.base import MAX_READING_W, HardwareIdentity, ReadError, Reading
 
 
@@ -146,7 +147,9 @@ class CommandSource:
         try:
             return Reading(power_w=pick_reading(stdout, self._field))
         except ValueError as exc:
-            raise ReadError(f"{exc} (output: {stdout.strip()[:120]!r})") from exc
+            # The message of float("<whole output>") holds the whole output: capped.
+            shown = scrub_capped(stdout.strip(), 120)
+            raise ReadError(f"{scrub_capped(str(exc), 200)} (output: {shown!r})") from exc
 
     def identity(self) -> HardwareIdentity:
         """A command does not name the accelerators."""
