@@ -206,3 +206,19 @@ def test_window_tokens_per_joule_refuses_invalid_windows() -> None:
     assert window_tokens_per_joule(w, 1000.0) is None
     with pytest.raises(ValueError, match="outside"):
         throttle_share_pct(5, 4)
+
+
+def test_readings_covering_half_the_window_are_scaled_to_it_with_a_note() -> None:
+    """A 1 s power command's first reading lands 1 s late: the trapezoid over the readings
+    covers half of a 2 s window, and tokens per joule would come out twice too high."""
+    late = [
+        PowerSample(t_s=1.006, power_w=300.0, counted=False),
+        PowerSample(t_s=2.016, power_w=300.0),
+    ]
+    w = summarize_window(late, duration_s=2.016, source="command", scope="node")
+    assert w.valid and w.energy_method == "integrated"
+    assert w.mean_power_w == pytest.approx(300.0)
+    assert w.energy_j == pytest.approx(300.0 * 2.016)
+    assert w.notes == [
+        "readings cover 1.0 s of the 2.0 s window: energy is their mean power × the window"
+    ]

@@ -33,6 +33,11 @@ from tokenwatt.records.power import PowerScope, PowerWindow
 MAX_SAMPLE_GAP_S = 3.0
 """Longest allowed gap between power samples (s); longer gaps invalidate the power figure."""
 
+COVERAGE_NOTE = 0.99
+"""Readings spanning less than this share of the window get a note; the energy is the
+readings' mean power × the window's length either way (a slow source's first reading lands
+late, so its span can be much shorter than the window)."""
+
 MAX_TIMELINE_POINTS = 1800
 """Timeline points kept per window; longer timelines are thinned evenly (30 min at 1 Hz)."""
 
@@ -249,7 +254,9 @@ def summarize_window(
     device (``energy_method="counter"``), else the trapezoid integral of the power samples
     (``"integrated"``). Mean power (W): energy / the span the counters cover when the counter
     is used, else the trapezoid integral / the span of the power samples (a time-weighted
-    mean). The window is invalid (figures kept for inspection, never patched) when a counter
+    mean). When the readings span less than the window, the energy is that mean × the
+    window's length (noted below 99% coverage), so the window's tokens are never divided by
+    the energy of part of it. The window is invalid (figures kept for inspection, never patched) when a counter
     went backwards, a power-sample gap exceeds ``max_gap_s``, the device was lost
     (``lost_reason``), there were no power samples, or a reading is implausible (negative,
     outside the device's plausible band, a counter frozen while power is drawn; see
@@ -320,6 +327,18 @@ def summarize_window(
         energy_j = integral_j
         mean_w = sample_mean_w
 
+    notes = list(notes)
+    span_s = counter_span_s if has_counters else (times[-1] - times[0] if times else 0.0)
+    if energy_j is not None and mean_w is not None and 0 < span_s < duration_s:
+        # Readings that cover only part of the window (a slow source's first reading lands
+        # late) would charge the whole window's tokens to part of its energy.
+        energy_j = mean_w * duration_s
+        if span_s < COVERAGE_NOTE * duration_s:
+            notes.append(
+                f"readings cover {span_s:.1f} s of the {duration_s:.1f} s window: energy is "
+                "their mean power × the window"
+            )
+
     keep = _thin(len(powered), max_timeline_points)
     timeline = [(round(powered[i].t_s, 3), round(watts[i], 2)) for i in keep]
     timeline_throttle = [sorted(powered[i].throttle) for i in keep]
@@ -343,5 +362,5 @@ def summarize_window(
         timeline_throttle=timeline_throttle,
         power_method=power_method,
         devices=devices,
-        notes=list(notes),
+        notes=notes,
     )
