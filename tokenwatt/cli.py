@@ -150,23 +150,30 @@ def _collect(
     from tokenwatt.analysis.search_story import explain_run
     from tokenwatt.collect.options import CollectOptions
     from tokenwatt.collect.run import collect
+    from tokenwatt.collect.stopping import StopSignal, exit_status
 
-    record = collect(
-        CollectOptions(
-            spec_path=spec_path,
-            label=label,
-            role=role,  # type: ignore[arg-type]
-            out=out,
-            mode=mode,  # type: ignore[arg-type]
-            engine_log=engine_log,
-            endpoint=endpoint,
-            kv_dtype=kv_dtype,
-            accuracy=not no_accuracy,
-            command=shlex.join(["tokenwatt", *sys.argv[1:]]),
-            progress=not no_progress,
-            fast_search=fast_search,
-        )
+    opts = CollectOptions(
+        spec_path=spec_path,
+        label=label,
+        role=role,  # type: ignore[arg-type]
+        out=out,
+        mode=mode,  # type: ignore[arg-type]
+        engine_log=engine_log,
+        endpoint=endpoint,
+        kv_dtype=kv_dtype,
+        accuracy=not no_accuracy,
+        command=shlex.join(["tokenwatt", *sys.argv[1:]]),
+        progress=not no_progress,
+        fast_search=fast_search,
     )
+    try:
+        record = collect(opts)
+    except StopSignal as exc:  # before the first window: nothing was measured
+        click.echo(f"stopped by {exc.name} before the first window; no record written", err=True)
+        sys.exit(exit_status(exc.name))
+    except KeyboardInterrupt:
+        click.echo("interrupted (Ctrl-C) before the first window; no record written", err=True)
+        sys.exit(130)
     r = record.result
     if r is not None:
         click.echo(
@@ -186,8 +193,9 @@ def _collect(
     if not record.complete:
         click.echo(f"incomplete: {record.incomplete_reason}", err=True)
         # The shell's status for a process ended by that signal: 128 + its number.
-        statuses = {"ctrl-c": 130, "sigterm": 143, "sighup": 129}
-        sys.exit(statuses.get(record.interrupted or "", 1))
+        signals = {"ctrl-c": "SIGINT", "sigterm": "SIGTERM", "sighup": "SIGHUP"}
+        name = signals.get(record.interrupted or "")
+        sys.exit(exit_status(name) if name else 1)
 
 
 @cli.command()

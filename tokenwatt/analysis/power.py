@@ -256,10 +256,11 @@ def summarize_window(
     is used, else the trapezoid integral / the span of the power samples (a time-weighted
     mean). When the readings span less than the window, the energy is that mean × the
     window's length (noted below 99% coverage), so the window's tokens are never divided by
-    the energy of part of it. The window is invalid (figures kept for inspection, never patched) when a counter
-    went backwards, a power-sample gap exceeds ``max_gap_s``, the device was lost
-    (``lost_reason``), there were no power samples, or a reading is implausible (negative,
-    outside the device's plausible band, a counter frozen while power is drawn; see
+    the energy of part of it. The window is invalid (figures kept for inspection, never
+    patched) when a counter went backwards, a power-sample gap exceeds ``max_gap_s``, the
+    device was lost (``lost_reason``), there were no power samples, or a reading is
+    implausible (negative, outside the device's plausible band, a counter frozen while power
+    is drawn; see
     :func:`~tokenwatt.analysis.power_validity.plausibility_problems`).
 
     Args:

@@ -188,6 +188,7 @@ async def run_window(
     session: aiohttp.ClientSession | None = None,
     freeze_gc: bool = True,
     send_spin_s: float = SEND_SPIN_S,
+    interrupt: Callable[[], bool] | None = None,
 ) -> WindowResult:
     """Run one window: ``warmup_s`` of load, then ``duration_s`` measured, then the drain.
 
@@ -216,6 +217,8 @@ async def run_window(
         send_spin_s: how long before each send time the dispatcher stops sleeping and
             yields to the loop until it (s); 0 gives millisecond-bunched sends
             (:func:`~tokenwatt.collect.arrivals.sleep_until`).
+        interrupt: called every ``check_interval_s`` in every phase, warm-up included; True
+            stops the window as ``stop_early`` does (a signal asked the run to stop).
 
     Returns:
         A :class:`WindowResult`.
@@ -309,7 +312,7 @@ async def run_window(
             if progress is not None and elapsed >= next_progress:
                 next_progress = elapsed + progress_interval_s
                 progress(state.snapshot(phase, rate_rps, elapsed, total))
-            if (
+            if (interrupt is not None and interrupt()) or (
                 stop_early is not None
                 and phase != "warmup"
                 and stop_early(list(state.window_results), now - window_start)

@@ -323,15 +323,23 @@ def collect(opts: CollectOptions) -> RunRecord:
     """Measure one configuration and write its run record to ``opts.out``.
 
     Returns:
-        The record as written; ``complete`` is False when the run was interrupted (Ctrl-C)
-        or the engine died, with ``interrupted`` naming which and ``incomplete_reason``
-        saying it in words.
+        The record as written; ``complete`` is False when the run was interrupted (Ctrl-C,
+        SIGTERM, SIGHUP) or the engine died, with ``interrupted`` naming which and
+        ``incomplete_reason`` saying it in words.
 
     Raises:
         SpecError: the spec is invalid (nothing is written).
         InputError: the API key variable is unset, the suite or engine log is unreadable.
         EngineError: the engine cannot be reached at the start (nothing is written).
+        StopSignal: SIGTERM or SIGHUP before the first window (nothing is written).
+        KeyboardInterrupt: Ctrl-C before the first window (nothing is written).
     """
+    # From the start: a signal during the checks stops the run cleanly (lock released).
+    with GracefulStop() as stop:
+        return _collect(opts, stop)
+
+
+def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     from tokenwatt.collect.probes import probe_engine, scan_engine_log
     from tokenwatt.sim.server import SIM_VERSION
 
@@ -366,10 +374,7 @@ def collect(opts: CollectOptions) -> RunRecord:
         is_sim_engine = (info.engine_version or "").startswith(sim_name)
         rec.simulated = spec.hardware.adapter == "sim" or is_sim_engine
         meter = _open_meter(spec, rec)
-        with (
-            Instruments(spec.engine.endpoint, api_key=api_key, meter=meter) as instruments,
-            GracefulStop() as stop,
-        ):
+        with Instruments(spec.engine.endpoint, api_key=api_key, meter=meter) as instruments:
             rec.environment = environment_from(info, meter, spec)
             if is_sim_engine:
                 # It speaks vLLM's metric names, but it is the simulator.

@@ -6,9 +6,10 @@ would stay "in progress". Here:
 
 - outside a measurement window (idle check, accuracy suite, between windows) the signal
   stops the run at once, like Ctrl-C: the record is written ``complete: false``;
-- inside a window it asks the load generator to stop at its next check (every 0.5 s once
-  the warm-up is over), so the window in flight is summarised and kept in the record,
-  marked partial, before the run stops; a second signal stops at once.
+- inside a window it asks the load generator to stop at its next check (every 0.5 s), so
+  the window in flight is summarised and kept in the record, marked partial, before the
+  run stops (a window still in its warm-up has nothing to keep: the run stops without
+  it); a second signal stops at once.
 
 The exit status is the shell's for death by that signal: 128 + its number (143 for
 SIGTERM, 129 for SIGHUP).
@@ -19,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -33,9 +34,6 @@ class StopSignal(KeyboardInterrupt):
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.name = name
-
-
-StopRule = Callable[[Sequence[Any], float], bool]
 
 
 class GracefulStop:
@@ -80,15 +78,9 @@ class GracefulStop:
         finally:
             self._in_window = False
 
-    def stop_rule(self, rule: StopRule | None) -> StopRule:
-        """The load generator's early-stop callback: ``rule`` (if any), or a stop request."""
-
-        def stop(requests: Sequence[Any], elapsed_s: float) -> bool:
-            if self.requested is not None:
-                return True
-            return rule is not None and rule(requests, elapsed_s)
-
-        return stop
+    def interrupted(self) -> bool:
+        """True once a signal asked the run to stop (the load generator's ``interrupt``)."""
+        return self.requested is not None
 
     def raise_if_requested(self) -> None:
         """After a window: stop the run when a signal came in during it.

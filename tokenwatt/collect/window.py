@@ -130,6 +130,8 @@ class WindowRunner:
         with self.stop.window():
             loaded = asyncio.run(self._load(plan))
         readings = self.instruments.collect(loaded.instruments)
+        if self.stop.requested is not None and loaded.result.summary.requests == 0:
+            self.stop.raise_if_requested()  # stopped in its warm-up: nothing to keep
         metrics = readings.metrics
         if metrics is not None:
             metrics = metrics.model_copy(update={"idle_start": idle})
@@ -158,7 +160,8 @@ class WindowRunner:
                 requests=self.workload,
                 seed=plan.seed,
                 progress=self.progress.update,
-                stop_early=self.stop.stop_rule(self._stop_rule(plan) if plan.early_stop else None),
+                stop_early=self._stop_rule(plan) if plan.early_stop else None,
+                interrupt=self.stop.interrupted,
             )
         finally:
             win.end_now()

@@ -1,0 +1,152 @@
+"""SIGTERM and SIGHUP end `tokenwatt collect` like Ctrl-C: real processes, real signals.
+
+The collector runs as `python -m tokenwatt collect` against the scripted engine in a
+child process (tests/collect/scripted_engine.py); the test sends the signal at a known
+moment, read from the checkpointed record or the progress the collector prints."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tokenwatt.records import RunRecord, load_spec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scripted_engine import MODEL, EngineProcess, start_engine
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT_S = 60.0
+"""Upper bound on any wait here (s): about the machine, not the tool."""
+
+
+@pytest.fixture
+def engine() -> Iterator[EngineProcess]:
+    proc = start_engine("idle")
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def write_spec(tmp_path: Path, endpoint: str, *, warmup_s: float, window_s: float) -> Path:
+    spec = load_spec(REPO / "tests" / "fixtures" / "sim.spec.yaml")
+    data = spec.model_dump(mode="json")
+    data["hardware"]["adapter"] = "none"
+    data["engine"].update(endpoint=endpoint, model=MODEL)
+    data["measurement"].update(
+        warmup_s=warmup_s, window_s=window_s, search_window_s=window_s, request_timeout_s=5.0
+    )
+    data["sweep"].update(start_rps=20.0, max_rps=40.0)
+    data["power"] = {"source": "none"}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def start_collect(spec: Path, out: Path) -> subprocess.Popen[str]:
+    cmd = [
+        sys.executable, "-m", "tokenwatt", "collect", "--spec", str(spec), "--label", "sig",
+        "--role", "baseline", "--out", str(out), "--no-accuracy", "--no-progress",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env
+    )
+
+
+def wait_for(predicate: object, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline and proc.poll() is None:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise AssertionError("the collector did not get there in time")
+
+
+def finish(proc: subprocess.Popen[str]) -> str:
+    try:
+        _, stderr = proc.communicate(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return stderr
+
+
+def probes(out: Path) -> int:
+    return len(json.loads(out.read_text())["probes"]) if out.exists() else 0
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_signal_in_a_window_keeps_the_window_and_marks_it_partial(
+    engine: EngineProcess, tmp_path: Path, sig: signal.Signals, status: int
+) -> None:
+    spec = write_spec(tmp_path, engine.endpoint, warmup_s=0.2, window_s=4.0)
+    out = tmp_path / "run.json"
+    proc = start_collect(spec, out)
+    wait_for(lambda: probes(out) >= 1, proc)  # the first probe is written: the second is on
+    time.sleep(1.5)  # inside the second probe's 4 s window
+    proc.send_signal(sig)
+    stderr = finish(proc)
+    assert proc.returncode == status, stderr
+    assert "Traceback" not in stderr
+    record = RunRecord.model_validate_json(out.read_text())
+    assert record.complete is False and record.interrupted == sig.name.lower()
+    assert record.incomplete_reason is not None and sig.name in record.incomplete_reason
+    last = record.probes[-1].window
+    assert len(record.probes) == 2 and last.stopped_early and last.requests > 0
+    assert f"interrupted by {sig.name}: the window stopped early and is partial" in last.warnings
+    assert not list(tmp_path.glob(".run.json*")), "a temporary or lock file was left behind"
+
+
+def test_sigterm_in_a_warm_up_stops_at_once_and_keeps_no_empty_window(
+    engine: EngineProcess, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path, engine.endpoint, warmup_s=30.0, window_s=2.0)
+    out = tmp_path / "run.json"
+    proc = start_collect(spec, out)
+    wait_for(out.exists, proc)  # the first checkpoint: the first warm-up has begun
+    time.sleep(1.0)
+    signalled = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    stderr = finish(proc)
+    waited = time.monotonic() - signalled
+    assert proc.returncode == 143, stderr
+    assert waited < 10.0  # not the 29 s left of the warm-up
+    record = RunRecord.model_validate_json(out.read_text())
+    assert record.interrupted == "sigterm" and record.probes == []
+
+
+def test_sighup_before_the_first_window_writes_nothing_and_leaves_no_lock(
+    tmp_path: Path,
+) -> None:
+    """The engine probe waits on a server that accepts and never answers: the signal lands
+    before any window, so there is no record, and the lock beside --out is released."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    try:
+        endpoint = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+        spec = write_spec(tmp_path, endpoint, warmup_s=0.2, window_s=2.0)
+        out = tmp_path / "run.json"
+        proc = start_collect(spec, out)
+        wait_for(lambda: (tmp_path / ".run.json.lock").exists(), proc)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGHUP)
+        stderr = finish(proc)
+    finally:
+        listener.close()
+    assert proc.returncode == 129, stderr
+    assert "stopped by SIGHUP before the first window; no record written" in stderr
+    assert not out.exists() and not (tmp_path / ".run.json.lock").exists()
