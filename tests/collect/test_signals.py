@@ -150,3 +150,23 @@ def test_sighup_before_the_first_window_writes_nothing_and_leaves_no_lock(
     assert proc.returncode == 129, stderr
     assert "stopped by SIGHUP before the first window; no record written" in stderr
     assert not out.exists() and not (tmp_path / ".run.json.lock").exists()
+
+
+def test_an_engine_that_dies_mid_window_ends_the_run_as_engine_died(
+    engine: EngineProcess, tmp_path: Path
+) -> None:
+    """Killed 1.5 s into a 4 s window, the engine had answered the window's first requests:
+    the connection errors that follow must still make the collector ask whether it is there
+    (it used to ask only when nothing at all was answered, and recorded a complete run)."""
+    spec = write_spec(tmp_path, engine.endpoint, warmup_s=0.2, window_s=4.0)
+    out = tmp_path / "run.json"
+    proc = start_collect(spec, out)
+    wait_for(lambda: probes(out) >= 1, proc)
+    time.sleep(1.5)
+    engine.proc.kill()
+    stderr = finish(proc)
+    assert proc.returncode == 1, stderr
+    record = RunRecord.model_validate_json(out.read_text())
+    assert record.complete is False and record.interrupted == "engine-died"
+    last = record.probes[-1].window
+    assert last.completed > 0 and "connect" in last.error_kinds

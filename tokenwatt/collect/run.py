@@ -194,7 +194,10 @@ class Measurement:
             store(outcome)
             self.checkpoint()
             self.runner.stop.raise_if_requested()
-            if summary.completed == 0 and summary.errors > 0:
+            # Nothing answered, or the connection failed: is the engine still there? (One
+            # that died late in a window still answered most of it.)
+            transport = {"connect", "disconnect"} & set(summary.error_kinds)
+            if (summary.completed == 0 and summary.errors > 0) or transport:
                 self.check_engine()
             if not retry:
                 break
