@@ -171,10 +171,25 @@ def test_garbage_mid_window_makes_those_readings_fail_and_keeps_the_rest(
         ("ipmitool -H bmc -P hunter2 dcmi power reading", None, "power.command", "-P"),
         ("reader --password=hunter2", None, "power.command", "--password"),
         ("reader token=hunter2", None, "power.command", "looks like a secret"),
+        ("ipmitool -H bmc -U admin -Phunter2 dcmi power reading", None, "power.command", "arg"),
+        ("sshpass -phunter2 ssh bmc read-power", None, "power.command", "argument 2"),
+        ("curl -u admin:hunter2 http://bmc/power", None, "power.command", "argument 2"),
+        ("curl http://admin:hunter2@bmc/power", None, "power.command", "argument 2"),
         ("reader", "re:([0-9", "power.field", "not a valid regular expression"),
         ("reader", "re:[0-9]+", "power.field", "needs a group"),
     ],
-    ids=["quote", "ipmitool-P", "password-option", "token-assign", "bad-regex", "no-group"],
+    ids=[
+        "quote",
+        "ipmitool-P",
+        "password-option",
+        "token-assign",
+        "ipmitool-P-attached",
+        "sshpass",
+        "curl-user",
+        "url-password",
+        "bad-regex",
+        "no-group",
+    ],
 )
 def test_power_settings_are_checked_when_the_spec_loads(
     tmp_path: Path, command: str, field: str | None, path: str, message: str

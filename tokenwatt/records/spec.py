@@ -241,6 +241,7 @@ PowerSource = Literal["board", "redfish", "ipmi", "command", "prometheus", "sim"
 
 
 _SECRET_OPTIONS = frozenset({"-P", "--password", "--pass", "--passwd", "--token", "--api-key"})
+_URL_PASSWORD = re.compile(r"://[^/\s:@]+:[^/\s@]+@")
 _SECRET_ASSIGN = re.compile(r"(?i)(pass(word|wd)?|token|secret|api[_-]?key)=")
 
 
@@ -256,16 +257,33 @@ def _check_power_command(command: str) -> None:
         raise FieldValueError("command", f"cannot be split into arguments: {exc}") from None
     if not args:
         raise FieldValueError("command", "is empty")
+    program = args[0].rsplit("/", 1)[-1]
     for i, arg in enumerate(args):
         option = arg.split("=", 1)[0]
-        if (arg in _SECRET_OPTIONS and i + 1 < len(args)) or (
-            option in _SECRET_OPTIONS and "=" in arg
+        following = args[i + 1] if i + 1 < len(args) else ""
+        attached = arg.startswith("-P") and len(arg) > 2 and not arg.startswith("--")
+        if program == "sshpass" and arg.startswith("-p"):
+            attached = True  # sshpass -p PASSWORD / -pPASSWORD
+        user_pass = (arg in ("-u", "--user") and ":" in following) or (
+            arg.startswith(("-u", "--user=")) and not arg.startswith("--") and ":" in arg
+        )
+        user_pass = user_pass or (arg.startswith("--user=") and ":" in arg)
+        if _URL_PASSWORD.search(arg):
+            user_pass = True
+        if (
+            (arg in _SECRET_OPTIONS and i + 1 < len(args))
+            or (option in _SECRET_OPTIONS and "=" in arg)
+            or attached
+            or user_pass
         ):
+            # Name the option when it holds no secret itself; else only its position.
+            where = f"{option} …" if option in _SECRET_OPTIONS else f"argument {i + 1}"
             raise FieldValueError(
                 "command",
-                f"passes a secret on the command line ({option} …), which the record would "
-                "keep; let the command read it from the environment instead (e.g. ipmitool "
-                "-E reads IPMI_PASSWORD); the value is not shown here",
+                f"passes a secret on the command line ({where}), which the record "
+                "would keep; let the command read it from the environment instead (e.g. "
+                "ipmitool -E reads IPMI_PASSWORD, curl --netrc-file); the value is not shown "
+                "here",
             )
         if _SECRET_ASSIGN.search(arg):
             raise FieldValueError(
