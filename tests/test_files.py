@@ -142,3 +142,15 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
     holder.stdin.close()
     with exclusive_lock(out, what="tokenwatt collect"):
         pass
+
+
+def test_a_symlink_and_its_target_share_one_lock(tmp_path: Path) -> None:
+    target = tmp_path / "run.json"
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    with (
+        exclusive_lock(target, what="tokenwatt collect"),
+        pytest.raises(InputError),
+        exclusive_lock(link, what="tokenwatt collect"),
+    ):
+        pass

@@ -360,8 +360,12 @@ def report(
 
     Prints, per configuration, the sentence that says why its result rate is where it is.
     """
+    from pydantic import ValidationError
+
     from tokenwatt.analysis.search_story import explain_run
     from tokenwatt.analysis.summarise import report_command, slug, summarise
+    from tokenwatt.errors import Problem
+    from tokenwatt.records.load import problems_from
     from tokenwatt.records.runs_io import load_runs, write_report
 
     runs = load_runs(list(run_files))
@@ -373,9 +377,13 @@ def report(
         cards=cards if cards != 64 else None,
         demo=demo,
     )
-    record = summarise(
-        runs, title=title, report_id=report_id, cards=cards, demo=demo, command=command
-    )
+    try:
+        record = summarise(
+            runs, title=title, report_id=report_id, cards=cards, demo=demo, command=command
+        )
+    except ValidationError as exc:  # from the options (--title, --id) the record carries
+        problems = [Problem("<command line>", p.field, p.message) for p in problems_from("", exc)]
+        raise InputError(problems) from None
     target = out if out is not None else Path("reports") / f"{report_id or slug(title)}.json"
     write_report(record, target, force=force, inputs=list(run_files))
     click.echo(f"wrote {target} ({len(record.configs)} configurations)")

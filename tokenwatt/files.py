@@ -92,6 +92,7 @@ def exclusive_lock(path: Path, *, what: str) -> Iterator[None]:
         InputError: another process holds the lock (exit status 2, nothing written).
         WriteError: the lock file cannot be created.
     """
+    path = path.resolve()  # a symlink and its target are one file: one lock
     lock = path.parent / f".{path.name}.lock"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -78,6 +78,28 @@ def test_empty_label_is_a_clear_error(here: Path, label: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("label", "code_point", "position"),
+    [
+        ("a\x1b]0;pwned\x07", "U+001B", 2),
+        ("tuned\u202egnp.exe", "U+202E", 6),
+        ("x\x00", "U+0000", 2),
+    ],
+)
+def test_a_label_with_control_characters_is_refused(
+    here: Path, label: str, code_point: str, position: int
+) -> None:
+    """A label reaches terminals and pages: an escape sequence or a right-to-left override in
+    it could rewrite the terminal or reverse the text after it."""
+    code, output = _collect("--label", label, "--out", "run.json")
+    assert code == 2, output
+    assert (
+        f"--label: label: must be plain printable text: it holds the control character "
+        f"{code_point} at position {position}"
+    ) in output
+    assert "\x1b" not in output and not (here / "run.json").exists()
+
+
+@pytest.mark.parametrize(
     ("endpoint", "message"),
     [("", "at least 1 character"), ("ftp://x", "must start with http:// or https://")],
 )

@@ -134,3 +134,24 @@ def test_a_run_that_finished_before_it_started_is_refused(
     assert f"error: runs/{path.name}: finished: " in result.output
     assert message in result.output
     assert not (workdir / "reports").exists()
+
+
+@pytest.mark.parametrize(
+    ("title", "message"),
+    [
+        ("Evil \u202eflip", "title: must be plain printable text: it holds the control "
+         "character U+202E at position 6"),
+        ("x" * 201, "title: must have at most 200 characters"),
+    ],
+)  # fmt: skip
+def test_a_title_the_record_cannot_hold_is_a_clear_error(
+    workdir: Path, title: str, message: str
+) -> None:
+    _write(workdir / "runs", make_run())
+    _write(workdir / "runs", tuned_run())
+    result = CliRunner().invoke(
+        cli, ["report", "runs/vllm-default.json", "runs/vllm-fp8kv.json", "--title", title]
+    )
+    assert result.exit_code == 2, result.output
+    assert f"error: <command line>: {message}" in result.output
+    assert "Traceback" not in result.output and not (workdir / "reports").exists()

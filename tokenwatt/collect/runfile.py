@@ -14,11 +14,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from tokenwatt.collect.modes import Mode, apply_mode
 from tokenwatt.collect.probes import EngineInfo
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.files import atomic_write_text
-from tokenwatt.records.base import clip_text
+from tokenwatt.records.base import PlainName, clip_text
 from tokenwatt.records.load import load_spec, validate
 from tokenwatt.records.run import Environment, RunRecord
 from tokenwatt.records.spec import EngineSpec, ModelSpec, Spec
@@ -37,7 +39,8 @@ def write_record(record: RunRecord, out: Path) -> None:
     clipped = clip_text(data)
     if clipped != data:
         record = RunRecord.model_validate(clipped)
-    atomic_write_text(out, record.model_dump_json(indent=2) + "\n")
+    # Through a symlink to its target, as a plain write would (not replacing the link).
+    atomic_write_text(out.resolve(), record.model_dump_json(indent=2) + "\n")
 
 
 def git_commit(start: Path) -> str | None:
@@ -178,6 +181,12 @@ def check_run_options(
     problems: list[Problem] = []
     if not label.strip():
         problems.append(Problem("--label", "label", "must not be empty or blank"))
+    else:
+        try:
+            TypeAdapter(PlainName).validate_python(label)
+        except ValidationError as exc:
+            message = str(exc.errors()[0]["ctx"]["error"])
+            problems.append(Problem("--label", "label", message))
     if role not in ("baseline", "tuned"):
         problems.append(Problem("--role", "role", f"{role!r} is not one of baseline, tuned"))
     if mode not in ("smoke", "quick", "full"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -53,6 +54,25 @@ NonNegInt = Annotated[int, Field(ge=0, le=int(MAX_QUANTITY))]
 PosInt = Annotated[int, Field(ge=1, le=int(MAX_QUANTITY))]
 Percent = Annotated[float, Field(ge=0, le=100)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
+
+# C0 and C1 controls, DEL, and Unicode's directional formatting characters (UAX #9).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _printable(value: str) -> str:
+    bad = _UNPRINTABLE.search(value)
+    if bad:
+        raise ValueError(
+            f"must be plain printable text: it holds the control character "
+            f"U+{ord(bad.group()):04X} at position {bad.start() + 1} (it could rewrite a "
+            "terminal or reorder a page)"
+        )
+    return value
+
+
+PlainName = Annotated[str, Field(min_length=1), AfterValidator(_printable)]
+"""A name shown in terminals and pages (labels, keys, titles): no control or directional
+formatting characters, which could move a terminal's cursor or reverse a page's text."""
 
 
 class FieldValueError(ValueError):

@@ -17,6 +17,7 @@ from tokenwatt.records.base import (
     NonNegFloat,
     NonNegInt,
     Percent,
+    PlainName,
     PosFloat,
     PosInt,
     StrictModel,
@@ -105,8 +106,8 @@ class ConfigV1(StrictModel):
     ``goodput_tok_s`` the SLO goodput (tok/s); latencies in ms.
     """
 
-    key: NonEmptyStr
-    label: NonEmptyStr = Field(max_length=120)
+    key: PlainName
+    label: PlainName = Field(max_length=120)
     engine: str
     mbu_pct: Percent | None = None
     node_power_kw: PosFloat | None = None
@@ -162,7 +163,7 @@ class ReportV1(StrictModel):
     schema_version: Literal[1] = 1
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=120)
     status: Literal["draft", "published", "retracted"]
-    title: NonEmptyStr = Field(max_length=200)
+    title: PlainName = Field(max_length=200)
     published: dt.date
     summary: str
     hardware: HardwareV1

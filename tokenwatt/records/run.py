@@ -14,6 +14,7 @@ from tokenwatt.records.base import (
     NonNegFloat,
     NonNegInt,
     Percent,
+    PlainName,
     PosFloat,
     PosInt,
     StrictModel,
@@ -209,7 +210,7 @@ class RunRecord(StrictModel):
 
     schema_version: Literal[1] = 1
     tool: ToolInfo
-    label: NonEmptyStr
+    label: PlainName
     role: Literal["baseline", "tuned"]
     mode: Literal["smoke", "quick", "full"]
     simulated: bool = False
