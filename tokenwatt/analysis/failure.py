@@ -24,8 +24,9 @@ Rules, in order, for a window that missed:
 3. **per-token-latency-bound** — TPOT missed with the waiting queue empty (or TPOT missed
    and TTFT did not).
 4. A window that missed with both p99 within their limits: **queueing/KV-bound** when it
-   did not sustain its rate (its queue grew, ``sustained`` False), else **errors** (failed
-   requests, or a server that served other than was asked).
+   did not sustain its rate (its queue grew, ``sustained`` False), **errors** when requests
+   failed, else **served-other-than-asked** when the server ignored ``max_tokens`` or
+   ``ignore_eos`` or changed the prompt (the window is invalid).
 
 Pure: numbers in, a label out; imports only :mod:`tokenwatt.records`.
 """
@@ -41,7 +42,8 @@ from tokenwatt.records.window import LatencyMs, WindowSummary
 QUEUEING_KV_BOUND: Final = "queueing/KV-bound"
 PER_TOKEN_LATENCY_BOUND: Final = "per-token-latency-bound"  # noqa: S105 (a label)
 ERRORS: Final = "errors"
-FAILURE_MODES: Final = (QUEUEING_KV_BOUND, PER_TOKEN_LATENCY_BOUND, ERRORS)
+SERVED_OTHER: Final = "served-other-than-asked"
+FAILURE_MODES: Final = (QUEUEING_KV_BOUND, PER_TOKEN_LATENCY_BOUND, ERRORS, SERVED_OTHER)
 
 KV_NEAR_FULL_PCT: Final = 95.0
 """KV-cache usage (%) from which the cache counts as full (vLLM admits no new sequence
@@ -151,4 +153,6 @@ def classify_failure(
     # other than was asked.
     if summary.sustained is False:
         return QUEUEING_KV_BOUND
-    return ERRORS if summary.errors or not summary.valid else None
+    if summary.errors:
+        return ERRORS
+    return SERVED_OTHER if not summary.valid else None
