@@ -376,3 +376,16 @@ def test_log_scan_of_a_missing_file_names_it(tmp_path: Path) -> None:
     missing = tmp_path / "nope.log"
     with pytest.raises(InputError, match=r"nope\.log: cannot read the engine log"):
         scan_engine_log(missing)
+
+
+def test_a_key_in_a_matching_log_line_is_scrubbed(tmp_path: Path) -> None:
+    """An engine may log its own command line, key included, on the line a rule matches."""
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "WARNING 09-30 12:00:01 args: --api-key sk-live-0123456789abcdefXYZ "
+        "torch.OutOfMemoryError: CUDA out of memory (Authorization: Bearer abcdef123456)\n"
+    )
+    (found,) = scan_engine_log(log)
+    assert found.startswith("out of memory (1×): ")
+    assert "sk-live-0123456789abcdefXYZ" not in found and "abcdef123456" not in found
+    assert "[redacted]" in found

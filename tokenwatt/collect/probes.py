@@ -35,6 +35,7 @@ from tokenwatt.collect.engine_metrics import (
 from tokenwatt.errors import EngineError, InputError, Problem
 from tokenwatt.records.base import NonNegInt, StrictModel
 from tokenwatt.records.run import Environment
+from tokenwatt.redact import scrub_capped
 
 __all__ = [
     "EngineInfo",
@@ -372,8 +373,10 @@ _MAX_LINE_CHARS = 300
 def scan_engine_log(path: Path) -> list[str]:
     """Known warnings in an engine log, one entry per kind, in the order of the rules.
 
-    Each entry reads ``"<meaning> (<count>×): <first matching line>"``; the line is cut to
-    300 characters. Log text is data: it is stored as a plain string, never interpreted.
+    Each entry reads ``"<meaning> (<count>×): <first matching line>"``; the line is scrubbed
+    of credentials (:func:`tokenwatt.redact.scrub`: an engine may log its own ``--api-key``)
+    and cut to 300 characters. Log text is data: it is stored as a plain string, never
+    interpreted.
 
     Raises:
         InputError: the file cannot be read (names the file).
@@ -387,7 +390,7 @@ def scan_engine_log(path: Path) -> list[str]:
                     if pattern.search(line):
                         counts[i] += 1
                         if first[i] is None:
-                            first[i] = line.strip()[:_MAX_LINE_CHARS]
+                            first[i] = scrub_capped(line.strip(), _MAX_LINE_CHARS)
     except OSError as exc:
         raise InputError([Problem(str(path), "", f"cannot read the engine log: {exc}")]) from exc
     return [
