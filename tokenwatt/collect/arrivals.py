@@ -72,20 +72,28 @@ def window_request_count(rate_rps: float, warmup_s: float, duration_s: float, se
     return int(np.count_nonzero(offsets >= warmup_s))
 
 
+SEND_BUSY_S = 0.0003
+"""The last stretch before a send time (s) waited in a busy loop, without yielding: a
+callback that runs in it (a response being read) would make the send late, and 0.3 ms
+per send is at most 6% of a core at 200 req/s (``benchmarks/wire_arrivals.py``)."""
+
+
 async def sleep_until(
     target: float, *, spin_s: float = SEND_SPIN_S, clock: Callable[[], float] = time.perf_counter
 ) -> None:
     """Return at ``target`` on ``clock`` (s), to within the event loop's iteration time.
 
     Sleeps until ``spin_s`` before ``target``, then yields with ``asyncio.sleep(0)`` until
-    ``target``, so other tasks and I/O keep running while it waits; ``spin_s=0`` is a plain
-    ``asyncio.sleep`` (millisecond granularity). Returns at once when ``target`` has passed.
-    The yielding costs CPU: about ``spin_s`` of busy loop per call at most
-    (``benchmarks/wire_arrivals.py`` measures it).
+    :data:`SEND_BUSY_S` before it, so other tasks and I/O keep running while it waits, and
+    waits out the rest in a busy loop; ``spin_s=0`` is a plain ``asyncio.sleep`` (millisecond
+    granularity). Returns at once when ``target`` has passed. The yielding costs CPU: about
+    ``spin_s`` of busy loop per call at most (``benchmarks/wire_arrivals.py`` measures it).
     """
     delay = target - clock()
     if delay > spin_s:
         await asyncio.sleep(delay - spin_s)
     # A deadline, not an event: nothing signals it, and the loop must keep turning meanwhile.
-    while spin_s > 0 and clock() < target:  # noqa: ASYNC110
+    while spin_s > 0 and clock() < target - SEND_BUSY_S:  # noqa: ASYNC110
         await asyncio.sleep(0)
+    while spin_s > 0 and clock() < target:
+        pass

@@ -22,10 +22,11 @@ timeout). Requests to such a server now go on fresh connections, idle connection
 4 s (below common servers' 5 s), and a request that provably never reached the server is
 sent again and counted as a transport retry (details in :mod:`tokenwatt.collect.http`).
 
-Send times: each send waits with :func:`~tokenwatt.collect.arrivals.sleep_until`, which
-sleeps to 1.5 ms before the scheduled time and then yields to the loop until it, so sends
-are not bunched on the selector's millisecond ticks and their gaps stay exponential on the
-wire (``benchmarks/wire_arrivals.py``).
+Send times: the dispatcher creates each request's task 1.5 ms before its scheduled time,
+and the task itself waits the rest with :func:`~tokenwatt.collect.arrivals.sleep_until`
+(yielding to the loop, then a 0.3 ms busy wait) and sends at once: sends are not bunched on
+the selector's millisecond ticks, nor delayed by a hop through the loop's queue
+(``benchmarks/wire_arrivals.py``).
 """
 
 from __future__ import annotations
@@ -126,8 +127,12 @@ class _Window:
         self.ttfts_ms: list[float] = []
         self.tpots_ms: list[float] = []
 
-    async def request(self, res: RequestResult, body: bytes) -> None:
+    async def request(self, res: RequestResult, body: bytes, spin_s: float) -> None:
         try:
+            # The request's own task waits out the last moments before its send time, so
+            # the send follows at once: no hop through the dispatcher and the loop's queue.
+            await sleep_until(res.scheduled_s, spin_s=spin_s)
+            res.dispatched_s = time.perf_counter()
             async with self.slots:
                 res.sent_s = time.perf_counter()
                 await self.sender.send(res, body)
@@ -279,13 +284,12 @@ async def run_window(
                         await asyncio.wait_for(state.window_done.wait(), delay)
                     if state.window_done.is_set():
                         return
-                else:
-                    await sleep_until(target, spin_s=send_spin_s)
+                elif delay > send_spin_s:
+                    await asyncio.sleep(delay - send_spin_s)
             res = RequestResult(
                 scheduled_s=target,
                 in_window=in_window,
                 prompt_tokens=spec.prompt_tokens or 0,
-                dispatched_s=clock(),
                 max_tokens=spec.max_tokens,
                 ignore_eos=cfg.ignore_eos,
                 prompt_ids_sent=spec.prompt_tokens,
@@ -294,7 +298,7 @@ async def run_window(
             if in_window:
                 state.window_results.append(res)
                 state.window_pending += 1
-            task = loop.create_task(state.request(res, body))
+            task = loop.create_task(state.request(res, body, send_spin_s))
             state.tasks.add(task)
             task.add_done_callback(state.tasks.discard)
 
