@@ -99,15 +99,20 @@ with exclusive_lock(Path(sys.argv[1]), what="tokenwatt collect"):
 """
 
 
-def test_a_second_writer_of_the_same_file_is_refused(tmp_path: Path) -> None:
-    out = tmp_path / "run.json"
-    holder = subprocess.Popen(
+def _holder(out: Path) -> subprocess.Popen[str]:
+    """Another process that takes the lock on ``out`` and holds it until a line on stdin."""
+    return subprocess.Popen(
         [sys.executable, "-c", _HOLD, str(out)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).resolve().parents[1],
     )
+
+
+def test_a_second_writer_of_the_same_file_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    holder = _holder(out)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         with pytest.raises(InputError) as info, exclusive_lock(out, what="tokenwatt collect"):
@@ -127,13 +132,7 @@ def test_a_second_writer_of_the_same_file_is_refused(tmp_path: Path) -> None:
 
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(out)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=Path(__file__).resolve().parents[1],
-    )
+    holder = _holder(out)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     holder.kill()
     holder.wait(timeout=10)
