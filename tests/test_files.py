@@ -153,3 +153,24 @@ def test_a_symlink_and_its_target_share_one_lock(tmp_path: Path) -> None:
         exclusive_lock(link, what="tokenwatt collect"),
     ):
         pass
+
+
+def test_special_files_are_refused_without_being_read(tmp_path: Path) -> None:
+    """A FIFO would block a read forever and /dev/zero would fill the memory."""
+    from tokenwatt.collect.probes import scan_engine_log
+    from tokenwatt.collect.trace import load_trace
+    from tokenwatt.files import check_regular_file
+
+    fifo = tmp_path / "trace.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError) as info:
+        load_trace(fifo)
+    assert str(info.value) == f"{fifo}: the trace is not a plain file; give a file"
+    with pytest.raises(InputError, match="the trace is not a plain file"):
+        load_trace("/dev/zero")
+    with pytest.raises(InputError, match="the engine log is a folder"):
+        scan_engine_log(tmp_path)
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b"x" * 2048)
+    with pytest.raises(InputError, match="the trace is 2,048 bytes, more than the 1,024"):
+        check_regular_file(big, what="trace", max_bytes=1024)

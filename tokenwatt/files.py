@@ -14,6 +14,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,6 +78,33 @@ def _fsync_dir(folder: Path) -> None:
             os.close(fd)
 
 
+def check_regular_file(path: Path, *, what: str, max_bytes: int) -> None:
+    """Refuse, without reading it, a file that is not a plain file or is too large.
+
+    A FIFO would block the read forever and ``/dev/zero`` would fill the memory; a folder
+    or a missing file gets the same clear error, before anything is measured.
+
+    Args:
+        path: the file a spec or an option names.
+        what: what it is, for the message (``trace``, ``engine log``).
+        max_bytes: the largest size accepted.
+
+    Raises:
+        InputError: missing, not a plain file, or larger than ``max_bytes``.
+    """
+    try:
+        info = path.stat()
+    except OSError as exc:
+        problem = f"cannot read the {what}: {exc.strerror or exc}"
+        raise InputError([Problem(str(path), "", problem)]) from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a plain file"
+        raise InputError([Problem(str(path), "", f"the {what} is {kind}; give a file")])
+    if info.st_size > max_bytes:
+        problem = f"the {what} is {info.st_size:,} bytes, more than the {max_bytes:,} accepted"
+        raise InputError([Problem(str(path), "", problem)])
+
+
 @contextlib.contextmanager
 def exclusive_lock(path: Path, *, what: str) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (a hidden ``.NAME.lock`` file beside it) or fail.
@@ -116,4 +144,4 @@ def exclusive_lock(path: Path, *, what: str) -> Iterator[None]:
         os.close(fd)
 
 
-__all__ = ["FILE_MODE", "WriteError", "atomic_write_text", "exclusive_lock"]
+__all__ = ["FILE_MODE", "WriteError", "atomic_write_text", "check_regular_file", "exclusive_lock"]

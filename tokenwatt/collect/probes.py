@@ -33,6 +33,7 @@ from tokenwatt.collect.engine_metrics import (
     summarize_scrapes,
 )
 from tokenwatt.errors import EngineError, InputError, Problem
+from tokenwatt.files import check_regular_file
 from tokenwatt.records.base import NonNegInt, StrictModel
 from tokenwatt.records.run import Environment
 from tokenwatt.redact import scrub_capped
@@ -381,6 +382,8 @@ def scan_engine_log(path: Path) -> list[str]:
     Raises:
         InputError: the file cannot be read (names the file).
     """
+    # Read line by line, so size is no concern; a FIFO or a device would never end.
+    check_regular_file(path, what="engine log", max_bytes=1 << 40)
     counts = [0] * len(_LOG_RULES)
     first: list[str | None] = [None] * len(_LOG_RULES)
     try:

@@ -15,6 +15,7 @@ import numpy as np
 
 from tokenwatt.collect.prompts import RequestSpec, random_ids
 from tokenwatt.errors import InputError, Problem
+from tokenwatt.files import check_regular_file
 
 MAX_TRACE_TOKENS = 1_048_576
 """Cap on a trace entry's token counts (input, output, prompt ids), in tokens: 2**20, above
@@ -72,6 +73,10 @@ def _trace_entry(
     )
 
 
+MAX_TRACE_BYTES = 1 << 30
+"""Largest trace file read (1 GiB): it is read whole, before the first request."""
+
+
 def load_trace(
     path: str | Path, *, vocab_size: int | None = None, seed: int = 0
 ) -> list[RequestSpec]:
@@ -86,6 +91,7 @@ def load_trace(
             count above :data:`MAX_TRACE_TOKENS` (naming file and line), or an empty trace.
     """
     path = Path(path)
+    check_regular_file(path, what="trace", max_bytes=MAX_TRACE_BYTES)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
