@@ -85,6 +85,12 @@ CASES = [
         "required field is missing",
     ),
     Case(
+        "endpoint-with-a-trailing-space",
+        edited("engine", "endpoint", "http://127.0.0.1:8000/v1 "),
+        "engine.endpoint",
+        "must not contain spaces or other whitespace",
+    ),
+    Case(
         "endpoint-without-scheme",
         edited("engine", "endpoint", "127.0.0.1:8000/v1"),
         "engine.endpoint",
@@ -213,6 +219,15 @@ def test_the_seed_spec_loads(tmp_path: Path) -> None:
     path.write_text(SPEC_TEXT, encoding="utf-8")
     spec = load_spec(path)
     assert spec.sweep.max_rps == 2000 and spec.slo.tpot_p99_ms == 50.0
+
+
+def test_a_spec_that_is_not_utf8_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.spec.yaml"
+    path.write_bytes(SPEC_TEXT.encode("utf-8") + "# caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    line = SPEC_TEXT.count("\n") + 1
+    assert str(info.value) == (f"{path}: line {line}: not UTF-8 text (byte 0xe9); save it as UTF-8")
 
 
 def test_missing_spec_file(tmp_path: Path) -> None:

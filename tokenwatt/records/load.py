@@ -300,6 +300,11 @@ def load_spec(path: Path) -> Spec:
         raise SpecError(
             [Problem(file, "", f"cannot read the file: {exc.strerror or exc}")]
         ) from exc
+    except UnicodeDecodeError as exc:
+        raw = path.read_bytes()
+        line = raw[: exc.start].count(b"\n") + 1
+        message = f"line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); save it as UTF-8"
+        raise SpecError([Problem(file, "", message)]) from None
     try:
         data = yaml.load(text, Loader=_StrictYamlLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:

@@ -47,8 +47,15 @@ def _check_env_name(field: str, value: str | None) -> None:
 def _check_url_has_no_secret(field: str, url: str) -> None:
     """Refuse ``user:password@`` and ``?api_key=…`` in a URL that records will carry.
 
-    The URL is never repeated in the message: it holds the secret.
+    The URL is never repeated in the message: it holds the secret. Whitespace is refused
+    too (a stray space from copying the URL would reach every request).
     """
+    if any(ch.isspace() for ch in url):
+        raise FieldValueError(
+            field,
+            "must not contain spaces or other whitespace (check for a stray space at its "
+            "start or end)",
+        )
     parts = urlsplit(url)
     try:
         has_user = parts.username is not None or parts.password is not None
