@@ -85,6 +85,12 @@ CASES = [
         "required field is missing",
     ),
     Case(
+        "endpoint-with-a-key-in-its-path",
+        edited("engine", "endpoint", "http://127.0.0.1:8000/proxy/sk-live0123456789abcdef/v1"),
+        "engine.endpoint",
+        "has a path that looks like it holds a key or token",
+    ),
+    Case(
         "endpoint-with-a-trailing-space",
         edited("engine", "endpoint", "http://127.0.0.1:8000/v1 "),
         "engine.endpoint",

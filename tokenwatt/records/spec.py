@@ -24,6 +24,7 @@ from tokenwatt.records.base import (
     PosInt,
     StrictModel,
 )
+from tokenwatt.redact import scrub
 
 KvDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 
@@ -73,6 +74,12 @@ def _check_url_has_no_secret(field: str, url: str) -> None:
             field,
             "must not carry a key or token in its query (?api_key=...): records keep this "
             "URL; give secrets through an environment variable (api_key_env, password_env)",
+        )
+    if scrub(parts.path) != parts.path:
+        raise FieldValueError(
+            field,
+            "has a path that looks like it holds a key or token (sk-…, hf_…, token=…): records "
+            "keep this URL; give secrets through an environment variable (api_key_env)",
         )
     if parts.scheme in ("http", "https") and not parts.hostname:
         raise FieldValueError(field, "must name a host (http://HOST:PORT/...)")
