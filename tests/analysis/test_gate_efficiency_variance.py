@@ -86,3 +86,13 @@ def test_variance_band_is_half_range_over_mean() -> None:
         variance_band_pct([])
     with pytest.raises(ValueError, match="mean is zero"):
         variance_band_pct([0.0, 0.0])
+
+
+def test_tokens_per_joule_above_idle() -> None:
+    from tokenwatt.analysis.efficiency import tokens_per_joule_above_idle
+
+    # The seed's BF16 configuration with a 70 W idle floor: 4572.3 / (637 - 70).
+    assert tokens_per_joule_above_idle(4572.3, 637.0, 70.0) == pytest.approx(8.0640, abs=1e-4)
+    assert tokens_per_joule_above_idle(4572.3, 70.0, 70.0) is None  # nothing above idle
+    with pytest.raises(ValueError, match="must not be negative"):
+        tokens_per_joule_above_idle(1.0, 100.0, -1.0)

@@ -275,3 +275,22 @@ def test_the_exit_status_comes_from_the_typed_interruption(
     args = ["collect", "--spec", str(SIM_SPEC), "--label", "x", "--role", "baseline"]
     result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "r.json")])
     assert result.exit_code == status, result.output
+
+
+@pytest.mark.parametrize("engine", ["idle"], indirect=True)
+def test_idle_power_is_measured_before_the_first_window(
+    engine: EngineProcess, tmp_path: Path
+) -> None:
+    """Two seconds of a 75 W idle board, through the same instruments as a window."""
+    power = PowerSpec(source="command", command=power_script(tmp_path, "print(75)\n"))
+    meter = PowerMeter(CommandSource(power), sampling_hz=2.0)
+    spec = make_spec(engine.endpoint)
+    with Instruments(engine.endpoint, meter=meter) as instruments:
+        runner = runner_for(spec, instruments)
+        idle = runner.idle_power(2.0)
+        assert runner.idle_power(0.0) is None
+    assert idle is not None and idle.valid, idle
+    assert idle.mean_power_w == pytest.approx(75.0)
+    assert idle.duration_s == pytest.approx(2.0, abs=0.3)
+    with Instruments(engine.endpoint, meter=None) as instruments:
+        assert runner_for(spec, instruments).idle_power(2.0) is None  # no meter, no figure

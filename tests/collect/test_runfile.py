@@ -36,7 +36,9 @@ def test_quick_mode_caps_the_seed_spec_to_the_seed_schedule() -> None:
     smoke = apply_mode(spec, "smoke")
     assert (smoke.measurement.window_s, smoke.measurement.repeats) == (20, 1)
     assert smoke.accuracy.limit == 5
-    assert apply_mode(spec, "full") == spec
+    # Full mode measures every window as the spec says, and 30 s of idle power first.
+    full = apply_mode(spec, "full")
+    assert full == spec.model_copy(update={"power": spec.power.model_copy(update={"idle_s": 30})})
     assert spec.measurement.window_s == 120  # the input is not changed
     assert fingerprint(smoke) != fingerprint(spec)
 
@@ -46,6 +48,17 @@ def test_modes_never_lengthen_a_short_spec() -> None:
     for mode in ("smoke", "quick", "full"):
         assert apply_mode(spec, mode).measurement.window_s == spec.measurement.window_s  # type: ignore[arg-type]
     assert not PRESETS["smoke"].reportable and PRESETS["quick"].reportable
+
+
+def test_idle_power_is_on_by_default_in_full_mode_only() -> None:
+    spec = load_spec(SEED_SPEC)
+    assert spec.power.idle_s is None and spec.power.source != "none"
+    idle = {mode: apply_mode(spec, mode).power.idle_s for mode in ("full", "quick", "smoke")}
+    assert idle == {"full": 30.0, "quick": 0.0, "smoke": 0.0}
+    chosen = spec.model_copy(update={"power": spec.power.model_copy(update={"idle_s": 5.0})})
+    assert apply_mode(chosen, "quick").power.idle_s == 5.0  # the spec's own value stands
+    unpowered = spec.model_copy(update={"power": spec.power.model_copy(update={"source": "none"})})
+    assert apply_mode(unpowered, "full").power.idle_s == 0.0
 
 
 def test_an_unset_key_variable_is_an_input_error_naming_the_field() -> None:

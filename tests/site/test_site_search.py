@@ -70,6 +70,7 @@ def report_with_samples() -> ReportV3:
     tuned.prompts_drawn = tuned.prompts_distinct = 500
     tuned.search[0].prefix_cache_hit_pct = 12.5
     tuned.search[0].transport_retries = 2
+    report.configs[0].idle_power_w = tuned.idle_power_w = 70.0
     return report
 
 
@@ -130,6 +131,23 @@ def test_prompt_counts_prefix_cache_hits_and_retries_are_shown(page: str) -> Non
     assert header.endswith("| Errors | Prefix-cache hits (%) |")
     first = next(line for line in tuned.splitlines() if line.startswith("| 1 |"))
     assert first.endswith("| — (+2 retried) | 12.5 |")
+
+
+def test_tokens_per_joule_above_idle_is_shown_beside_the_plain_figure(page: str) -> None:
+    from tokenwatt.analysis import analyse_report
+
+    analysis = analyse_report(report_with_samples())
+    text = html.unescape(page)
+    header = next(line for line in text.splitlines() if line.startswith("| Configuration | Engine"))
+    assert "| Tokens/J | [Tokens/J above idle](../methods/energy.md) |" in header
+    for c in analysis.configs:
+        power, idle = c.mean_power_w, c.config.idle_power_w
+        assert power is not None and idle is not None and c.tokens_per_joule_above_idle
+        assert c.tokens_per_joule_above_idle == pytest.approx(
+            c.config.goodput_tok_s / (power - idle)
+        )
+        row = next(line for line in text.splitlines() if line.startswith(f"| {c.config.label} |"))
+        assert f"| {c.tokens_per_joule_above_idle:.2f} |" in row
 
 
 def test_error_samples_are_listed_as_inert_text(page: str) -> None:

@@ -17,6 +17,25 @@ def tokens_per_joule(goodput_tok_s: float, mean_power_w: float) -> float:
     return _per_positive(goodput_tok_s, mean_power_w, "goodput and power", "mean power", "W")
 
 
+def tokens_per_joule_above_idle(
+    goodput_tok_s: float, mean_power_w: float, idle_power_w: float
+) -> float | None:
+    """Tokens per joule of the power drawn above the boards' idle floor:
+    goodput (tok/s) / (mean power − idle power) (W). The plain figure charges the idle
+    floor to the tokens too; this one shows what the work itself cost. None when the mean
+    power is not above idle (nothing to divide by).
+
+    Raises:
+        ValueError: an input not finite, or idle power negative.
+    """
+    if not all(math.isfinite(x) for x in (goodput_tok_s, mean_power_w, idle_power_w)):
+        raise ValueError("goodput and powers must be finite")
+    if idle_power_w < 0:
+        raise ValueError(f"idle power must not be negative, got {idle_power_w} W")
+    above = mean_power_w - idle_power_w
+    return goodput_tok_s / above if above > 0 else None
+
+
 def tokens_per_joule_from_energy(output_tokens: float, energy_j: float) -> float:
     """Tokens per joule from a window's goodput tokens and its measured energy (J).
 

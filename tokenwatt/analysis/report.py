@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tokenwatt.analysis.capacity import Capacity, NoCredit, capacity
-from tokenwatt.analysis.efficiency import delta_pct, tokens_per_joule
+from tokenwatt.analysis.efficiency import delta_pct, tokens_per_joule, tokens_per_joule_above_idle
 from tokenwatt.analysis.gate import GateVerdict, gate_verdict
 from tokenwatt.records.report_v3 import ConfigV3, ReportV3
 
@@ -35,14 +35,17 @@ class Disagreement:
 class ConfigAnalysis:
     """Recomputed figures for one configuration.
 
-    ``tokens_per_joule`` in tok/J (None without power), ``goodput_delta_pct`` in % against
-    the baseline, ``gate`` None without accuracy, ``capacity`` None for the baseline.
+    ``tokens_per_joule`` in tok/J (None without power), ``tokens_per_joule_above_idle`` the
+    same over the power above the measured idle floor (None without it),
+    ``goodput_delta_pct`` in % against the baseline, ``gate`` None without accuracy,
+    ``capacity`` None for the baseline.
     """
 
     config: ConfigV3
     is_baseline: bool
     mean_power_w: float | None
     tokens_per_joule: float | None
+    tokens_per_joule_above_idle: float | None
     goodput_delta_pct: float
     tokens_per_joule_delta_pct: float | None
     gate: GateVerdict | None
@@ -99,6 +102,11 @@ def analyse_report(report: ReportV3) -> ReportAnalysis:
                 is_baseline=is_base,
                 mean_power_w=power_w,
                 tokens_per_joule=tpj,
+                tokens_per_joule_above_idle=(
+                    tokens_per_joule_above_idle(cfg.goodput_tok_s, power_w, cfg.idle_power_w)
+                    if power_w and cfg.idle_power_w
+                    else None
+                ),
                 goodput_delta_pct=(
                     delta_pct(cfg.goodput_tok_s, base.goodput_tok_s) if base.goodput_tok_s else 0.0
                 ),

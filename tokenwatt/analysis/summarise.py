@@ -354,6 +354,11 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
         repeats_planned=run.spec.measurement.repeats,
         complete=run.complete,
         incomplete_reason=run.incomplete_reason,
+        idle_power_w=(
+            round(run.idle_power.mean_power_w, 1)
+            if run.idle_power is not None and run.idle_power.valid and run.idle_power.mean_power_w
+            else None
+        ),
         prompts_drawn=run.prompts.drawn if run.prompts else None,
         prompts_distinct=run.prompts.distinct_prompts if run.prompts else None,
         power_timeline=_timeline(power[0]) if power else [],

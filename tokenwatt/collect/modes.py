@@ -56,6 +56,11 @@ PRESETS: dict[Mode, ModePreset] = {
 }
 
 
+IDLE_POWER_FULL_S = 30.0
+"""Idle power measured before the first window in full mode (s): thirty 1 Hz samples of a
+board that settles to idle within seconds (off by default in quick and smoke modes)."""
+
+
 def _cap(value: float, bound: float | None) -> float:
     return value if bound is None else min(value, bound)
 
@@ -86,4 +91,10 @@ def apply_mode(spec: Spec, mode: Mode) -> Spec:
     accuracy = a.model_copy(
         update={"limit": limit, "seeds": int(_cap(a.seeds, preset.accuracy_seeds))}
     )
-    return spec.model_copy(update={"measurement": measurement, "accuracy": accuracy})
+    power = spec.power
+    if power.idle_s is None:  # the mode's default, written into the effective spec
+        idle = IDLE_POWER_FULL_S if mode == "full" and power.source != "none" else 0.0
+        power = power.model_copy(update={"idle_s": idle})
+    return spec.model_copy(
+        update={"measurement": measurement, "accuracy": accuracy, "power": power}
+    )

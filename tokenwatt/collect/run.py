@@ -439,6 +439,10 @@ def _measure(
     try:
         checkpoint()
         with progress:
+            if spec.power.idle_s:
+                progress.begin("idle power")
+                rec.idle_power = runner.idle_power(spec.power.idle_s)
+                checkpoint()
             measurement.run()
             rec.mbu, note = mbu_for(spec, rec)
             if note:

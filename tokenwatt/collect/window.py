@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from tokenwatt.collect.instruments import IDLE_WAIT_MAX_S, Instruments, InstrumentWindow
-from tokenwatt.collect.loadgen import LoadConfig, WindowResult, run_window
+from tokenwatt.collect.loadgen import LEAD_S, LoadConfig, WindowResult, run_window
 from tokenwatt.collect.progress import Progress
 from tokenwatt.collect.stopping import GracefulStop
 from tokenwatt.collect.verdict import classification_view
@@ -146,6 +146,20 @@ class WindowRunner:
         return WindowOutcome(
             summary=summary, metrics=metrics, power=readings.power, warnings=warnings
         )
+
+    def idle_power(self, seconds: float) -> PowerWindow | None:
+        """Power with the engine idle for ``seconds`` (s), before the first window: the
+        idle floor inside every window's board power. None without a power meter.
+
+        The engine is first let go idle (as before a window); the readings come through the
+        instruments, with their deadlines, like a window's.
+        """
+        if seconds <= 0 or self.instruments.meter is None:
+            return None
+        self.instruments.wait_idle(max_wait_s=self.idle_wait_s)
+        win = self.instruments.begin(warmup_s=0.0, duration_s=seconds)
+        time.sleep(LEAD_S + seconds)  # nothing runs meanwhile: the engine stays idle
+        return self.instruments.collect(win).power
 
     async def _load(self, plan: WindowPlan) -> _Loaded:
         # Handed off right before run_window, so both count the window from the same instant

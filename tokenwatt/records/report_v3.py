@@ -117,6 +117,11 @@ class ConfigV3(ConfigDetail):
     repeats_planned: PosInt | None = None
     complete: bool = True
     incomplete_reason: str | None = None
+    idle_power_w: PosFloat | None = Field(
+        default=None,
+        description="The boards' idle power (W) measured before the run's first window; "
+        "board power in every window includes it. None when not measured.",
+    )
     prompts_drawn: NonNegInt | None = Field(
         default=None, description="Requests the run drew from its workload (None: unknown)."
     )

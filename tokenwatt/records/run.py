@@ -238,6 +238,12 @@ class RunRecord(StrictModel):
     accuracy: AccuracyResult | None = None
     engine_warnings: list[str] = Field(default_factory=list)
     not_covered: list[str] = Field(default_factory=list)
+    idle_power: PowerWindow | None = Field(
+        default=None,
+        description="Power measured before the first window with the engine idle "
+        "(power.idle_s seconds); None when not measured. Board power in every window "
+        "includes this idle floor.",
+    )
     prompts: PromptStats | None = Field(
         default=None, description="The prompts the run sent (None: records before 0.2)."
     )

@@ -334,6 +334,12 @@ class PowerSpec(StrictModel):
     host: str | None = None
     command: str | None = None
     field: str | None = None
+    idle_s: NonNegFloat | None = Field(
+        default=None,
+        description="Seconds of idle power measured before the first window (the engine "
+        "idle, no request in flight), so the report can show tokens per joule above idle; "
+        "0 turns it off; None: the mode's default (30 s in full mode, off in quick and smoke).",
+    )
 
     @model_validator(mode="after")
     def _source_needs(self) -> PowerSpec:

@@ -83,6 +83,7 @@ def _headline(report: ReportV3, analysis: ReportAnalysis, names: list[str]) -> l
                 if c.is_baseline
                 else signed_pct(c.goodput_delta_pct),
                 "tpj": num(c.tokens_per_joule, 2),
+                "tpj_idle": num(c.tokens_per_joule_above_idle, 2),
                 "mbu": pct(cfg.mbu_pct),
                 "power": num(c.mean_power_w, 0),
                 "ttft": _slo_cell(cfg.ttft_p99_ms, report.slo.ttft_p99_ms),
@@ -263,6 +264,7 @@ def render_report(
         "id": report.id,
         "names": names,
         "headline": _headline(report, analysis, names),
+        "idle_power": any(c.tokens_per_joule_above_idle is not None for c in analysis.configs),
         "capacity": _capacity_rows(analysis, names),
         "accuracy_stats": _accuracy_stats(analysis, names, report.accuracy.threshold_pts),
         "conclusion": conclusion(analysis, report.fleet.cards),
