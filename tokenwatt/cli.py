@@ -80,7 +80,7 @@ def _collect_options(func: F) -> F:
         click.option(
             "--spec",
             "spec_path",
-            type=click.Path(path_type=Path, dir_okay=False),
+            type=click.Path(path_type=Path),
             required=True,
             help="Benchmark spec (specs/*.spec.yaml).",
         ),
@@ -107,7 +107,7 @@ def _collect_options(func: F) -> F:
         ),
         click.option(
             "--engine-log",
-            type=click.Path(path_type=Path, dir_okay=False, exists=True),
+            type=click.Path(path_type=Path),
             default=None,
             help="Engine log to scan for known warnings (e.g. uncalibrated KV scales).",
         ),

@@ -136,3 +136,14 @@ def test_an_existing_run_record_may_be_replaced(tmp_path: Path) -> None:
         check_run_options(
             label="x", role="baseline", mode="quick", out=old, spec_path=tmp_path / "s.yaml"
         )
+
+
+def test_a_spec_or_engine_log_that_is_a_folder_is_one_clear_line(here: Path) -> None:
+    (here / "folder").mkdir()
+    code, output = _collect("--label", "x", "--out", "run.json", "--spec", "folder")
+    assert code == 2, output
+    assert "error: folder: cannot read the file: Is a directory" in output
+    code, output = _collect("--label", "x", "--out", "run.json", "--engine-log", "folder")
+    assert code == 2, output
+    assert "error: folder: the engine log is a folder; give a file" in output
+    assert "Usage:" not in output and not (here / "run.json").exists()

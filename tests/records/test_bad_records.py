@@ -310,3 +310,23 @@ def test_a_megabyte_summary_is_refused_before_any_page_is_built(tmp_path: Path) 
     assert problem.field == "summary"
     assert problem.message.startswith("must have at most 4000 characters")
     assert len(str(info.value)) < 400  # the value is not echoed whole
+
+
+def test_a_lone_surrogate_names_the_field_and_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "surrogate.report.json"
+    path.write_text(SEED_TEXT.replace('"summary": "', '"summary": "\\ud800 ', 1))
+    with pytest.raises(RecordError) as info:
+        load_report(path)
+    (problem,) = info.value.problems
+    line = SEED_TEXT[: SEED_TEXT.index('"summary": "')].count("\n") + 1
+    assert (problem.field, problem.message) == (
+        "summary",
+        f"line {line}: \\ud800 is half of a character (a lone surrogate), not text; write the "
+        "text as UTF-8",
+    )
+
+
+def test_a_surrogate_pair_written_as_escapes_is_one_character(tmp_path: Path) -> None:
+    path = tmp_path / "emoji.report.json"
+    path.write_text(SEED_TEXT.replace('"summary": "', '"summary": "\\ud83d\\ude00 ', 1))
+    assert load_report(path).summary.startswith("\U0001f600 ")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -178,6 +179,38 @@ def _plain(exc: ValueError) -> str:
     return str(exc)
 
 
+# A high surrogate escape not followed by a low one, or a low one not after a high one: a
+# pair (an emoji written as two escapes) is one character and fine.
+_SURROGATE_ESCAPE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
+def _has_surrogate(text: str) -> bool:
+    return any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+
+
+def _surrogate_path(data: Any, path: str = "") -> str:
+    """The field path of the first string (or key) holding a lone surrogate ("" if none)."""
+    if isinstance(data, str):
+        return path if _has_surrogate(data) else ""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            here = f"{path}.{k}" if path else str(k)
+            if _has_surrogate(str(k)):
+                return here
+            found = _surrogate_path(v, here)
+            if found:
+                return found
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            found = _surrogate_path(v, f"{path}[{i}]")
+            if found:
+                return found
+    return ""
+
+
 def read_json(path: Path, error: type[InputError] = RecordError) -> Any:
     """Parse a JSON file strictly.
 
@@ -197,9 +230,23 @@ def read_json(path: Path, error: type[InputError] = RecordError) -> Any:
             [Problem(file, "", "not valid JSON: the file is empty (expected a JSON object)")]
         )
     try:
-        return json.loads(
+        data = json.loads(
             text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys
         )
+        surrogate = _SURROGATE_ESCAPE.search(text)
+        if surrogate is not None and (where := _surrogate_path(data)):
+            line = text.count("\n", 0, surrogate.start()) + 1
+            raise error(
+                [
+                    Problem(
+                        file,
+                        where,
+                        f"line {line}: {surrogate.group()} is half of a character (a lone "
+                        "surrogate), not text; write the text as UTF-8",
+                    )
+                ]
+            )
+        return data
     except RecursionError as exc:
         raise error([Problem(file, "", f"not valid JSON: {_TOO_DEEP}")]) from exc
     except json.JSONDecodeError as exc:
