@@ -462,12 +462,14 @@ def _measure(
         rec.complete = True
         rec.incomplete_reason = None
     except StopSignal as exc:
+        runner.stop.settle()
         rec.interrupted = "sigterm" if exc.name == "SIGTERM" else "sighup"
         rec.incomplete_reason = (
             f"stopped by {exc.name}; everything measured so far is kept (the window in "
             "flight, if any, is marked partial)"
         )
     except KeyboardInterrupt:
+        runner.stop.settle()
         rec.interrupted = "ctrl-c"
         rec.incomplete_reason = "interrupted (Ctrl-C); everything measured so far is kept"
     except EngineDiedError as exc:

@@ -82,6 +82,14 @@ class GracefulStop:
         """True once a signal asked the run to stop (the load generator's ``interrupt``)."""
         return self.requested is not None
 
+    def settle(self) -> None:
+        """The run is stopping: from now on Ctrl-C, SIGTERM and SIGHUP are ignored, so that
+        a second press cannot cut the last record write or the exit status short."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, *GRACEFUL_SIGNALS):
+                signal.signal(sig, signal.SIG_IGN)
+        self._previous.clear()  # leaving the context must not re-arm them
+
     def raise_if_requested(self) -> None:
         """After a window: stop the run when a signal came in during it.
 

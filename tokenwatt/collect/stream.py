@@ -7,6 +7,7 @@ several times faster than ``json.loads`` event by event (``benchmarks/loadgen.py
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -60,6 +61,15 @@ class StreamError(Exception):
         self.kind = kind
 
 
+def _bad_event(exc: msgspec.DecodeError, joined: bytes) -> str:
+    """What was wrong with a read's events: the decoder's words and the bytes around the
+    fault (the position msgspec names, as ``(byte N)``)."""
+    found = re.search(r"byte (\d+)", str(exc))
+    at = int(found.group(1)) if found else 0
+    shown = joined[max(at - 40, 0) : at + 40].decode("utf-8", errors="replace")
+    return f"an event is not a completion chunk ({exc}): …{shown}…"
+
+
 def _usage_count(value: int | None, name: str) -> int | None:
     if value is None or 0 <= value <= MAX_USAGE_TOKENS:
         return value
@@ -111,10 +121,11 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
             datas.pop()
         if not datas:
             continue
+        joined = b"[" + b",".join(datas) + b"]"
         try:
-            chunks = _CHUNKS.decode(b"[" + b",".join(datas) + b"]")
+            chunks = _CHUNKS.decode(joined)
         except msgspec.DecodeError as exc:
-            raise StreamError("protocol") from exc
+            raise StreamError("protocol", _bad_event(exc, joined)) from exc
         texts = 0
         for chunk in chunks:
             choices = chunk.choices
@@ -129,7 +140,7 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
                     else:
                         res.reasoning = True
             elif chunk.error is not None:
-                raise StreamError("stream_error")
+                raise StreamError("stream_error", f"the stream carried an error: {chunk.error}")
             if chunk.usage is not None:
                 usage = chunk.usage
         if texts:
@@ -138,7 +149,7 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
             chunk_s.extend([now] * texts)
             res.last_token_s = now
     if not done:
-        raise StreamError("protocol")
+        raise StreamError("protocol", "the stream ended without data: [DONE]")
     completion = _usage_count(usage.completion_tokens, "completion_tokens") if usage else None
     prompt = _usage_count(usage.prompt_tokens, "prompt_tokens") if usage else None
     if completion is not None:
@@ -150,4 +161,4 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
         res.usage_missing = True
         res.output_text = pieces
     if not chunk_s:
-        raise StreamError("empty")
+        raise StreamError("empty", "[DONE] came with no generated text")
