@@ -73,3 +73,14 @@ def test_gpu_lost_and_visible_devices(clock: ManualClock) -> None:
     with pytest.raises(TelemetryError, match="amdsmi sees 1"):
         AmdSmiSource(environ={"HIP_VISIBLE_DEVICES": "1"}, amdsmi=fake.module)
     assert fake.initialised == 0
+
+
+def test_readings_above_1_3x_the_power_cap_are_not_physical(clock: ManualClock) -> None:
+    """AMD SMI's power cap (750 W per GPU in the fake, as amdsmi_get_power_info reports it)
+    bounds plausible readings: 1,000 W is above 1.3 × 750 W."""
+    meter = _meter(clock, [FakeAmdGpu(trace=SineTrace(mean_w=1000.0))])
+    assert meter.identity().power_limit_w == 750.0
+    w = run_window(meter, clock, 10.0)
+    meter.close()
+    assert not w.valid
+    assert any("above 1.3× the power limit of 750 W" in r for r in w.invalid_reasons)

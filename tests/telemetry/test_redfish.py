@@ -168,3 +168,21 @@ def test_chassis_selection() -> None:
             RedfishSource(
                 _spec(server.url, chassis="Nope", username=None, password_env=None), environ={}
             )
+
+
+def test_a_frozen_redfish_energy_counter_invalidates_the_window(clock: ManualClock) -> None:
+    """A BMC whose EnergyJoules stops moving while PowerWatts reads 900 W: 0 J is no figure."""
+    body = _load("environment-metrics.json")
+
+    def metrics(_q: dict[str, list[str]]) -> tuple[int, Any]:
+        doc = copy.deepcopy(body)
+        doc["PowerWatts"]["Reading"] = 900.0
+        doc["EnergyJoules"]["Reading"] = 1.0e6  # stuck
+        return 200, doc
+
+    with ScriptedServer(_routes("new", metrics), auth=("admin", PASSWORD)) as server:
+        meter = PowerMeter(RedfishSource(_spec(server.url), environ=ENV), 1.0, clock=clock)
+        w = run_window(meter, clock, 10.0)
+        meter.close()
+    assert not w.valid and w.scope == "node"
+    assert any("did not move over 10.0 s while power read 900 W" in r for r in w.invalid_reasons)
