@@ -70,6 +70,7 @@ class FakeAmdGpu:
     power_key: str = "current_socket_power"
     ppt_active: Callable[[float], bool] = lambda t: False
     lost_at: float | None = None
+    compute_partition: str = "SPX"
 
 
 class FakeAmdSmi:
@@ -165,7 +166,11 @@ class FakeAmdSmi:
                 "active_gfx_clk_below_host_limit": "N/A",
             }
 
+        def amdsmi_get_gpu_compute_partition(processor_handle: Any) -> str:
+            return st._gpu(processor_handle).compute_partition
+
         for fn in (
+            amdsmi_get_gpu_compute_partition,
             amdsmi_init,
             amdsmi_shut_down,
             amdsmi_get_processor_handles,

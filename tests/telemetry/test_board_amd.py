@@ -84,3 +84,10 @@ def test_readings_above_1_3x_the_power_cap_are_not_physical(clock: ManualClock) 
     meter.close()
     assert not w.valid
     assert any("above 1.3× the power limit of 750 W" in r for r in w.invalid_reasons)
+
+
+def test_a_gpu_in_a_compute_partition_mode_is_refused(clock: ManualClock) -> None:
+    """CPX splits one MI300X into eight logical GPUs, each reporting the socket's power."""
+    with pytest.raises(TelemetryError, match=r"GPU 0000:0c:00\.0 is in CPX compute-partition mode"):
+        _meter(clock, [FakeAmdGpu(compute_partition="CPX")])
+    assert _meter(clock, [FakeAmdGpu(compute_partition="SPX")]).identity().count == 1

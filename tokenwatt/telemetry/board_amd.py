@@ -90,6 +90,7 @@ class AmdSmiSource:
             raise TelemetryError(f"amdsmi did not initialise: {exc}") from exc
         try:
             self._handles, self._ids = self._select(environ, gpus)
+            self._check_partitions()
             self._has_counter = self._probe_counter()
             self._power_key = self._probe_power_key()
         except self.smi.AmdSmiException as exc:
@@ -243,6 +244,24 @@ class AmdSmiSource:
             driver=driver,
             memory_bytes_per_gpu=memory,
         )
+
+    def _check_partitions(self) -> None:
+        """Refuse a GPU split into compute partitions (DPX … CPX): each logical device would
+        report its board's socket power, so one board would be counted once per partition
+        (as MIG slices are on NVIDIA, refused likewise)."""
+        smi = self.smi
+        for handle, bdf in zip(self._handles, self._ids, strict=True):
+            try:
+                mode = str(smi.amdsmi_get_gpu_compute_partition(handle)).strip().upper()
+            except (smi.AmdSmiException, AttributeError):
+                continue  # not supported: a GPU that cannot be partitioned
+            if mode not in ("", "SPX", "N/A"):
+                raise TelemetryError(
+                    f"GPU {bdf} is in {mode} compute-partition mode: its logical devices "
+                    "share one board's power, which cannot be attributed to this benchmark; "
+                    "use SPX mode (amd-smi set --compute-partition SPX) or a node-level "
+                    "power source"
+                )
 
     def _power_limit_w(self) -> float | None:
         """The selected GPUs' power caps summed (W; ``amdsmi_get_power_info``'s
