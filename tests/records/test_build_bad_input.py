@@ -104,7 +104,7 @@ def test_bad_records_exit_2_with_one_line_each_and_docs_untouched(built: Path) -
     expected = [
         "error: reports/bad-power.json: configs[1].node_power_kw: must be greater than 0",
         "error: reports/two-base.json: configs[1].role: a second baseline",
-        "error: reports/nan.json: not valid JSON: NaN is not a number JSON allows",
+        "error: reports/nan.json: not valid JSON (line 58): NaN is not a number JSON allows",
         "error: reports/unknown.json: colour: unknown field",
     ]
     for start in expected:

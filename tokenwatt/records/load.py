@@ -154,6 +154,10 @@ def problems_from(file: str, error: ValidationError) -> list[Problem]:
     return problems
 
 
+# NaN or Infinity as a bare value (after ':', ',' or '['), as Python's json module reads them.
+_JSON_CONSTANT = re.compile(r"(?<=[:,\[])\s*(-?Infinity|NaN)\b")
+
+
 def _reject_constant(name: str) -> float:
     raise ValueError(
         f"{name} is not a number JSON allows; write a number, or null where the field allows"
@@ -263,7 +267,9 @@ def read_json(path: Path, error: type[InputError] = RecordError) -> Any:
             ]
         ) from exc
     except ValueError as exc:
-        raise error([Problem(file, "", f"not valid JSON: {_plain(exc)}")]) from exc
+        constant = _JSON_CONSTANT.search(text)
+        where = f" (line {text.count(chr(10), 0, constant.start()) + 1})" if constant else ""
+        raise error([Problem(file, "", f"not valid JSON{where}: {_plain(exc)}")]) from exc
 
 
 def validate(model: type[M], data: Any, file: str, error: type[InputError] = RecordError) -> M:
