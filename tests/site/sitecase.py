@@ -11,6 +11,9 @@ REPO = Path(__file__).resolve().parents[2]
 SEED_RECORD = REPO / "reports" / "lab-h100-qwen3-30b-a3b-kv-cache.json"
 HOSTILE = "<img src=x onerror=alert(1)>"
 MARKDOWN_TRAP = "**x** | [a](b)"
+BIDI_AND_CONTROLS = ["unclosed \u202eoverride", "nul\x00 esc\x1b[31m red"]
+"""An unclosed right-to-left override (it would reverse what follows it on the line) and
+NUL / ESC bytes (which must never reach the HTML)."""
 
 
 def seed_data() -> dict[str, Any]:
@@ -28,7 +31,7 @@ def hostile_data() -> dict[str, Any]:
     data["configs"][1]["label"] = HOSTILE
     data["configs"][0]["label"] = MARKDOWN_TRAP
     data["configs"][1]["engine"] = "</script><script>alert(2)</script>"
-    data["not_covered"] = [HOSTILE, MARKDOWN_TRAP, "```\n<b>fence</b>"]
+    data["not_covered"] = [HOSTILE, MARKDOWN_TRAP, "```\n<b>fence</b>", *BIDI_AND_CONTROLS]
     data["updates"][0]["text"] = f"{HOSTILE} {MARKDOWN_TRAP}"
     data["reproduce"] = "echo '```'\n</code></pre><img src=x onerror=alert(3)>"
     data["hardware"]["host"] = '!!! danger "x"'

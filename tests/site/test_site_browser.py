@@ -181,4 +181,10 @@ def test_seed_page_charts_and_hostile_label(
     # The label is drawn as SVG text by Vega too.
     svg_text = page.locator("#tw-chart-goodput svg").text_content()
     assert HOSTILE in svg_text
+    # The override is isolated in its own item; NUL and ESC never reach the HTML.
+    item = page.locator("article li", has_text="override").first.text_content() or ""
+    assert item.startswith("\u2068unclosed") and item.endswith("override\u2069")
+    html = page.content()
+    assert "\x00" not in html and "\x1b" not in html
+    assert page.locator("article li", has_text="esc [31m red").count() == 1
     assert events == []
