@@ -213,3 +213,29 @@ def test_power_settings_are_checked_when_the_spec_loads(
     text = str(info.value)
     assert path in text and message in text
     assert "hunter2" not in text
+
+
+def test_a_device_selection_a_node_reading_cannot_honour_is_said(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """hardware.gpus picks GPUs; a command measuring the node cannot: the window says so."""
+    from tokenwatt.records import load_spec
+    from tokenwatt.telemetry import open_meter
+
+    script = tmp_path / "reading.py"
+    script.write_text("print(350)\n")
+    spec = load_spec(Path(__file__).resolve().parents[1] / "fixtures" / "sim.spec.yaml")
+    spec = spec.model_copy(
+        update={
+            "hardware": spec.hardware.model_copy(update={"adapter": "none", "gpus": [0, 1]}),
+            "power": PowerSpec(source="command", command=f"{sys.executable} {script}"),
+        }
+    )
+    meter = open_meter(spec, clock=clock, environ={})
+    w = run_window(meter, clock, 3.0)
+    meter.close()
+    assert w.valid and w.scope == "node"
+    assert (
+        "hardware.gpus [0, 1] selects devices, but command power is a node-level reading of "
+        "all of them"
+    ) in w.notes

@@ -109,6 +109,12 @@ def open_meter(
     """
     env = os.environ if environ is None else environ
     source = _source_for(spec, sim_endpoint, env)
+    if spec.hardware.gpus is not None and source.scope != "board":
+        # A node or module reading covers every device: the selection cannot apply to it.
+        source.notes.append(
+            f"hardware.gpus {spec.hardware.gpus} selects devices, but {spec.power.source} "
+            f"power is a {source.scope}-level reading of all of them"
+        )
     try:
         identity = source.identity()
         if spec.power.source not in ("board", "sim", "none") and identity.count == 0:
