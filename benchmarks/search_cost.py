@@ -18,14 +18,15 @@ The model (documented so the figures can be argued with):
 
 Schedules compared:
 
-* ``seed plain``: DESIGN.md's default as the seed lab note ran it — ×2 from 2 req/s,
-  three bisections, 45 s warm-up and 60 s window per probe, no early stop.
+* ``seed plain``: the default search (methods/goodput.md) as the seed lab note ran it —
+  ×2 from 2 req/s, three bisections, 45 s warm-up and 60 s window per probe, no early stop.
 * ``plain to 5%``: the same, bisecting until the bracket is 5% wide (three bisections from
   a ×2 bracket leave 12.5%, so the plain schedule often cannot land within ±5%).
 * ``improved``: ×4 growth, 15 s "scout" windows while the verdict is not close (grow
   probes, and bisection while the bracket is wider than 50%), early stop of missed probes,
   10 s warm-ups after a passing probe, geometric bisection until the bracket is 5% wide
-  (:class:`SearchOptions` and :class:`ProbePolicy`; DESIGN.md's algorithm stays the default).
+  (:class:`SearchOptions` and :class:`ProbePolicy`; the default search of methods/goodput.md
+  stays the default).
 
 Run: ``python benchmarks/search_cost.py [--trials 2000] [--seed 0]``.
 """

@@ -1,4 +1,4 @@
-"""MBU, KV bytes per token and KV capacity (DESIGN.md "MBU"; seed lab note figures)."""
+"""MBU, KV bytes per token and KV capacity (methods/mbu.md; seed lab note figures)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""analysis/ stays pure: no I/O modules, no other stage but records (DESIGN.md layout).
+"""analysis/ stays pure: no I/O modules, no other stage but records (README, Layout).
 
 The check is on imports and on calls of the I/O builtins; a reviewer still reads the code.
 """

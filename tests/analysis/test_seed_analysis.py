@@ -1,4 +1,5 @@
-"""The seed record's derived numbers, recomputed from its raw ones (DESIGN.md seed checks)."""
+"""The seed record's derived numbers, recomputed from its raw ones (methods/energy.md,
+methods/mbu.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Capacity math: how many cards a tuned configuration saves (DESIGN.md, "Capacity math")."""
+"""Capacity math: how many cards a tuned configuration saves (methods/capacity.md)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def capacity(
     slo_met_every_repeat: bool,
     variance_band_pct: float,
 ) -> Capacity:
-    """Capacity credit with the gate exclusions (DESIGN.md; seed lab note, change 2).
+    """Capacity credit with the gate exclusions (methods/capacity.md; seed lab note, change 2).
 
     No credit when the configuration failed the gate (or has no accuracy result), missed
     the SLO in any repeat, or its goodput gain (%) is not above ``variance_band_pct``.

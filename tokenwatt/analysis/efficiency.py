@@ -9,7 +9,7 @@ def tokens_per_joule(goodput_tok_s: float, mean_power_w: float) -> float:
     """Tokens per joule = goodput (tok/s) / mean summed board power (W = J/s).
 
     Equal to goodput tokens in the window / energy in the window (J) when the power is the
-    window's mean (DESIGN.md, "Tokens per joule"; seed: 4572.3 / 637 ≈ 7.18).
+    window's mean (methods/energy.md; seed: 4572.3 / 637 ≈ 7.18).
 
     Raises:
         ValueError: power not positive or either input not finite.
@@ -39,7 +39,7 @@ def tokens_per_joule_above_idle(
 def tokens_per_joule_from_energy(output_tokens: float, energy_j: float) -> float:
     """Tokens per joule from a window's goodput tokens and its measured energy (J).
 
-    DESIGN.md, "Tokens per joule": goodput tokens in the window / energy in the window.
+    methods/energy.md: goodput tokens in the window / energy in the window.
 
     Raises:
         ValueError: energy not positive or either input not finite.

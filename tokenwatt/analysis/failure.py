@@ -53,7 +53,7 @@ WAITING_MEAN_MIN: Final = 0.5
 CANCELLED: Final = "cancelled"
 """Error kind of a request the collector cancelled itself (early stop, end of the drain)."""
 ERROR_SHARE_MIN: Final = 0.01
-"""Share of failed requests that alone puts a p99 at infinity (DESIGN.md: failures count
+"""Share of failed requests that alone puts a p99 at infinity (methods/goodput.md: failures count
 as infinitely slow)."""
 
 

@@ -1,4 +1,4 @@
-"""The accuracy gate (DESIGN.md, "Accuracy gate")."""
+"""The accuracy gate (methods/accuracy-gate.md)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ _EPS_PTS = 1e-9
 
 
 def gate_verdict(score_pct: float, baseline_score_pct: float, threshold_pts: float) -> GateVerdict:
-    """Apply the gate: fail when delta < −threshold (DESIGN.md).
+    """Apply the gate: fail when delta < −threshold (methods/accuracy-gate.md).
 
     Raises:
         ValueError: negative threshold.

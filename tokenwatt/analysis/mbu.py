@@ -1,4 +1,4 @@
-"""Model bandwidth utilisation (MBU), KV-cache size and capacity (DESIGN.md, "MBU").
+"""Model bandwidth utilisation (MBU), KV-cache size and capacity (methods/mbu.md).
 
 Pure functions over a :class:`~tokenwatt.analysis.geometry.ModelGeometry`:
 
@@ -156,7 +156,7 @@ def kv_heads_per_gpu(g: ModelGeometry, tensor_parallel: int = 1) -> int:
 def kv_bytes_per_token(g: ModelGeometry, kv_dtype: str, *, tensor_parallel: int = 1) -> float:
     """KV-cache bytes one token occupies on one GPU.
 
-    2 (K and V) × layers × KV heads per GPU × head_dim × bytes per element (DESIGN.md).
+    2 (K and V) × layers × KV heads per GPU × head_dim × bytes per element (methods/mbu.md).
     Qwen3-30B-A3B: 2 × 48 × 4 × 128 × 2 = 98,304 B in BF16, 49,152 B in FP8. Every layer is
     counted as full attention (no sliding-window savings).
 
@@ -284,7 +284,7 @@ def bytes_per_decode_step(
     mean_context_tokens: float,
     distinct_experts: float | None = None,
 ) -> StepBytes:
-    """Bytes read from device memory per decode step (DESIGN.md, "MBU").
+    """Bytes read from device memory per decode step (methods/mbu.md).
 
     weights touched (:func:`weights_touched_per_step`) + running batch × mean context length
     (tokens in the KV cache per running sequence) × KV bytes per token. Attention reads each

@@ -211,9 +211,9 @@ def accuracy_summary(
 ) -> AccuracySummary:
     """Score, Δ, spread, paired interval and McNemar p for ``tuned`` against ``baseline``.
 
-    Δ = tuned.score_pct − baseline.score_pct (points, the gate's rule, DESIGN.md); spread is
-    max − min of the tuned per-seed scores. Pass the baseline as ``tuned`` too for the
-    baseline's own row (Δ 0, interval [0, 0], p 1).
+    Δ = tuned.score_pct − baseline.score_pct (points, the gate's rule,
+    methods/accuracy-gate.md); spread is max − min of the tuned per-seed scores. Pass the
+    baseline as ``tuned`` too for the baseline's own row (Δ 0, interval [0, 0], p 1).
 
     Raises:
         ValueError: negative threshold.

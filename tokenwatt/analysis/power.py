@@ -6,14 +6,14 @@ against synthetic traces with known integrals:
 
 - energy from a hardware counter (difference over the window) when every device has one,
   else the trapezoid integral of the power samples (``numpy.trapezoid``), flagged
-  ``integrated`` (DESIGN.md, "Board power / energy");
+  ``integrated`` (methods/energy.md);
 - validity: a counter that goes backwards (driver reload) invalidates the window's energy;
   a gap between power samples longer than :data:`MAX_SAMPLE_GAP_S` invalidates the power
   figure; implausible readings (negative, outside the device's band, a frozen counter:
   :mod:`tokenwatt.analysis.power_validity`) invalidate it too; all are written to
   ``invalid_reasons`` and never patched;
 - throttle counts: for each clock-event reason, the number of samples that had it set
-  (DESIGN.md, "Throttle counts"; seed: 199 of 240 one-second samples ≈ 83%).
+  (methods/energy.md; seed: 199 of 240 one-second samples ≈ 83%).
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def counter_problems(samples: Sequence[PowerSample]) -> list[str]:
     """Reasons to distrust energy counters: a device whose counter went backwards.
 
     A decrease means the driver was reloaded or the counter was reset; the window's energy
-    cannot be recovered from it (DESIGN.md validity rules).
+    cannot be recovered from it (methods/energy.md).
     """
     problems: list[str] = []
     last: dict[str, tuple[float, float]] = {}
@@ -191,7 +191,7 @@ def sum_throttle_counts(windows: Iterable[PowerWindow]) -> tuple[dict[str, int],
 def window_tokens_per_joule(window: PowerWindow, output_tokens: float) -> float | None:
     """Tokens per joule = goodput tokens in the window / energy in the window (J).
 
-    DESIGN.md, "Tokens per joule". None when the window is invalid or has no energy.
+    methods/energy.md. None when the window is invalid or has no energy.
     Seed check: 4572.3 tok/s × 120 s / (637 W × 120 s) ≈ 7.18.
     """
     if not window.valid or window.energy_j is None or window.energy_j <= 0:

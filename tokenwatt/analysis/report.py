@@ -1,6 +1,6 @@
 """Recompute every derived number of a report record from its raw numbers.
 
-The build never trusts derived numbers stored in a record (DESIGN.md, "Capacity math"):
+The build never trusts derived numbers stored in a record (methods/capacity.md):
 this module recomputes them and lists each stored value that disagrees.
 """
 

@@ -17,7 +17,7 @@ from tokenwatt.records.runs_io import RunInput
 from tokenwatt.records.spec import Spec
 from tokenwatt.records.window import retried
 
-# chat-mix-v1's lengths when a spec does not restate them (DESIGN.md, "Workloads").
+# chat-mix-v1's lengths when a spec does not restate them (README, What the numbers mean).
 _CHAT_MIX_V1 = ("median 1,024 · p90 4,096", "median 256 · p90 1,024")
 
 NOT_COVERED_BOARD_POWER = (
@@ -222,7 +222,7 @@ def _dedupe(items: Sequence[str]) -> list[str]:
 def summary_text(ordered: Sequence[RunInput], configs: Sequence[ConfigV3]) -> str:
     """A factual summary: mode, hardware, windows, SLO and each goodput change, with the
     accuracy gate's verdict beside it (a configuration that fails the gate earns no capacity
-    credit, DESIGN.md — the summary says so rather than quote the gain alone)."""
+    credit, methods/goodput.md — the summary says so rather than quote the gain alone)."""
     base_run = ordered[0].run
     spec = base_run.spec
     hardware = hardware_of(base_run)

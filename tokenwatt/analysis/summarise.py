@@ -7,7 +7,7 @@ The caller reads the run files and hashes them; this module only turns
 smoke-mode numbers, …). Nothing here reads a clock or a file: the same runs give the same
 report, byte for byte.
 
-Which numbers come from where (DESIGN.md, "Metric definitions"):
+Which numbers come from where (methods/goodput.md):
 
 - goodput (tok/s) is the SLO search's result (``run.result.goodput_tok_s``);
 - ``search`` keeps every window of the SLO search in order (probes, then every repeat,

@@ -3,7 +3,7 @@
 Gaps between arrivals are exponential with mean ``1 / rate_rps`` (a Poisson process), drawn
 from :func:`numpy.random.default_rng` seeded with the window's seed. Because the whole
 schedule is computed in advance, a client that falls behind does not stretch it: lateness
-shows up as send lag (sent − scheduled), never as a lower arrival rate (DESIGN.md, TTFT).
+shows up as send lag (sent − scheduled), never as a lower arrival rate (methods/goodput.md).
 """
 
 from __future__ import annotations

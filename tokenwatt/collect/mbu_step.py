@@ -3,7 +3,7 @@
 The only I/O here is reading ``model.config`` (a Hugging Face ``config.json``); a spec may
 instead carry the same keys inline under ``model.geometry``. MBU uses the repeats at the
 found rate: goodput (output tok/s), the mean running batch from ``/metrics``, and the mean
-decode context (input + output / 2 tokens) of their requests (DESIGN.md, MBU).
+decode context (input + output / 2 tokens) of their requests (methods/mbu.md).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ class CollectOptions:
         fast_search: the cheaper search of ``benchmarks/search_cost.py`` (about half the
             GPU time there): shorter warm-ups after a passing probe, short "scout" windows
             while the verdict is not close, geometric bisection until the bracket is 5%
-            wide. Off by default: DESIGN.md's search is the default.
+            wide. Off by default: the search of methods/goodput.md is the default.
     """
 
     spec_path: Path

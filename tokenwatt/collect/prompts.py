@@ -1,7 +1,7 @@
 """Requests and the seeded ``chat-mix-v1`` draws they are made of.
 
 ``chat-mix-v1`` draws input and output lengths from seeded lognormal distributions whose
-median and 90th percentile match the spec (defaults from DESIGN.md: input median 1,024 /
+median and 90th percentile match the spec (defaults from the seed lab note: input median 1,024 /
 p90 4,096 tokens, output median 256 / p90 1,024 tokens) and sends random token ids, so
 lengths are exact without a tokenizer. Random ids also keep prompts apart: two prompts
 share their first 16-token block (vLLM's default prefix-cache block) with probability

@@ -1,7 +1,7 @@
 """``tokenwatt collect`` (= ``tokenwatt run``): measure one configuration into a run record.
 
 Steps: load the spec and apply the mode; read the API key from the variable the spec
-names; probe the engine; open the power meter; run the SLO search (DESIGN.md) with the load
+names; probe the engine; open the power meter; run the SLO search (methods/goodput.md) with the load
 generator, scraping ``/metrics`` and reading power per window; measure the repeats at the
 found rate; compute MBU when the model's geometry is known; run the accuracy suite; write
 the :class:`~tokenwatt.records.RunRecord`.
@@ -68,8 +68,8 @@ FAST_SCOUT_WINDOW = 15 / 60
 """``--fast-search``: scout window as a share of ``search_window_s`` (15 of 60 s)."""
 CLIENT_LAG_RETRY_FRACTION = 0.1
 """A probe that missed while the client itself ran late — send-lag p99 above 10% of the TTFT
-limit (and above DESIGN.md's 10 ms client-bound mark) — is measured once more: TTFT counts
-from the scheduled time, so the client's lag alone can push it over the limit."""
+limit (and above the 10 ms client-bound mark of methods/goodput.md) — is measured once more:
+TTFT counts from the scheduled time, so the client's lag alone can push it over the limit."""
 
 REPEAT_SEED_STRIDE = 1000
 """Repeat *i* uses arrival seed ``workload.seed + 1000 × (i + 1)``: a fresh Poisson sample,
@@ -90,7 +90,7 @@ class SearchSetup:
 
     @classmethod
     def for_run(cls, spec: Spec, *, fast: bool) -> SearchSetup:
-        """DESIGN.md's search, or ``--fast-search``'s cheaper one when ``fast``."""
+        """The search of methods/goodput.md, or ``--fast-search``'s cheaper one when ``fast``."""
         m = spec.measurement
         if not fast:
             return cls(ProbePolicy(m.warmup_s, m.search_window_s), SearchOptions())
@@ -312,7 +312,7 @@ def repeats_goodput(final: list[Repeat], *, confirmed: bool) -> float:
     """The run's goodput (tok/s): the mean goodput of the final repeats, all of which met
     the SLO; 0 when the back-offs ran out without a rate whose every repeat met it.
 
-    DESIGN.md: goodput is taken at the highest rate whose windows meet the SLO. When the
+    methods/goodput.md: goodput is taken at the highest rate whose windows meet the SLO. When the
     last back-off still had a miss there is no such rate, so a passing window measured
     before that miss is no goodput figure.
     """

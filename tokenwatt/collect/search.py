@@ -1,11 +1,11 @@
-"""The SLO search of DESIGN.md as pure functions of a probe callback.
+"""The SLO search of methods/goodput.md as pure functions of a probe callback.
 
 Nothing here does I/O or reads a clock: the caller's ``probe`` runs a window (against a real
 engine, the simulator, or a seeded model in ``benchmarks/search_cost.py``) and reports
 whether it met the SLO and how many GPU-seconds it cost. That keeps the algorithm testable
 with scripted callbacks and its cost measurable without a GPU.
 
-Default behaviour is exactly DESIGN.md's "SLO search": grow from ``start_rps`` by ``growth``
+Default behaviour is exactly the search of methods/goodput.md: grow from ``start_rps`` by ``growth``
 until a probe misses or ``max_rps`` is reached (or walk the explicit ``rates`` list), then
 bisect ``bisect_steps`` times between the last pass and the first miss. Options in
 :class:`SearchOptions` change that only when asked for (see their docstrings).
@@ -60,7 +60,7 @@ class ProbeStep:
 
 @dataclass(frozen=True)
 class SearchOptions:
-    """Departures from DESIGN.md's default search; the defaults change nothing.
+    """Departures from the default search (methods/goodput.md); the defaults change nothing.
 
     Attributes:
         bisect_until_rel: when set, bisect until (first miss − last pass) / last pass is at
@@ -125,7 +125,7 @@ ProbeFn = Callable[[float, Phase], ProbeOutcome]
 class ProbePolicy:
     """How long a probe warms up and measures (s), from its phase and the verdicts so far.
 
-    The defaults reproduce DESIGN.md: every probe warms up for ``warmup_s`` and measures
+    The defaults reproduce methods/goodput.md: every probe warms up for ``warmup_s`` and measures
     ``window_s``. The options cut GPU time where a verdict is rarely in doubt; a probe
     callback (the collector's, or the benchmark's model) asks :meth:`plan` before each
     probe.
@@ -173,7 +173,7 @@ def slo_search(
     Grow phase: probe ``start_rps``, ``start_rps × growth``, … until a probe misses or the
     next rate would pass ``max_rps`` (``max_rps`` itself is then probed once), or walk
     ``sweep.rates`` until a miss. Bisect phase: ``bisect_steps`` times, probe the midpoint
-    of (last pass, first miss) and move the bound it lands on. Source: DESIGN.md, SLO search.
+    of (last pass, first miss) and move the bound it lands on. Source: methods/goodput.md.
 
     Args:
         probe: runs one window at a rate; called as ``probe(rate_rps, phase)``. It may raise
@@ -334,7 +334,7 @@ def measure_repeats(
 
     When a repeat misses the SLO, the rate is multiplied by ``backoff`` (< 1) and all
     ``repeats`` windows are measured again at the new rate, at most ``max_backoffs`` times
-    (DESIGN.md, SLO search). The remaining repeats at a rate that already missed are not
+    (methods/goodput.md). The remaining repeats at a rate that already missed are not
     run: they could not rescue it.
 
     Args:

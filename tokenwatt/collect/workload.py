@@ -76,8 +76,8 @@ def chat_mix_v1(
     """The ``chat-mix-v1`` workload: an endless, seeded stream of requests.
 
     Input and output lengths come from lognormals fitted to the given median and p90 (tokens;
-    defaults from DESIGN.md), rounded, at least 1. Prompts are token ids drawn uniformly from
-    ``[10, vocab_size)`` (the lowest ids are usually control tokens).
+    defaults from the seed lab note), rounded, at least 1. Prompts are token ids drawn uniformly
+    from ``[10, vocab_size)`` (the lowest ids are usually control tokens).
 
     Args:
         seed: seed of ``numpy.random.default_rng``; equal seeds give equal streams.

@@ -32,7 +32,7 @@ class RepeatV2(StrictModel):
     """One measurement window at the found rate. Latencies in ms, power in W, energy in J.
 
     ``slo_attainment_pct`` is the share of the window's requests that met both limits
-    individually (DistServe's attainment, DESIGN.md); ``mean_power_w`` is board power
+    individually (DistServe's attainment, methods/goodput.md); ``mean_power_w`` is board power
     summed over the GPUs and averaged over the window;
     ``throttle_counts`` counts, per clock-event (throttle) reason, the window's
     ``power_samples`` that had it set; clocks are the window's mean SM and memory clocks

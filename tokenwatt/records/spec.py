@@ -382,7 +382,7 @@ _WORKLOAD_DEFAULTS_OUTSIDE_FINGERPRINT: dict[str, Any] = {
 def fingerprint_fields(spec: Spec) -> dict[str, Any]:
     """The parts of a spec that must be equal for two runs to be compared.
 
-    Hardware, model identity, workload, SLO and measurement windows (DESIGN.md, Records).
+    Hardware, model identity, workload, SLO and measurement windows (README, Commands).
     Per-configuration settings -- KV-cache dtype, engine flags, label, role -- are left out,
     so that a BF16-vs-FP8 KV comparison is allowed (seed lab note, change 1). The model's
     tokenizer path is left out too (a path on one machine); the workload's

@@ -1,7 +1,7 @@
 """Per-window request statistics, as stored in run records.
 
 A latency percentile is a number of ms, the string ``"inf"`` when failed requests (which
-count as infinitely slow, DESIGN.md) reach that percentile, or null when there were no
+count as infinitely slow, methods/goodput.md) reach that percentile, or null when there were no
 samples (e.g. TPOT when every request produced one token).
 """
 
@@ -55,7 +55,7 @@ class WindowSummary(StrictModel):
 
     ``output_tokens`` counts tokens of requests that *arrived* in the window (from the
     server's ``usage``; ``usage_missing`` counts requests whose tokens were counted by the
-    client instead). ``goodput_tok_s`` = output tokens / ``duration_s`` (DESIGN.md).
+    client instead). ``goodput_tok_s`` = output tokens / ``duration_s`` (methods/goodput.md).
 
     TTFT (ms) counts from each request's *scheduled* time, including any wait for a
     ``max_concurrency`` slot; ``ttft_from_send_ms`` counts from the actual send.

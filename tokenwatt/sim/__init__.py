@@ -1,7 +1,7 @@
 """The simulated engine: an OpenAI-compatible HTTP server with continuous-batching behaviour.
 
 ``tokenwatt sim`` runs it so the whole pipeline can be tried without a GPU; its run records
-are marked ``simulated: true`` and are never published as measurements (DESIGN.md).
+are marked ``simulated: true`` and are never published as measurements (the README).
 """
 
 from tokenwatt.sim.engine import PROFILES, Engine, Profile, SimRequest, simulate

@@ -3,7 +3,7 @@
 The whole-search table (:mod:`tokenwatt.site.search`) says how each window ended (met the
 SLO, or which failure mode missed it, stopped early, measured again); the repeats table
 gives each window's mean board power (W, summed over the GPUs), energy (J), tokens per
-joule (goodput tokens in the window ÷ the window's energy, DESIGN.md), throttle-reason
+joule (goodput tokens in the window ÷ the window's energy, methods/energy.md), throttle-reason
 sample counts and mean clocks (MHz). Every
 figure comes from the record's ``configs[].search`` and ``configs[].repeats_detail``;
 tokens per joule is recomputed here, never read from a record. Text from records (failure
