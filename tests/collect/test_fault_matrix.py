@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
-import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -28,17 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 from aiohttp import web
 from conftest import DONE, ScriptedServer, chunk, stream
 
 from tokenwatt.collect.loadgen import LoadConfig, run_window
 from tokenwatt.collect.workload import RequestSpec
-from tokenwatt.records import RunRecord, load_spec
+from tokenwatt.records import RunRecord
 from tokenwatt.records.spec import SloSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scripted_engine import MODEL, EngineProcess, start_engine
+from collect_process import finish, probes, start_collect, wait_for, write_spec
+from scripted_engine import EngineProcess, start_engine
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 1.0
@@ -169,57 +166,13 @@ def engine() -> Iterator[EngineProcess]:
         proc.stop()
 
 
-def spec_file(tmp_path: Path, endpoint: str, power: dict[str, object]) -> Path:
-    data = load_spec(REPO / "tests" / "fixtures" / "sim.spec.yaml").model_dump(mode="json")
-    data["hardware"]["adapter"] = "none"
-    data["engine"].update(endpoint=endpoint, model=MODEL)
-    data["measurement"].update(
-        warmup_s=0.2, window_s=3.0, search_window_s=3.0, request_timeout_s=5.0
-    )
-    data["sweep"].update(start_rps=20.0, max_rps=40.0)
-    data["power"] = power
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
-def collect(spec: Path, out: Path) -> subprocess.Popen[str]:
-    cmd = [
-        sys.executable, "-m", "tokenwatt", "collect", "--spec", str(spec), "--label", "fault",
-        "--role", "baseline", "--out", str(out), "--no-accuracy", "--no-progress",
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env
-    )
-
-
-def wait_for_probe(out: Path, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None:
-        if out.exists() and json.loads(out.read_text())["probes"]:
-            return
-        time.sleep(0.05)
-    raise AssertionError("no probe was written in time")
-
-
-def finish(proc: subprocess.Popen[str]) -> str:
-    try:
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    return stderr
-
-
 @pytest.mark.parametrize("presses", [1, 2, 3], ids=["ctrl-c-once", "twice", "three-times"])
 def test_ctrl_c_once_or_repeatedly_leaves_a_valid_incomplete_record(
     engine: EngineProcess, tmp_path: Path, presses: int
 ) -> None:
     out = tmp_path / "run.json"
-    proc = collect(spec_file(tmp_path, engine.endpoint, {"source": "none"}), out)
-    wait_for_probe(out, proc)
+    proc = start_collect(write_spec(tmp_path, engine.endpoint), out)
+    wait_for(lambda: probes(out) > 0, proc)
     for _ in range(presses):
         proc.send_signal(signal.SIGINT)
         time.sleep(0.1)
@@ -237,8 +190,8 @@ def test_a_failing_power_command_leaves_a_complete_run_without_power(
 ) -> None:
     failing = f"{sys.executable} -c 'import sys; sys.exit(3)'"
     out = tmp_path / "run.json"
-    proc = collect(
-        spec_file(tmp_path, engine.endpoint, {"source": "command", "command": failing}), out
+    proc = start_collect(
+        write_spec(tmp_path, engine.endpoint, power={"source": "command", "command": failing}), out
     )
     stderr = finish(proc)
     assert proc.returncode == 0, stderr

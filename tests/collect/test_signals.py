@@ -6,26 +6,19 @@ moment, read from the checkpointed record or the progress the collector prints."
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tokenwatt.records import RunRecord, load_spec
+from tokenwatt.records import RunRecord
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scripted_engine import MODEL, EngineProcess, start_engine
-
-REPO = Path(__file__).resolve().parents[2]
-WAIT_S = 60.0
-"""Upper bound on any wait here (s): about the machine, not the tool."""
+from collect_process import finish, probes, start_collect, wait_for, write_spec
+from scripted_engine import EngineProcess, start_engine
 
 
 @pytest.fixture
@@ -35,55 +28,6 @@ def engine() -> Iterator[EngineProcess]:
         yield proc
     finally:
         proc.stop()
-
-
-def write_spec(tmp_path: Path, endpoint: str, *, warmup_s: float, window_s: float) -> Path:
-    spec = load_spec(REPO / "tests" / "fixtures" / "sim.spec.yaml")
-    data = spec.model_dump(mode="json")
-    data["hardware"]["adapter"] = "none"
-    data["engine"].update(endpoint=endpoint, model=MODEL)
-    data["measurement"].update(
-        warmup_s=warmup_s, window_s=window_s, search_window_s=window_s, request_timeout_s=5.0
-    )
-    data["sweep"].update(start_rps=20.0, max_rps=40.0)
-    data["power"] = {"source": "none"}
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
-def start_collect(spec: Path, out: Path) -> subprocess.Popen[str]:
-    cmd = [
-        sys.executable, "-m", "tokenwatt", "collect", "--spec", str(spec), "--label", "sig",
-        "--role", "baseline", "--out", str(out), "--no-accuracy", "--no-progress",
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env
-    )
-
-
-def wait_for(predicate: object, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline and proc.poll() is None:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError("the collector did not get there in time")
-
-
-def finish(proc: subprocess.Popen[str]) -> str:
-    try:
-        _, stderr = proc.communicate(timeout=WAIT_S)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    return stderr
-
-
-def probes(out: Path) -> int:
-    return len(json.loads(out.read_text())["probes"]) if out.exists() else 0
 
 
 @pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
