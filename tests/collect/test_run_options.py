@@ -147,3 +147,19 @@ def test_a_spec_or_engine_log_that_is_a_folder_is_one_clear_line(here: Path) -> 
     assert code == 2, output
     assert "error: folder: the engine log is a folder; give a file" in output
     assert "Usage:" not in output and not (here / "run.json").exists()
+
+
+def test_a_trace_that_is_no_plain_file_is_refused_before_the_engine_is_asked(
+    here: Path,
+) -> None:
+    """/dev/zero as a trace would fill the memory when read; the endpoint here is closed, so
+    the refusal proves the check comes first."""
+    import yaml
+
+    data = yaml.safe_load((here / "sim-demo.spec.yaml").read_text())
+    data["workload"]["trace"] = "/dev/zero"
+    (here / "zero.spec.yaml").write_text(yaml.safe_dump(data))
+    code, output = _collect("--label", "x", "--out", "run.json", "--spec", "zero.spec.yaml")
+    assert code == 2, output
+    assert "error: zero.spec.yaml: workload.trace: the trace is not a plain file" in output
+    assert not (here / "run.json").exists()

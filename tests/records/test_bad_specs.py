@@ -45,6 +45,7 @@ def text(value: str) -> Callable[[], str]:
 
 
 CASES = [
+    Case("list-as-key", text("name: x\nslo:\n  [a, b]: 3\n"), "", "a list is used as a key"),
     Case("unknown-section", edited("", "warmup", 10), "warmup", "unknown field"),
     Case("unknown-key", edited("slo", "ttft_p95_ms", 900), "slo.ttft_p95_ms", "unknown field"),
     Case(

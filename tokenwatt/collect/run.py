@@ -27,6 +27,7 @@ from tokenwatt.collect.preflight import check_served_model, check_workload_fits
 from tokenwatt.collect.progress import Progress
 from tokenwatt.collect.runfile import (
     check_run_options,
+    check_trace_file,
     environment_from,
     git_commit,
     load_run_spec,
@@ -351,6 +352,7 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
     if suite is not None and not suite.is_file():
         raise InputError([Problem(str(opts.spec_path), "accuracy.suite", f"no such file: {suite}")])
+    check_trace_file(spec, opts.spec_path)
     check_run_options(
         label=opts.label,
         role=opts.role,

@@ -18,8 +18,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from tokenwatt.collect.modes import Mode, apply_mode
 from tokenwatt.collect.probes import EngineInfo
+from tokenwatt.collect.trace import MAX_TRACE_BYTES
+from tokenwatt.collect.workload import CHAT_MIX_V1
 from tokenwatt.errors import InputError, Problem
-from tokenwatt.files import atomic_write_text
+from tokenwatt.files import atomic_write_text, check_regular_file
 from tokenwatt.records.base import PlainName, clip_text
 from tokenwatt.records.load import load_spec, validate
 from tokenwatt.records.run import Environment, RunRecord
@@ -226,3 +228,22 @@ def _out_problems(
     except OSError as exc:
         return [Problem(where, "--out", f"folder {parent} is not writable ({exc.strerror})")]
     return []
+
+
+def check_trace_file(spec: Spec, spec_path: Path) -> None:
+    """A trace the spec names must be a plain file of a readable size, checked before the
+    engine is even asked (it is read whole later, once the context length is known).
+
+    Raises:
+        InputError: naming the spec file and ``workload.trace``.
+    """
+    if spec.workload.trace == CHAT_MIX_V1:
+        return
+    trace = Path(spec.workload.trace)
+    if not trace.is_absolute():
+        trace = spec_path.parent / trace
+    try:
+        check_regular_file(trace, what="trace", max_bytes=MAX_TRACE_BYTES)
+    except InputError as exc:
+        problems = [Problem(str(spec_path), "workload.trace", p.message) for p in exc.problems]
+        raise InputError(problems) from None

@@ -408,6 +408,13 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=True)
+        if isinstance(key, list | dict | set):  # `[a, b]: 3` or `? {a: 1}`: no field name
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"a {type(key).__name__} is used as a key; keys are field names",
+                key_node.start_mark,
+            )
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"the key {key!r} appears twice in one mapping", key_node.start_mark
