@@ -40,6 +40,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from tokenwatt.analysis.doubt import beyond_doubt, p99_ci
 from tokenwatt.analysis.errors import cancelled, error_kinds, error_samples
 from tokenwatt.analysis.token_counts import CountTokens, recount, token_warning, tokens_per_chunk
 from tokenwatt.analysis.window_checks import (
@@ -278,7 +279,9 @@ def summarise_window(
             (:func:`tokenwatt.analysis.token_counts.recount`); errors it raises propagate.
 
     Returns:
-        A :class:`WindowSummary`; ``failure_reason`` lists what failed, comma-separated:
+        A :class:`WindowSummary` with 95% intervals of both p99s and whether the verdict
+        holds across them (:mod:`tokenwatt.analysis.doubt`; the verdict is the p99s' own);
+        ``failure_reason`` lists what failed, comma-separated:
         ``ttft``, ``tpot``, ``errors`` (failed requests alone push p99 to infinity),
         ``served_mismatch`` and ``not_sustained`` (the window is invalid, see
         :mod:`tokenwatt.analysis.window_checks`), ``no_requests``, ``stopped_early``.
@@ -290,6 +293,10 @@ def summarise_window(
     summary.requests = len(requests)
     summary.cancelled_by_client = len(requests) - len(live)
     summary.stopped_early = stopped_early
+    if stopped_early:
+        # The requests the stop cancelled are left out, so the finished ones' intervals
+        # would describe a different sample than the window's (its p99s become "inf").
+        summary.ttft_p99_ci_ms = summary.tpot_p99_ci_ms = None
     summary.error_kinds = error_kinds(live)
     summary.error_samples = error_samples(live)
     summary.transport_retries = sum(r.transport_retries for r in requests)
@@ -301,6 +308,14 @@ def summarise_window(
     if warning:
         summary.warnings.append(warning)
     _verdict(summary, slo, len(live), served, sustained)
+    summary.slo_beyond_doubt = beyond_doubt(
+        slo_pass=summary.slo_pass,
+        failure_reason=summary.failure_reason,
+        ttft_ci=summary.ttft_p99_ci_ms,
+        tpot_ci=summary.tpot_p99_ci_ms,
+        ttft_limit_ms=slo.ttft_p99_ms,
+        tpot_limit_ms=slo.tpot_p99_ms,
+    )
     return summary
 
 
@@ -318,6 +333,8 @@ def _latencies(
     lag_p99 = percentile([send_lag_ms(r) for r in live], 99) or 0.0
     slot_p99 = percentile([slot_wait_ms(r) for r in live], 99) or 0.0
     per_chunk = [t for t in (tokens_per_chunk(r) for r in ok) if t is not None]
+    ttfts = [ttft_ms(r) for r in live]
+    tpots = [t for t in (tpot_ms(r) for r in live) if t is not None]
     return WindowSummary(
         rate_rps=rate_rps,
         duration_s=duration_s,
@@ -329,10 +346,12 @@ def _latencies(
         usage_missing=sum(1 for r in ok if r.usage_missing),
         achieved_rps=round(len(ok) / duration_s, 4),
         goodput_tok_s=round(output_tokens / duration_s, 4),
-        ttft_ms=percentiles_ms([ttft_ms(r) for r in live]),
+        ttft_ms=percentiles_ms(ttfts),
+        ttft_p99_ci_ms=p99_ci(ttfts),
+        tpot_p99_ci_ms=p99_ci(tpots),
         ttft_from_send_ms=percentiles_ms([ttft_from_send_ms(r) for r in live]),
         ttfc_ms=percentiles_ms([ttfc_ms(r) for r in live]),
-        tpot_ms=percentiles_ms([t for t in (tpot_ms(r) for r in live) if t is not None]),
+        tpot_ms=percentiles_ms(tpots),
         itl_ms=percentiles_ms([gap for r in live for gap in itl_ms(r)]),
         itl_per_token_ms=percentiles_ms([gap for r in live for gap in itl_per_token_ms(r)]),
         e2e_ms=percentiles_ms([e2e_ms(r) for r in live]),

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from tokenwatt.records.base import NonNegFloat, NonNegInt, Percent, PosFloat, StrictModel
+from tokenwatt.records.interval import QuantileCI
 
 LatencyMs = NonNegFloat | Literal["inf"] | None
 
@@ -194,6 +195,25 @@ class WindowSummary(StrictModel):
         default_factory=Percentiles,
         description="ITL per token (ms): each chunk gap divided by its request's mean "
         "tokens per chunk; equals itl_ms when every chunk carries one token.",
+    )
+    ttft_p99_ci_ms: QuantileCI | None = Field(
+        default=None,
+        description="95% distribution-free confidence interval of the p99 TTFT (ms), from "
+        "the same values (failed requests infinite); null when there were none, when the "
+        "window was stopped early (its cancelled requests are in no percentile), or in "
+        "records made before intervals were kept.",
+    )
+    tpot_p99_ci_ms: QuantileCI | None = Field(
+        default=None,
+        description="The same for the p99 TPOT (one-token outputs left out, as in the p99).",
+    )
+    slo_beyond_doubt: bool | None = Field(
+        default=None,
+        description="Whether the SLO verdict holds across both p99 intervals: a pass whose "
+        "p99 intervals lie at or below both limits, or a miss whose interval lies wholly "
+        "above a limit it missed. False: 'pass, but not beyond doubt' or 'miss, but not "
+        "beyond doubt'. Null when the intervals do not bear on the verdict (an invalid, "
+        "stopped-early or empty window) or were not computed. Never changes slo_pass.",
     )
 
 

@@ -1,0 +1,130 @@
+"""A window's p99 intervals and whether its SLO verdict holds across them."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenwatt.analysis.doubt import beyond_doubt, ci_text, p99_ci, verdict_words
+from tokenwatt.analysis.latency import summarise_window
+from tokenwatt.records.interval import QuantileCI
+from tokenwatt.records.request import RequestResult
+from tokenwatt.records.spec import SloSpec
+
+
+def _request(at: float, ttft_ms: float, tokens: int = 5, tpot_ms: float = 10.0) -> RequestResult:
+    first = at + ttft_ms / 1e3
+    chunks = [first + i * tpot_ms / 1e3 for i in range(tokens)]
+    return RequestResult(
+        scheduled_s=at,
+        sent_s=at,
+        dispatched_s=at,
+        first_token_s=first,
+        chunk_s=chunks,
+        last_token_s=chunks[-1],
+        prompt_tokens=8,
+        output_tokens=tokens,
+        status=200,
+        finished_s=chunks[-1],
+    )
+
+
+def _window(n: int, ttft_limit_ms: float, *, stopped_early: bool = False) -> object:
+    """n requests, 10 ms apart, TTFT 0.1, 0.2, …, n/10 ms, TPOT 10 ms (limit 20 ms)."""
+    requests = [_request(i * 0.01, (i + 1) * 0.1) for i in range(n)]
+    return summarise_window(
+        requests,
+        rate_rps=100.0,
+        duration_s=n * 0.01,
+        slo=SloSpec(ttft_p99_ms=ttft_limit_ms, tpot_p99_ms=20.0),
+        stopped_early=stopped_early,
+    )
+
+
+@pytest.mark.parametrize(
+    ("limit", "slo_pass", "doubt_free", "words"),
+    [
+        # 1000 TTFTs 0.1..100 ms: p99 = 99.0 + 0.01 · 0.1 = 99.001 ms; its interval is the
+        # 983rd and 997th values, 98.3 to 99.7 ms.
+        (100.0, True, True, "pass"),
+        (99.5, True, False, "pass, but not beyond doubt"),
+        (99.0, False, False, "miss, but not beyond doubt"),
+        (98.0, False, True, "miss"),
+    ],
+)
+def test_verdict_against_the_interval(
+    limit: float, slo_pass: bool, doubt_free: bool, words: str
+) -> None:
+    w = _window(1000, limit)
+    assert w.ttft_ms.p99 == pytest.approx(99.001)
+    ci = w.ttft_p99_ci_ms
+    assert ci is not None
+    assert (ci.n, ci.low_rank, ci.high_rank) == (1000, 983, 997)
+    assert (ci.low_ms, ci.high_ms) == (98.3, 99.7)
+    assert w.tpot_p99_ci_ms is not None and w.tpot_p99_ci_ms.high_ms == 10.0
+    assert w.slo_pass is slo_pass
+    assert w.slo_beyond_doubt is doubt_free
+    assert verdict_words(w.slo_pass, w.slo_beyond_doubt) == words
+
+
+def test_a_small_window_passes_but_never_beyond_doubt() -> None:
+    w = _window(100, 1000.0)  # every TTFT far below the limit, but n = 100 < 368
+    assert w.slo_pass
+    ci = w.ttft_p99_ci_ms
+    assert ci is not None and (ci.low_rank, ci.high_rank, ci.high_ms) == (97, None, None)
+    assert w.slo_beyond_doubt is False
+    assert ci_text(ci) == "9.7 ms to beyond the sample"
+
+
+def test_stopped_early_keeps_no_interval_and_no_qualifier() -> None:
+    w = _window(400, 1000.0, stopped_early=True)
+    assert not w.slo_pass
+    assert w.ttft_p99_ci_ms is None and w.tpot_p99_ci_ms is None
+    assert w.slo_beyond_doubt is None
+    assert verdict_words(False, None) == "miss"
+
+
+def _ci(low: float | str, high: float | str | None) -> QuantileCI:
+    return QuantileCI(n=1000, low_rank=983, high_rank=997, low_ms=low, high_ms=high)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("reason", "expected"),
+    [
+        ("ttft", False),  # the TTFT interval reaches down to the limit
+        ("ttft,errors", False),
+        ("ttft_p99", False),
+        ("ttft,served_mismatch", None),  # an invalid window: not a p99 question
+        ("not_sustained", None),
+        ("stopped_early", None),
+        (None, None),
+    ],
+)
+def test_miss_qualifier_only_for_latency_reasons(reason: str | None, expected: bool | None) -> None:
+    got = beyond_doubt(
+        slo_pass=False,
+        failure_reason=reason,
+        ttft_ci=_ci(480.0, 530.0),
+        tpot_ci=_ci(10.0, 11.0),
+        ttft_limit_ms=500.0,
+        tpot_limit_ms=50.0,
+    )
+    assert got is expected
+
+
+def test_a_miss_beyond_doubt_on_one_limit_is_beyond_doubt() -> None:
+    got = beyond_doubt(
+        slo_pass=False,
+        failure_reason="ttft,tpot",
+        ttft_ci=_ci(480.0, 530.0),  # straddles 500
+        tpot_ci=_ci(55.0, "inf"),  # wholly above 50
+        ttft_limit_ms=500.0,
+        tpot_limit_ms=50.0,
+    )
+    assert got is True
+    assert ci_text(_ci(480.0, 530.0)) == "480–530 ms"
+    assert ci_text(_ci("inf", "inf")) == "∞ (failed requests)"
+    assert ci_text(_ci(55.0, "inf")) == "55.0 ms to ∞ (a failed request)"
+
+
+def test_p99_ci_of_no_values_is_none() -> None:
+    assert p99_ci([]) is None

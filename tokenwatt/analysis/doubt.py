@@ -1,0 +1,127 @@
+"""How sure a window's SLO verdict is, from its p99 intervals (pure).
+
+The verdict itself (:func:`tokenwatt.analysis.latency.summarise_window`) compares the p99s
+with the limits and is never changed here. Beside it, each p99 has a 95% order-statistic
+interval (:func:`tokenwatt.analysis.intervals.quantile_interval`), and the verdict is
+**beyond doubt** when the intervals agree with it:
+
+- a pass is beyond doubt when both intervals lie at or below their limits (an interval
+  whose upper end is beyond the sample reaches past any limit); otherwise it is "pass, but
+  not beyond doubt";
+- a miss is beyond doubt when some limit the window missed has its whole interval above
+  the limit; when every missed limit's interval reaches down to the limit it is "miss, but
+  not beyond doubt".
+
+A window that failed for another reason (invalid, stopped early, no requests) gets no
+qualifier (None): its verdict does not rest on the p99s alone.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from tokenwatt.analysis.intervals import limit_side, quantile_interval
+from tokenwatt.records.interval import LatencyBound, QuantileCI
+
+LATENCY_REASONS = frozenset({"ttft", "tpot", "errors"})
+"""Failure reasons the p99 intervals speak to (failed requests are infinite TTFT/TPOT)."""
+
+
+def _bound(value: float) -> LatencyBound:
+    return "inf" if math.isinf(value) else round(value, 4)
+
+
+def p99_ci(values_ms: Sequence[float]) -> QuantileCI | None:
+    """The 95% order-statistic interval of the p99 of ``values_ms`` as a record (ends
+    rounded to 0.1 µs, as the percentiles are); None for no values."""
+    ci = quantile_interval(values_ms, 99)
+    if ci is None:
+        return None
+    return QuantileCI(
+        confidence=ci.confidence,
+        n=ci.n,
+        low_rank=ci.low_rank,
+        high_rank=ci.high_rank,
+        low_ms=_bound(ci.low),
+        high_ms=None if ci.high is None else _bound(ci.high),
+    )
+
+
+def _number(value: LatencyBound | None) -> float | None:
+    if value is None:
+        return None
+    return math.inf if value == "inf" else float(value)
+
+
+def ci_side(ci: QuantileCI | None, limit_ms: float) -> str | None:
+    """``below``, ``above`` or ``straddles`` (:func:`~tokenwatt.analysis.intervals.limit_side`)
+    for a recorded interval; None without one."""
+    if ci is None:
+        return None
+    return limit_side(_number(ci.low_ms) or 0.0, _number(ci.high_ms), limit_ms)
+
+
+def _reasons(failure_reason: str | None) -> set[str]:
+    """The leading word of each comma-separated reason: ``"ttft_p99,errors"`` → {ttft,
+    errors}."""
+    words = (re.match(r"[a-z]*", part.strip().lower()) for part in (failure_reason or "").split(","))
+    return {m.group(0) for m in words if m is not None and m.group(0)}
+
+
+def beyond_doubt(
+    *,
+    slo_pass: bool,
+    failure_reason: str | None,
+    ttft_ci: QuantileCI | None,
+    tpot_ci: QuantileCI | None,
+    ttft_limit_ms: float,
+    tpot_limit_ms: float,
+) -> bool | None:
+    """Whether the window's verdict holds across its p99 intervals (module text).
+
+    None when the verdict rests on something besides the p99s (a failure reason outside
+    ``ttft``, ``tpot``, ``errors``) or there is no TTFT interval (no requests). A missing
+    TPOT interval (every output one token) leaves the TPOT limit out.
+    """
+    if ttft_ci is None:
+        return None
+    ttft = ci_side(ttft_ci, ttft_limit_ms)
+    tpot = ci_side(tpot_ci, tpot_limit_ms)
+    sides = [s for s in (ttft, tpot) if s is not None]
+    if slo_pass:
+        return all(s == "below" for s in sides)
+    reasons = _reasons(failure_reason)
+    if not reasons or not reasons <= LATENCY_REASONS:
+        return None
+    return "above" in sides
+
+
+def verdict_words(slo_pass: bool, doubt_free: bool | None) -> str:
+    """"pass" / "miss", with ", but not beyond doubt" when ``doubt_free`` is False."""
+    word = "pass" if slo_pass else "miss"
+    return f"{word}, but not beyond doubt" if doubt_free is False else word
+
+
+def ci_text(ci: QuantileCI | None) -> str | None:
+    """An interval in words for terminals and sentences: ``"310–402 ms"``, ``"310 ms to
+    beyond the sample"``, ``"310 ms to ∞ (a failed request)"``, ``"∞ (failed requests)"``
+    when the lower end is a failed request; None without one. Numbers and the package's
+    own words only: safe to put on a page."""
+    if ci is None:
+        return None
+    if ci.low_ms == "inf":
+        return "∞ (failed requests)"
+    low = _ms(ci.low_ms)
+    if ci.high_ms is None:
+        return f"{low} ms to beyond the sample"
+    if ci.high_ms == "inf":
+        return f"{low} ms to ∞ (a failed request)"
+    return f"{low}–{_ms(ci.high_ms)} ms"
+
+
+def _ms(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}"
