@@ -30,11 +30,18 @@ class Capacity:
     saved: int
     gain_pct: float
     reasons: tuple[NoCredit, ...]
+    gain_ci_pct: tuple[float, float] | None = None
 
     @property
     def credited(self) -> bool:
         """True when the configuration earns capacity credit."""
         return not self.reasons
+
+    @property
+    def gain_in_doubt(self) -> bool:
+        """True when the gain's 95% interval holds zero: the repeats cannot tell the gain
+        from none. Shown beside the verdict; credit is the variance band's rule alone."""
+        return self.gain_ci_pct is not None and self.gain_ci_pct[0] <= 0.0 <= self.gain_ci_pct[1]
 
 
 def cards_needed(cards: int, baseline_goodput_tok_s: float, tuned_goodput_tok_s: float) -> int:
@@ -59,11 +66,15 @@ def capacity(
     gate_passed: bool | None,
     slo_met_every_repeat: bool,
     variance_band_pct: float,
+    gain_ci_pct: tuple[float, float] | None = None,
 ) -> Capacity:
     """Capacity credit with the gate exclusions (methods/capacity.md; seed lab note, change 2).
 
     No credit when the configuration failed the gate (or has no accuracy result), missed
     the SLO in any repeat, or its goodput gain (%) is not above ``variance_band_pct``.
+    ``gain_ci_pct``, the gain's 95% interval (% of the baseline) when the repeats give one,
+    is carried for the conclusion's words (:attr:`Capacity.gain_in_doubt`); it never
+    changes the credit.
     """
     gain = 100.0 * (tuned_goodput_tok_s - baseline_goodput_tok_s) / baseline_goodput_tok_s
     reasons: list[NoCredit] = []
@@ -83,4 +94,4 @@ def capacity(
         else None
     )
     saved = cards - needed if (needed is not None and not reasons) else 0
-    return Capacity(cards, needed, saved, gain, tuple(reasons))
+    return Capacity(cards, needed, saved, gain, tuple(reasons), gain_ci_pct)

@@ -66,7 +66,9 @@ def ci_side(ci: QuantileCI | None, limit_ms: float) -> str | None:
 def _reasons(failure_reason: str | None) -> set[str]:
     """The leading word of each comma-separated reason: ``"ttft_p99,errors"`` → {ttft,
     errors}."""
-    words = (re.match(r"[a-z]*", part.strip().lower()) for part in (failure_reason or "").split(","))
+    words = (
+        re.match(r"[a-z]*", part.strip().lower()) for part in (failure_reason or "").split(",")
+    )
     return {m.group(0) for m in words if m is not None and m.group(0)}
 
 
@@ -99,7 +101,7 @@ def beyond_doubt(
 
 
 def verdict_words(slo_pass: bool, doubt_free: bool | None) -> str:
-    """"pass" / "miss", with ", but not beyond doubt" when ``doubt_free`` is False."""
+    """ "pass" / "miss", with ", but not beyond doubt" when ``doubt_free`` is False."""
     word = "pass" if slo_pass else "miss"
     return f"{word}, but not beyond doubt" if doubt_free is False else word
 

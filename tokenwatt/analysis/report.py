@@ -6,17 +6,35 @@ this module recomputes them and lists each stored value that disagrees.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tokenwatt.analysis.capacity import Capacity, NoCredit, capacity
 from tokenwatt.analysis.efficiency import delta_pct, tokens_per_joule, tokens_per_joule_above_idle
 from tokenwatt.analysis.gate import GateVerdict, gate_verdict
+from tokenwatt.analysis.intervals import Interval
+from tokenwatt.analysis.repeat_stats import (
+    delta_interval_pct,
+    goodput_interval,
+    measured_band_pct,
+    repeat_goodputs,
+    repeat_tpjs,
+)
+from tokenwatt.records.interval import MeanCI
 from tokenwatt.records.report_v3 import ConfigV3, ReportV3
 
 # Stored deltas and spreads carry one decimal; a difference below this is rounding.
 _TOLERANCE_PTS = 0.05
 # node_power_kw is stored with three decimals (W resolution); allow that rounding.
 _POWER_TOLERANCE_KW = 0.0005 + 1e-9
+# Stored interval ends: goodput with one decimal (tok/s), percentages with two.
+_CI_TOLERANCE_TOK_S = 0.05 + 1e-9
+_CI_TOLERANCE_PCT = 0.005 + 1e-9
+BAND_TOLERANCE_PCT = 0.05
+"""A stated variance band is flagged as narrower than the measured one only beyond this
+(percentage points): the page shows bands with one decimal, and the stated band of a
+report made by ``tokenwatt report`` comes from unrounded goodputs, the measured one from
+the record's goodputs rounded to 0.1 tok/s."""
 
 
 @dataclass(frozen=True)
@@ -51,14 +69,31 @@ class ConfigAnalysis:
     gate: GateVerdict | None
     slo_met_every_repeat: bool
     capacity: Capacity | None
+    goodput_ci: Interval | None = None
+    goodput_delta_ci_pct: Interval | None = None
+    tokens_per_joule_delta_ci_pct: Interval | None = None
 
 
 @dataclass(frozen=True)
 class ReportAnalysis:
-    """The recomputed report: per-configuration analyses, disagreements, conclusion."""
+    """The recomputed report: per-configuration analyses, disagreements, conclusion.
+
+    ``variance_band_pct`` is the band the report states (it decides credit);
+    ``variance_band_measured_pct`` the band recomputed from the repeats (None when the
+    record keeps fewer than two repeats of every configuration).
+    """
 
     configs: list[ConfigAnalysis]
     disagreements: list[Disagreement] = field(default_factory=list)
+    variance_band_pct: float = 0.0
+    variance_band_measured_pct: float | None = None
+
+    @property
+    def band_understated(self) -> bool:
+        """True when the stated band is narrower than the measured spread (beyond
+        :data:`BAND_TOLERANCE_PCT`)."""
+        measured = self.variance_band_measured_pct
+        return measured is not None and measured > self.variance_band_pct + BAND_TOLERANCE_PCT
 
     @property
     def baseline(self) -> ConfigAnalysis:
@@ -72,53 +107,106 @@ class ReportAnalysis:
 
 
 def analyse_report(report: ReportV3) -> ReportAnalysis:
-    """Recompute tokens/J, deltas, gate verdicts and capacity for every configuration."""
+    """Recompute tokens/J, deltas, gate verdicts, capacity, the repeats' 95% intervals and
+    the measured variance band for every configuration; list stored values that disagree."""
     base = report.baseline()
-    threshold = report.accuracy.threshold_pts
     base_power = base.node_power_kw * 1000.0 if base.node_power_kw else None
     base_tpj = tokens_per_joule(base.goodput_tok_s, base_power) if base_power else None
     analyses: list[ConfigAnalysis] = []
     disagreements: list[Disagreement] = []
     for index, cfg in enumerate(report.configs):
-        is_base = cfg is base
-        power_w = cfg.node_power_kw * 1000.0 if cfg.node_power_kw else None
-        tpj = tokens_per_joule(cfg.goodput_tok_s, power_w) if power_w else None
-        gate = _gate(cfg, base, threshold)
-        disagreements += _check_stored(index, cfg, base, gate)
-        slo_ok = cfg.slo_pass_count == cfg.repeats
-        cap = None
-        if not is_base and base.goodput_tok_s > 0:
-            cap = capacity(
-                cards=report.fleet.cards,
-                baseline_goodput_tok_s=base.goodput_tok_s,
-                tuned_goodput_tok_s=cfg.goodput_tok_s,
-                gate_passed=None if gate is None else gate.passed,
-                slo_met_every_repeat=slo_ok,
-                variance_band_pct=report.variance_band_pct,
-            )
-        analyses.append(
-            ConfigAnalysis(
-                config=cfg,
-                is_baseline=is_base,
-                mean_power_w=power_w,
-                tokens_per_joule=tpj,
-                tokens_per_joule_above_idle=(
-                    tokens_per_joule_above_idle(cfg.goodput_tok_s, power_w, cfg.idle_power_w)
-                    if power_w and cfg.idle_power_w
-                    else None
-                ),
-                goodput_delta_pct=(
-                    delta_pct(cfg.goodput_tok_s, base.goodput_tok_s) if base.goodput_tok_s else 0.0
-                ),
-                tokens_per_joule_delta_pct=(
-                    delta_pct(tpj, base_tpj) if tpj is not None and base_tpj else None
-                ),
-                gate=gate,
-                slo_met_every_repeat=slo_ok,
-                capacity=cap,
-            )
+        analysis = _config_analysis(report, cfg, base_tpj)
+        analyses.append(analysis)
+        disagreements += _check_stored(index, cfg, base, analysis.gate)
+        disagreements += _check_intervals(index, analysis)
+    measured = measured_band_pct(report.configs)
+    stored = report.variance_band_measured_pct
+    if stored is not None and measured is not None and abs(stored - measured) > _CI_TOLERANCE_PCT:
+        disagreements.append(Disagreement("variance_band_measured_pct", stored, measured))
+    return ReportAnalysis(analyses, disagreements, report.variance_band_pct, measured)
+
+
+def _config_analysis(report: ReportV3, cfg: ConfigV3, base_tpj: float | None) -> ConfigAnalysis:
+    base = report.baseline()
+    is_base = cfg is base
+    power_w = cfg.node_power_kw * 1000.0 if cfg.node_power_kw else None
+    tpj = tokens_per_joule(cfg.goodput_tok_s, power_w) if power_w else None
+    gate = _gate(cfg, base, report.accuracy.threshold_pts)
+    slo_ok = cfg.slo_pass_count == cfg.repeats
+    goodput_delta = None if is_base else _delta(cfg, base, repeat_goodputs)
+    cap = None
+    if not is_base and base.goodput_tok_s > 0:
+        cap = capacity(
+            cards=report.fleet.cards,
+            baseline_goodput_tok_s=base.goodput_tok_s,
+            tuned_goodput_tok_s=cfg.goodput_tok_s,
+            gate_passed=None if gate is None else gate.passed,
+            slo_met_every_repeat=slo_ok,
+            variance_band_pct=report.variance_band_pct,
+            gain_ci_pct=None if goodput_delta is None else (goodput_delta.low, goodput_delta.high),
         )
-    return ReportAnalysis(analyses, disagreements)
+    return ConfigAnalysis(
+        config=cfg,
+        is_baseline=is_base,
+        mean_power_w=power_w,
+        tokens_per_joule=tpj,
+        tokens_per_joule_above_idle=(
+            tokens_per_joule_above_idle(cfg.goodput_tok_s, power_w, cfg.idle_power_w)
+            if power_w and cfg.idle_power_w
+            else None
+        ),
+        goodput_delta_pct=(
+            delta_pct(cfg.goodput_tok_s, base.goodput_tok_s) if base.goodput_tok_s else 0.0
+        ),
+        tokens_per_joule_delta_pct=(
+            delta_pct(tpj, base_tpj) if tpj is not None and base_tpj else None
+        ),
+        gate=gate,
+        slo_met_every_repeat=slo_ok,
+        capacity=cap,
+        goodput_ci=goodput_interval(cfg.repeats_detail),
+        goodput_delta_ci_pct=goodput_delta,
+        tokens_per_joule_delta_ci_pct=None if is_base else _delta(cfg, base, repeat_tpjs),
+    )
+
+
+def _delta(
+    cfg: ConfigV3, base: ConfigV3, values: Callable[..., list[float] | None]
+) -> Interval | None:
+    return delta_interval_pct(values(cfg.repeats_detail), values(base.repeats_detail))
+
+
+def _check_intervals(index: int, c: ConfigAnalysis) -> list[Disagreement]:
+    """Stored intervals against the recomputed ones, end by end."""
+    cfg = c.config
+    pairs: list[tuple[str, MeanCI | None, Interval | None, float]] = [
+        ("goodput_ci_tok_s", cfg.goodput_ci_tok_s, c.goodput_ci, _CI_TOLERANCE_TOK_S),
+        (
+            "goodput_delta_ci_pct",
+            cfg.goodput_delta_ci_pct,
+            c.goodput_delta_ci_pct,
+            _CI_TOLERANCE_PCT,
+        ),
+        (
+            "tokens_per_joule_delta_ci_pct",
+            cfg.tokens_per_joule_delta_ci_pct,
+            c.tokens_per_joule_delta_ci_pct,
+            _CI_TOLERANCE_PCT,
+        ),
+    ]
+    out: list[Disagreement] = []
+    for name, stored, computed, tolerance in pairs:
+        if stored is None:
+            continue
+        where = f"configs[{index}].{name}"
+        if computed is None:
+            continue  # the page shows only recomputed intervals, and there is none
+        for end in ("low", "high"):
+            if abs(getattr(stored, end) - getattr(computed, end)) > tolerance:
+                out.append(
+                    Disagreement(f"{where}.{end}", getattr(stored, end), getattr(computed, end))
+                )
+    return out
 
 
 def _gate(cfg: ConfigV3, base: ConfigV3, threshold: float) -> GateVerdict | None:
@@ -154,9 +242,46 @@ def _check_stored(
 
 
 def conclusion(analysis: ReportAnalysis, cards: int) -> str:
-    """The capacity conclusion as one plain sentence per tuned configuration (joined)."""
-    sentences = [_sentence(c, cards) for c in analysis.tuned]
+    """The capacity conclusion as one plain sentence per tuned configuration (joined), each
+    followed, when the repeats give one, by the gain's 95% interval beside the variance
+    band (:func:`gain_interval_sentence`)."""
+    sentences = []
+    for c in analysis.tuned:
+        sentences.append(_sentence(c, cards))
+        extra = gain_interval_sentence(c, analysis.variance_band_pct)
+        if extra:
+            sentences.append(extra)
     return " ".join(sentences)
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.1f}%".replace("-", "−")
+
+
+def gain_interval_sentence(c: ConfigAnalysis, band_pct: float) -> str | None:
+    """The goodput gain's 95% interval in words, saying when it includes zero; None without
+    an interval. The variance band, not the interval, decides credit, and the sentence says
+    so when they disagree."""
+    cap = c.capacity
+    if cap is None or cap.gain_ci_pct is None:
+        return None
+    low, high = cap.gain_ci_pct
+    span = f"{_signed(low)} to {_signed(high)}"
+    band = f"±{band_pct:.1f}%"
+    if cap.gain_in_doubt:
+        text = (
+            f"Its goodput gain's 95% interval over the repeats ({span}) includes zero: the "
+            "repeats cannot tell it from no gain"
+        )
+        if cap.credited:
+            return text + f"; credit follows the stated variance band ({band}) alone."
+        return text + "."
+    if NoCredit.INSIDE_VARIANCE in cap.reasons:
+        return (
+            f"Its goodput gain's 95% interval over the repeats ({span}) excludes zero, but "
+            f"the gain lies inside the stated variance band ({band}), which decides credit."
+        )
+    return f"Its goodput gain's 95% interval over the repeats is {span}."
 
 
 def _sentence(c: ConfigAnalysis, cards: int) -> str:

@@ -76,6 +76,9 @@ def _window(
             "invalid_reason": w.invalid_reason,
             "transport_retries": w.transport_retries,
             "cancelled_by_client": w.cancelled_by_client,
+            "ttft_p99_ci_ms": w.ttft_p99_ci_ms,
+            "tpot_p99_ci_ms": w.tpot_p99_ci_ms,
+            "slo_beyond_doubt": w.slo_beyond_doubt,
             "prefix_cache_hit_pct": (
                 round(metrics.prefix_cache_hit_pct, 1)
                 if metrics is not None and metrics.prefix_cache_hit_pct is not None

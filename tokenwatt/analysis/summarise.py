@@ -32,6 +32,14 @@ import shlex
 from collections.abc import Iterable, Sequence
 
 from tokenwatt.analysis.paired import accuracy_summary
+from tokenwatt.analysis.repeat_stats import (
+    delta_interval_pct,
+    goodput_interval,
+    mean_ci,
+    measured_band_pct,
+    repeat_goodputs,
+    repeat_tpjs,
+)
 from tokenwatt.analysis.report_setup import (
     final_repeats,
     hardware_of,
@@ -45,6 +53,7 @@ from tokenwatt.analysis.report_setup import (
 from tokenwatt.analysis.search_windows import search_windows
 from tokenwatt.analysis.variance import variance_band_pct
 from tokenwatt.errors import Problem, RecordError
+from tokenwatt.records.interval import QuantileCI
 from tokenwatt.records.power import PowerWindow
 from tokenwatt.records.report_v1 import (
     AccuracySuiteV1,
@@ -137,7 +146,8 @@ def summarise(
         raise RecordError(problems)
     ordered = sorted(runs, key=lambda r: r.run.role != "baseline")  # baseline first, stable
     base = ordered[0].run
-    configs = [_config(item, ordered) for item in ordered]
+    configs = _with_deltas([_config(item, ordered) for item in ordered])
+    measured = measured_band_pct(configs)
     bands = [_band(final_repeats(item.run)) for item in ordered]
     spec = base.spec
     last = max((r.run.finished or r.run.started) for r in ordered)
@@ -174,7 +184,29 @@ def summarise(
         run_files=[RunFileV2(path=r.name, sha256=r.sha256) for r in ordered],
         simulated=any(r.run.simulated for r in ordered),
         demo=demo,
+        variance_band_measured_pct=None if measured is None else round(measured, 2),
     )
+
+
+def _with_deltas(configs: list[ConfigV3]) -> list[ConfigV3]:
+    """Each tuned configuration with the 95% intervals of its goodput and tokens-per-joule
+    differences from the baseline (the first), as % of the baseline's repeat mean."""
+    base = configs[0]
+    out = [base]
+    for cfg in configs[1:]:
+        goodput = delta_interval_pct(
+            repeat_goodputs(cfg.repeats_detail), repeat_goodputs(base.repeats_detail)
+        )
+        tpj = delta_interval_pct(repeat_tpjs(cfg.repeats_detail), repeat_tpjs(base.repeats_detail))
+        out.append(
+            cfg.model_copy(
+                update={
+                    "goodput_delta_ci_pct": mean_ci(goodput, 2),
+                    "tokens_per_joule_delta_ci_pct": mean_ci(tpj, 2),
+                }
+            )
+        )
+    return out
 
 
 def _check_runs(
@@ -296,6 +328,20 @@ def _worst(values: Iterable[LatencyMs]) -> float | None:
     return max(finite) if finite else None
 
 
+def _worst_ci(repeats: Sequence[Repeat], which: str) -> QuantileCI | None:
+    """The p99 interval of the repeat whose finite p99 is the worst (the headline's)."""
+    finite = [
+        (value, r)
+        for r in repeats
+        if (value := _finite(getattr(r.window, f"{which}_ms").p99)) is not None
+    ]
+    if not finite:
+        return None
+    worst = max(finite, key=lambda pair: pair[0])[1]
+    ci: QuantileCI | None = getattr(worst.window, f"{which}_p99_ci_ms")
+    return ci
+
+
 def _band(repeats: Sequence[Repeat]) -> float:
     goodputs = [r.window.goodput_tok_s for r in repeats]
     if not goodputs or sum(goodputs) == 0:
@@ -333,6 +379,7 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
         if key == "baseline" or sum(1 for r in tuned if slug(r.run.label) == key) > 1:
             key = f"{key}-{tuned.index(item) + 1}"
     mbu = run.mbu
+    details = [_repeat(r) for r in repeats]
     return ConfigV3(
         key=key,
         label=run.label,
@@ -347,7 +394,7 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
         throttle_counts=dict(sorted(throttle.items())),
         accuracy=_accuracy(run, ordered[0].run, run.spec.accuracy.max_drop_pts),
         role=run.role,
-        repeats_detail=[_repeat(r) for r in repeats],
+        repeats_detail=details,
         search=search_windows(run),
         whole_search=True,
         search_warnings=list(run.result.warnings),
@@ -371,6 +418,9 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
             else None
         ),
         simulated=run.simulated,
+        ttft_p99_ci_ms=_worst_ci(repeats, "ttft"),
+        tpot_p99_ci_ms=_worst_ci(repeats, "tpot"),
+        goodput_ci_tok_s=mean_ci(goodput_interval(details), 1),
     )
 
 

@@ -24,6 +24,7 @@ from tokenwatt.records.base import (
     PosInt,
     StrictModel,
 )
+from tokenwatt.records.interval import MeanCI, QuantileCI
 from tokenwatt.records.report_v1 import ReportV1, check_configs
 from tokenwatt.records.report_v2 import (
     ConfigDetail,
@@ -98,6 +99,20 @@ class SearchWindowV3(StrictModel):
         description="The engine's prefix-cache hit rate over the window (%), from its "
         "/metrics; None where the engine exposes none.",
     )
+    ttft_p99_ci_ms: QuantileCI | None = Field(
+        default=None,
+        description="95% distribution-free interval of the window's p99 TTFT (ms), as the "
+        "run record keeps it; null when none was kept.",
+    )
+    tpot_p99_ci_ms: QuantileCI | None = Field(
+        default=None, description="The same for the window's p99 TPOT (ms)."
+    )
+    slo_beyond_doubt: bool | None = Field(
+        default=None,
+        description="Whether the verdict holds across both p99 intervals (false: 'pass, "
+        "but not beyond doubt' or 'miss, but not beyond doubt'); null when the intervals do "
+        "not bear on it or were not kept. The verdict itself is slo_pass.",
+    )
 
 
 class ConfigV3(ConfigDetail):
@@ -128,6 +143,30 @@ class ConfigV3(ConfigDetail):
     prompts_distinct: NonNegInt | None = Field(
         default=None, description="Different prompts among them (equal: none sent twice)."
     )
+    ttft_p99_ci_ms: QuantileCI | None = Field(
+        default=None,
+        description="95% interval of the headline p99 TTFT (ms): that of the repeat whose "
+        "p99 it is (the worst finite one); null when not kept.",
+    )
+    tpot_p99_ci_ms: QuantileCI | None = Field(
+        default=None, description="The same for the headline p99 TPOT (ms)."
+    )
+    goodput_ci_tok_s: MeanCI | None = Field(
+        default=None,
+        description="95% Student t-interval of the mean goodput over the repeats at the "
+        "found rate (tok/s), from repeats_detail; null with one repeat or a missed repeat.",
+    )
+    goodput_delta_ci_pct: MeanCI | None = Field(
+        default=None,
+        description="95% Welch t-interval of the goodput difference from the baseline "
+        "(tuned − baseline repeat means), as % of the baseline's repeat mean; null for the "
+        "baseline, with one repeat on either side, or a missed repeat.",
+    )
+    tokens_per_joule_delta_ci_pct: MeanCI | None = Field(
+        default=None,
+        description="The same for tokens per joule, from each repeat's goodput tokens ÷ "
+        "energy; null without every repeat's energy.",
+    )
 
 
 class ReportV3(ReportV1):
@@ -140,6 +179,13 @@ class ReportV3(ReportV1):
     run_files: list[RunFileV2] = Field(default_factory=list)
     simulated: bool = False
     demo: bool = False
+    variance_band_measured_pct: NonNegFloat | None = Field(
+        default=None,
+        description="The variance band measured from the repeats (±%): the widest of the "
+        "configurations' half-range of repeat goodput over its mean, from repeats_detail. "
+        "variance_band_pct is the band the report states, which decides capacity credit; a "
+        "stated band narrower than this one is flagged. Null when not measured.",
+    )
 
     @model_validator(mode="after")
     def _one_baseline(self) -> ReportV3:
