@@ -23,7 +23,9 @@ import re
 from collections.abc import Sequence
 
 from tokenwatt.analysis.intervals import limit_side, quantile_interval
+from tokenwatt.analysis.search_story import rate_text
 from tokenwatt.records.interval import LatencyBound, QuantileCI
+from tokenwatt.records.report_v3 import SearchWindowV3
 
 LATENCY_REASONS = frozenset({"ttft", "tpot", "errors"})
 """Failure reasons the p99 intervals speak to (failed requests are infinite TTFT/TPOT)."""
@@ -127,3 +129,59 @@ def _ms(value: float) -> str:
     if value >= 100:
         return f"{value:,.0f}"
     return f"{value:.1f}"
+
+
+def _final_repeats(windows: Sequence[SearchWindowV3]) -> list[SearchWindowV3]:
+    """The repeats whose verdicts were used at the last rate measured (the result's)."""
+    repeats = [w for w in windows if w.step == "repeat" and not w.remeasured]
+    if not repeats:
+        return []
+    last = repeats[-1]
+    group: list[SearchWindowV3] = []
+    for w in reversed(repeats):
+        same = (
+            w.backoff == last.backoff if last.backoff is not None else w.rate_rps == last.rate_rps
+        )
+        if not same:
+            break
+        group.append(w)
+    return group[::-1]
+
+
+def _straddled(w: SearchWindowV3, ttft_limit_ms: float, tpot_limit_ms: float) -> list[str]:
+    """How each limit the window's verdict is in doubt about relates to its interval."""
+    parts = []
+    for name, ci, limit in (
+        ("TTFT", w.ttft_p99_ci_ms, ttft_limit_ms),
+        ("TPOT", w.tpot_p99_ci_ms, tpot_limit_ms),
+    ):
+        side = ci_side(ci, limit)
+        doubtful = side == "straddles" or (w.slo_pass and side == "above")
+        if doubtful:
+            verb = "reaches past" if w.slo_pass else "reaches down to"
+            parts.append(
+                f"its p99 {name}'s 95% interval ({ci_text(ci)}) {verb} the {_ms(limit)} ms limit"
+            )
+    return parts
+
+
+def doubt_sentence(
+    windows: Sequence[SearchWindowV3], ttft_limit_ms: float, tpot_limit_ms: float
+) -> str | None:
+    """One sentence naming the result's repeats whose verdict is not beyond doubt, with the
+    interval and limit that make it so; None when every one is beyond doubt (or unjudged).
+
+    E.g. "Not beyond doubt: repeat 2 at 9 req/s met the SLO, but its p99 TTFT's 95%
+    interval (1,650 ms to beyond the sample) reaches past the 2,000 ms limit."
+    """
+    parts = []
+    for number, w in enumerate(_final_repeats(windows), start=1):
+        if w.slo_beyond_doubt is not False:
+            continue
+        how = _straddled(w, ttft_limit_ms, tpot_limit_ms)
+        verdict = "met the SLO" if w.slo_pass else "missed the SLO"
+        where = f"repeat {number} at {rate_text(w.rate_rps)} req/s"
+        parts.append(f"{where} {verdict}" + (", but " + " and ".join(how) if how else ""))
+    if not parts:
+        return None
+    return "Not beyond doubt: " + "; ".join(parts) + "."

@@ -54,3 +54,17 @@ def seconds(value: float | None) -> Markup:
         return DASH
     text = f"{value:,.3f}".rstrip("0").rstrip(".")
     return trusted(f"{text} s")
+
+
+def span(low: float | None, high: float | None, decimals: int = 1) -> Markup:
+    """An interval of plain numbers: ``4,220.3–4,924.3``; either end None → a dash."""
+    if low is None or high is None:
+        return DASH
+    return trusted(f"{low:,.{decimals}f}–{high:,.{decimals}f}")
+
+
+def signed_pct_span(low: float | None, high: float | None, decimals: int = 1) -> Markup:
+    """An interval of relative changes: ``−1.2% to +22.4%``; either end None → a dash."""
+    if low is None or high is None:
+        return DASH
+    return signed_pct(low, decimals) + trusted(" to ") + signed_pct(high, decimals)

@@ -19,6 +19,13 @@ from tokenwatt.records import ReportV3
 from tokenwatt.site.chart_specs import chart_specs
 from tokenwatt.site.escape import code_block, md_text, trusted
 from tokenwatt.site.fmt import DASH, num, pct, signed_pct, signed_pts
+from tokenwatt.site.intervals import (
+    band_warning,
+    goodput_cell,
+    goodput_delta_cell,
+    p99_cell,
+    tokens_per_joule_cell,
+)
 from tokenwatt.site.search import result_stories, search_sections
 from tokenwatt.site.setup import setup_sections, throttle_rows
 from tokenwatt.site.templates import RenderedReport, environment, templates_dir
@@ -54,11 +61,6 @@ def _names(analysis: ReportAnalysis) -> list[str]:
     ]
 
 
-def _slo_cell(value: float, limit: float) -> Markup:
-    mark = "✓" if value <= limit else "✗ over"
-    return trusted(f"{num(value, 1)} {mark}")
-
-
 def _gate_cell(c: ConfigAnalysis) -> Markup:
     if c.is_baseline:
         return trusted("baseline")
@@ -78,16 +80,14 @@ def _headline(report: ReportV3, analysis: ReportAnalysis, names: list[str]) -> l
             {
                 "name": name,
                 "engine": cfg.engine,
-                "goodput": num(cfg.goodput_tok_s),
-                "goodput_delta": trusted("baseline")
-                if c.is_baseline
-                else signed_pct(c.goodput_delta_pct),
-                "tpj": num(c.tokens_per_joule, 2),
+                "goodput": goodput_cell(c),
+                "goodput_delta": goodput_delta_cell(c),
+                "tpj": tokens_per_joule_cell(c),
                 "tpj_idle": num(c.tokens_per_joule_above_idle, 2),
                 "mbu": pct(cfg.mbu_pct),
                 "power": num(c.mean_power_w, 0),
-                "ttft": _slo_cell(cfg.ttft_p99_ms, report.slo.ttft_p99_ms),
-                "tpot": _slo_cell(cfg.tpot_p99_ms, report.slo.tpot_p99_ms),
+                "ttft": p99_cell(cfg.ttft_p99_ms, report.slo.ttft_p99_ms, cfg.ttft_p99_ci_ms),
+                "tpot": p99_cell(cfg.tpot_p99_ms, report.slo.tpot_p99_ms, cfg.tpot_p99_ci_ms),
                 "slo_passes": trusted(f"{cfg.slo_pass_count} / {cfg.repeats}"),
                 "accuracy": DASH if acc is None else pct(acc.score),
                 "accuracy_delta": (DASH if c.gate is None else signed_pts(c.gate.delta_pts)),
@@ -245,6 +245,16 @@ def _capacity_rows(analysis: ReportAnalysis, names: list[str]) -> list[dict[str,
     return rows
 
 
+def _has_intervals(report: ReportV3, analysis: ReportAnalysis) -> bool:
+    """Whether the page shows any confidence interval (then it links the methods)."""
+    return any(
+        c.goodput_ci is not None
+        or c.config.ttft_p99_ci_ms is not None
+        or c.config.tpot_p99_ci_ms is not None
+        for c in analysis.configs
+    ) or any(w.ttft_p99_ci_ms is not None for cfg in report.configs for w in cfg.search)
+
+
 def render_report(
     report: ReportV3, file: str, spec_names: frozenset[str] = frozenset()
 ) -> RenderedReport:
@@ -258,6 +268,9 @@ def render_report(
     warnings = [
         f"{file}: {d} (the page shows the recomputed value)" for d in analysis.disagreements
     ]
+    band = band_warning(analysis)
+    if band is not None:
+        warnings.append(f"{file}: {band}")
     env = environment(templates_dir())
     context = {
         "r": report,
@@ -270,7 +283,9 @@ def render_report(
         "conclusion": conclusion(analysis, report.fleet.cards),
         "charts": chart_specs(report, analysis, names),
         "disagreements": [str(d) for d in analysis.disagreements],
-        "setup": setup_sections(report),
+        "setup": setup_sections(report, analysis),
+        "band_warning": band,
+        "intervals": _has_intervals(report, analysis),
         "throttle": throttle_rows(report, names),
         "stories": result_stories(report, names),
         "searches": search_sections(report, names),

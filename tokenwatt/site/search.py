@@ -16,11 +16,13 @@ from typing import Any
 
 from markupsafe import Markup
 
+from tokenwatt.analysis.doubt import doubt_sentence
 from tokenwatt.analysis.search_story import explain_config, rate_text
 from tokenwatt.records import ReportV3
 from tokenwatt.records.report_v3 import ConfigV3, ErrorSampleV3, LatencyMsV3, SearchWindowV3
 from tokenwatt.site.escape import md_text, trusted
 from tokenwatt.site.fmt import DASH, num
+from tokenwatt.site.intervals import doubt_suffix, window_p99
 
 INF = trusted("∞")
 
@@ -28,7 +30,11 @@ INF = trusted("∞")
 def result_stories(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
     """Per configuration with search windows: its name and the one-sentence explanation."""
     return [
-        {"name": name, "story": explain_config(cfg, report)}
+        {
+            "name": name,
+            "story": explain_config(cfg, report),
+            "doubt": doubt_sentence(cfg.search, report.slo.ttft_p99_ms, report.slo.tpot_p99_ms),
+        }
         for name, cfg in zip(names, report.configs, strict=True)
         if cfg.search
     ]
@@ -45,6 +51,8 @@ def search_sections(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
             {
                 "name": name,
                 "story": explain_config(cfg, report),
+                "doubt": doubt_sentence(cfg.search, report.slo.ttft_p99_ms, report.slo.tpot_p99_ms),
+                "ci": any(w.ttft_p99_ci_ms is not None for w in cfg.search),
                 "rows": search_rows(cfg),
                 "samples": sample_lines(cfg.search),
                 "window_warnings": warning_lines(cfg.search),
@@ -103,9 +111,12 @@ def _outcome(w: SearchWindowV3) -> Markup:
         parts.append(trusted("stopped early"))
     if not w.valid:
         parts.append(trusted("invalid: ") + md_text(w.invalid_reason or "no reason recorded"))
+    verdict = _verdict(w)
+    if w.valid and not w.remeasured:
+        verdict += doubt_suffix(w.slo_beyond_doubt)
     if not parts:
-        return _verdict(w)
-    return _verdict(w) + trusted(": ") + trusted("; ").join(parts)
+        return verdict
+    return verdict + trusted(": ") + trusted("; ").join(parts)
 
 
 def _errors(w: SearchWindowV3) -> Markup:
@@ -143,8 +154,8 @@ def search_rows(cfg: ConfigV3) -> list[dict[str, Any]]:
                 "step": _step(w, repeat_no + (1 if w.remeasured else 0)),
                 "rate": num(w.rate_rps, 2),
                 "outcome": _outcome(w),
-                "ttft": _p99(w.ttft_p99_ms),
-                "tpot": _p99(w.tpot_p99_ms),
+                "ttft": window_p99(w.ttft_p99_ms, w.ttft_p99_ci_ms, _p99(w.ttft_p99_ms)),
+                "tpot": window_p99(w.tpot_p99_ms, w.tpot_p99_ci_ms, _p99(w.tpot_p99_ms)),
                 "goodput": num(w.goodput_tok_s, 1),
                 "errors": _errors(w),
                 "cache": num(w.prefix_cache_hit_pct, 1),

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from tokenwatt.analysis import ReportAnalysis
 from tokenwatt.records import ReportV3
 from tokenwatt.site.escape import trusted
 from tokenwatt.site.fmt import DASH, num, seconds
+from tokenwatt.site.intervals import band_rows
 
 Row = tuple[str, Any]
 
@@ -15,8 +17,13 @@ def _text(value: str | None) -> Any:
     return DASH if value is None or value == "" else value
 
 
-def setup_sections(report: ReportV3) -> list[dict[str, Any]]:
-    """Sections of (field, value) rows; values are record text (escaped later) or Markup."""
+def setup_sections(
+    report: ReportV3, analysis: ReportAnalysis | None = None
+) -> list[dict[str, Any]]:
+    """Sections of (field, value) rows; values are record text (escaped later) or Markup.
+
+    With ``analysis``, the SLO section shows the measured variance band beside the stated
+    one (:func:`tokenwatt.site.intervals.band_rows`)."""
     hw, sw, model, wl = report.hardware, report.software, report.model, report.workload
     sections: list[dict[str, Any]] = [
         {
@@ -67,7 +74,11 @@ def setup_sections(report: ReportV3) -> list[dict[str, Any]]:
                 ("p99 TTFT limit", trusted(f"{num(report.slo.ttft_p99_ms, 0)} ms")),
                 ("p99 TPOT limit", trusted(f"{num(report.slo.tpot_p99_ms, 1)} ms")),
                 ("Repeats per configuration", num(report.runs, 0)),
-                ("Variance band", trusted(f"±{num(report.variance_band_pct)}%")),
+                *(
+                    band_rows(analysis)
+                    if analysis is not None
+                    else [("Variance band", trusted(f"±{num(report.variance_band_pct)}%"))]
+                ),
             ],
         },
         {

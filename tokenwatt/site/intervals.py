@@ -1,0 +1,121 @@
+"""Confidence intervals beside the numbers a report page headlines.
+
+Goodput, its delta and the tokens-per-joule delta come with the 95% t-intervals the build
+recomputes from the record's repeats (:mod:`tokenwatt.analysis.repeat_stats`); a p99 comes
+with the order-statistic interval the collector kept for its window
+(:mod:`tokenwatt.analysis.doubt`), and the verdict says "not beyond doubt" when that
+interval straddles the limit. Without an interval a cell is what it was before. Everything
+here is numbers and the package's own words (trusted); record text never reaches it.
+"""
+
+from __future__ import annotations
+
+from markupsafe import Markup
+
+from tokenwatt.analysis import ConfigAnalysis, ReportAnalysis
+from tokenwatt.analysis.doubt import ci_side, ci_text, verdict_words
+from tokenwatt.analysis.intervals import Interval
+from tokenwatt.records.interval import QuantileCI
+from tokenwatt.records.report_v3 import LatencyMsV3
+from tokenwatt.site.escape import trusted
+from tokenwatt.site.fmt import num, signed_pct, signed_pct_span, span
+
+NOT_BEYOND_DOUBT = "not beyond doubt"
+
+
+def _ci(text: Markup) -> Markup:
+    return trusted(" (95% CI ") + text + trusted(")")
+
+
+def p99_cell(value: float, limit: float, ci: QuantileCI | None) -> Markup:
+    """A headline p99 (ms) with its mark, its 95% interval, and "pass, but not beyond
+    doubt" (or "miss, …") when the interval straddles the limit."""
+    mark = "✓" if value <= limit else "✗ over"
+    cell = trusted(f"{num(value, 1)} {mark}")
+    text = ci_text(ci)
+    if text is None:
+        return cell
+    cell += _ci(trusted(text))
+    if ci_side(ci, limit) == "straddles":
+        cell += trusted(f": {verdict_words(value <= limit, False)}")
+    return cell
+
+
+def goodput_cell(c: ConfigAnalysis) -> Markup:
+    """Goodput (tok/s) with the 95% interval of the repeats' mean."""
+    cell = num(c.config.goodput_tok_s)
+    ci = c.goodput_ci
+    return cell if ci is None else cell + _ci(span(ci.low, ci.high))
+
+
+def _delta_ci(ci: Interval | None) -> Markup:
+    if ci is None:
+        return trusted("")
+    words = trusted("; includes zero") if ci.includes_zero() else trusted("")
+    return trusted(" (95% CI ") + signed_pct_span(ci.low, ci.high) + words + trusted(")")
+
+
+def goodput_delta_cell(c: ConfigAnalysis) -> Markup:
+    """Δ goodput against the baseline (%) with its 95% Welch interval."""
+    if c.is_baseline:
+        return trusted("baseline")
+    return signed_pct(c.goodput_delta_pct) + _delta_ci(c.goodput_delta_ci_pct)
+
+
+def tokens_per_joule_cell(c: ConfigAnalysis) -> Markup:
+    """Tokens per joule; for a tuned configuration with an interval, its Δ and the Δ's 95%
+    interval beside it."""
+    cell = num(c.tokens_per_joule, 2)
+    ci = c.tokens_per_joule_delta_ci_pct
+    if c.is_baseline or ci is None or c.tokens_per_joule_delta_pct is None:
+        return cell
+    return cell + trusted(" · Δ ") + signed_pct(c.tokens_per_joule_delta_pct) + _delta_ci(ci)
+
+
+def window_p99(value: LatencyMsV3, ci: QuantileCI | None, shown: Markup) -> Markup:
+    """A search window's p99 cell (``shown``) with its interval in brackets."""
+    text = ci_text(ci)
+    if text is None or value is None:
+        return shown
+    return shown + trusted(f" ({text})")
+
+
+def doubt_suffix(beyond_doubt: bool | None) -> Markup:
+    """ ", but not beyond doubt" after a window's verdict when its intervals say so."""
+    return trusted(f", but {NOT_BEYOND_DOUBT}") if beyond_doubt is False else trusted("")
+
+
+def band_rows(analysis: ReportAnalysis) -> list[tuple[str, Markup]]:
+    """The setup table's band rows: the stated band, and the measured one when known."""
+    stated = analysis.variance_band_pct
+    rows = [("Variance band", trusted(f"±{num(stated)}%"))]
+    measured = analysis.variance_band_measured_pct
+    if measured is None:
+        return rows
+    flag = " ⚠ wider than the stated band" if analysis.band_understated else ""
+    rows.append(("Variance band measured from the repeats", trusted(f"±{num(measured)}%{flag}")))
+    return rows
+
+
+def band_warning(analysis: ReportAnalysis) -> str | None:
+    """One sentence when the stated band is narrower than the measured spread, else None."""
+    measured = analysis.variance_band_measured_pct
+    if not analysis.band_understated or measured is None:
+        return None
+    return (
+        f"The stated variance band (±{analysis.variance_band_pct:.1f}%) is narrower than the "
+        f"spread measured from the repeats (±{measured:.1f}%). Capacity credit follows the "
+        "stated band, so a gain between the two is credited on a band the data do not bear out."
+    )
+
+
+__all__ = [
+    "band_rows",
+    "band_warning",
+    "doubt_suffix",
+    "goodput_cell",
+    "goodput_delta_cell",
+    "p99_cell",
+    "tokens_per_joule_cell",
+    "window_p99",
+]
