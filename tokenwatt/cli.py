@@ -147,6 +147,7 @@ def _collect(
 ) -> None:
     import shlex
 
+    from tokenwatt.analysis.doubt import run_doubt
     from tokenwatt.analysis.search_story import explain_run
     from tokenwatt.collect.options import CollectOptions
     from tokenwatt.collect.run import collect
@@ -185,6 +186,9 @@ def _collect(
         for warning in r.warnings:
             click.echo(f"warning: {warning}", err=True)
     click.echo(explain_run(record))
+    doubt = run_doubt(record)
+    if doubt:
+        click.echo(doubt)
     if record.accuracy is not None:
         click.echo(f"accuracy: {record.accuracy.score_pct:.1f}% ({record.accuracy.name})")
     if record.simulated:
@@ -362,6 +366,7 @@ def report(
     """
     from pydantic import ValidationError
 
+    from tokenwatt.analysis.doubt import run_doubt
     from tokenwatt.analysis.search_story import explain_run
     from tokenwatt.analysis.summarise import report_command, slug, summarise
     from tokenwatt.errors import Problem
@@ -389,6 +394,27 @@ def report(
     click.echo(f"wrote {target} ({len(record.configs)} configurations)")
     for item in runs:
         click.echo(f"{item.run.label}: {explain_run(item.run)}")
+        doubt = run_doubt(item.run)
+        if doubt:
+            click.echo(f"{item.run.label}: {doubt}")
+    _echo_band(record)
+
+
+def _echo_band(record: Any) -> None:
+    """The stated and measured variance bands; a warning when the stated one is narrower."""
+    from tokenwatt.analysis.report import analyse_report, band_warning
+
+    analysis = analyse_report(record)
+    measured = analysis.variance_band_measured_pct
+    if measured is None:
+        return
+    click.echo(
+        f"variance band: stated ±{analysis.variance_band_pct:.2f}%, measured from the "
+        f"repeats ±{measured:.2f}%"
+    )
+    warning = band_warning(analysis)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
 
 
 @cli.command()

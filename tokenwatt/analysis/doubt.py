@@ -26,6 +26,7 @@ from tokenwatt.analysis.intervals import limit_side, quantile_interval
 from tokenwatt.analysis.search_story import rate_text
 from tokenwatt.records.interval import LatencyBound, QuantileCI
 from tokenwatt.records.report_v3 import SearchWindowV3
+from tokenwatt.records.run import RunRecord
 
 LATENCY_REASONS = frozenset({"ttft", "tpot", "errors"})
 """Failure reasons the p99 intervals speak to (failed requests are infinite TTFT/TPOT)."""
@@ -185,3 +186,10 @@ def doubt_sentence(
     if not parts:
         return None
     return "Not beyond doubt: " + "; ".join(parts) + "."
+
+
+def run_doubt(run: RunRecord) -> str | None:
+    """:func:`doubt_sentence` for a run record's result repeats (the terminal's words)."""
+    from tokenwatt.analysis.search_windows import search_windows
+
+    return doubt_sentence(search_windows(run), run.spec.slo.ttft_p99_ms, run.spec.slo.tpot_p99_ms)

@@ -241,6 +241,18 @@ def _check_stored(
     return out
 
 
+def band_warning(analysis: ReportAnalysis) -> str | None:
+    """One sentence when the stated band is narrower than the measured spread, else None."""
+    measured = analysis.variance_band_measured_pct
+    if not analysis.band_understated or measured is None:
+        return None
+    return (
+        f"The stated variance band (±{analysis.variance_band_pct:.1f}%) is narrower than the "
+        f"spread measured from the repeats (±{measured:.1f}%). Capacity credit follows the "
+        "stated band, so a gain between the two is credited on a band the data do not bear out."
+    )
+
+
 def conclusion(analysis: ReportAnalysis, cards: int) -> str:
     """The capacity conclusion as one plain sentence per tuned configuration (joined), each
     followed, when the repeats give one, by the gain's 95% interval beside the variance

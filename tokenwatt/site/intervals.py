@@ -15,6 +15,7 @@ from markupsafe import Markup
 from tokenwatt.analysis import ConfigAnalysis, ReportAnalysis
 from tokenwatt.analysis.doubt import ci_side, ci_text, verdict_words
 from tokenwatt.analysis.intervals import Interval
+from tokenwatt.analysis.report import band_warning
 from tokenwatt.records.interval import QuantileCI
 from tokenwatt.records.report_v3 import LatencyMsV3
 from tokenwatt.site.escape import trusted
@@ -95,18 +96,6 @@ def band_rows(analysis: ReportAnalysis) -> list[tuple[str, Markup]]:
     flag = " ⚠ wider than the stated band" if analysis.band_understated else ""
     rows.append(("Variance band measured from the repeats", trusted(f"±{num(measured)}%{flag}")))
     return rows
-
-
-def band_warning(analysis: ReportAnalysis) -> str | None:
-    """One sentence when the stated band is narrower than the measured spread, else None."""
-    measured = analysis.variance_band_measured_pct
-    if not analysis.band_understated or measured is None:
-        return None
-    return (
-        f"The stated variance band (±{analysis.variance_band_pct:.1f}%) is narrower than the "
-        f"spread measured from the repeats (±{measured:.1f}%). Capacity credit follows the "
-        "stated band, so a gain between the two is credited on a band the data do not bear out."
-    )
 
 
 __all__ = [
