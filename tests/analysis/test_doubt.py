@@ -123,8 +123,43 @@ def test_a_miss_beyond_doubt_on_one_limit_is_beyond_doubt() -> None:
     assert got is True
     assert ci_text(_ci(480.0, 530.0)) == "480–530 ms"
     assert ci_text(_ci("inf", "inf")) == "∞ (failed requests)"
-    assert ci_text(_ci(55.0, "inf")) == "55.0 ms to ∞ (a failed request)"
+    assert ci_text(_ci(55.0, "inf")) == "55 ms to ∞ (a failed request)"
 
 
 def test_p99_ci_of_no_values_is_none() -> None:
     assert p99_ci([]) is None
+
+
+def _w(rate: float, backoff: int, slo_pass: bool, doubt: bool | None, **kw: object) -> object:
+    from tokenwatt.records.report_v3 import SearchWindowV3
+
+    return SearchWindowV3(
+        step="repeat",
+        backoff=backoff,
+        rate_rps=rate,
+        slo_pass=slo_pass,
+        slo_beyond_doubt=doubt,
+        **kw,
+    )  # type: ignore[arg-type]
+
+
+def test_doubt_sentence_names_the_result_repeats_in_doubt() -> None:
+    from tokenwatt.analysis.doubt import doubt_sentence
+
+    windows = [
+        # a repeat before the back-off, in doubt: not the result's, so not named
+        _w(9.0, 0, False, False, ttft_p99_ci_ms=_ci(480.0, 530.0)),
+        _w(7.65, 1, True, True, ttft_p99_ci_ms=_ci(300.0, 400.0)),
+        _w(7.65, 1, True, False, ttft_p99_ci_ms=_ci(450.0, None), tpot_p99_ci_ms=_ci(40.0, 52.0)),
+    ]
+    assert doubt_sentence(windows, 500.0, 50.0) == (  # type: ignore[arg-type]
+        "Not beyond doubt: repeat 2 at 7.65 req/s met the SLO, but its p99 TTFT's 95% "
+        "interval (450 ms to beyond the sample) reaches past the 500 ms limit and its p99 "
+        "TPOT's 95% interval (40–52 ms) reaches past the 50 ms limit."
+    )
+    assert doubt_sentence(windows[:2], 500.0, 50.0) is None  # type: ignore[arg-type]
+    missed = [_w(9.0, 0, False, False, ttft_p99_ci_ms=_ci(480.0, 530.0))]
+    assert doubt_sentence(missed, 500.0, 50.0) == (  # type: ignore[arg-type]
+        "Not beyond doubt: repeat 1 at 9 req/s missed the SLO, but its p99 TTFT's 95% "
+        "interval (480–530 ms) reaches down to the 500 ms limit."
+    )

@@ -127,9 +127,10 @@ def ci_text(ci: QuantileCI | None) -> str | None:
 
 
 def _ms(value: float) -> str:
+    """ms as the search sentence writes them: ``2,000``, ``52``, ``9.7``."""
     if value >= 100:
         return f"{value:,.0f}"
-    return f"{value:.1f}"
+    return f"{value:.1f}".rstrip("0").rstrip(".")
 
 
 def _final_repeats(windows: Sequence[SearchWindowV3]) -> list[SearchWindowV3]:
