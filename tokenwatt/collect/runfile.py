@@ -25,7 +25,7 @@ from tokenwatt.files import atomic_write_text, check_regular_file
 from tokenwatt.records.base import PlainName, clip_text
 from tokenwatt.records.load import load_spec, validate
 from tokenwatt.records.run import Environment, RunRecord
-from tokenwatt.records.spec import EngineSpec, MeasurementSpec, ModelSpec, Spec
+from tokenwatt.records.spec import EngineSpec, ModelSpec, Spec
 
 
 def write_record(record: RunRecord, out: Path) -> None:
@@ -107,11 +107,12 @@ def load_run_spec(
         )
         spec = spec.model_copy(update={"model": model})
     if workers is not None:
-        value: int | str = workers
-        if isinstance(workers, str) and workers.strip().isdigit():
-            value = int(workers)
-        data = {**spec.measurement.model_dump(), "workers": value}
-        measurement = validate(MeasurementSpec, data, "--workers", InputError)
+        text = str(workers).strip()
+        if text != "auto" and not (text.isdigit() and int(text) >= 1):
+            message = f"must be a whole number of at least 1, or auto; got {text!r}"
+            raise InputError([Problem("--workers", "", message)])
+        value = "auto" if text == "auto" else int(text)
+        measurement = spec.measurement.model_copy(update={"workers": value})
         spec = spec.model_copy(update={"measurement": measurement})
     return apply_mode(spec, mode)
 
