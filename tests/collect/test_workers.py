@@ -262,3 +262,35 @@ def test_a_fixed_workload_runs_out_and_the_window_still_ends(
     )  # fmt: skip
     assert len(result.requests) == 3 and result.summary.requests == 3
     assert result.summary.completed == 3
+
+
+@pytest.mark.stress
+def test_wire_arrivals_of_two_workers_are_exponential_at_200_per_second(pool: WorkerPool) -> None:
+    """The union of two workers' sends passes a K-S test against the exponential (p > 0.01).
+
+    1,000 requests at 200 req/s against an instant server in its own process. Marked
+    ``stress`` like the one-process test in test_loadgen.py: on a 2-core machine the server,
+    the parent and two workers are four processes on two cores, so whether a send is on
+    time depends on what else runs; ``benchmarks/wire_arrivals.py`` prints the figures.
+    """
+    from scipy import stats
+    from test_loadgen import INSTANT_SERVER
+
+    proc, endpoint = _serve(INSTANT_SERVER)
+    try:
+        rate, seconds = 200.0, 5.0
+        result = pool.run_window(
+            config(endpoint), rate_rps=rate, duration_s=seconds, warmup_s=0.0,
+            requests=itertools.repeat(RequestSpec(prompt=[1, 2], max_tokens=1)), seed=21,
+            keep_load_until_done=False,
+        )  # fmt: skip
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    sent = np.sort([r.sent_s for r in result.requests])
+    assert len(sent) == len(poisson_schedule(rate, seconds, 21)) > 900
+    lag_p99_ms = result.summary.send_lag_p99_ms
+    if lag_p99_ms > 2.0:
+        pytest.skip(f"client starved of CPU: send lag p99 {lag_p99_ms:.1f} ms")
+    assert stats.kstest(np.diff(sent), stats.expon(scale=1 / rate).cdf).pvalue > 0.01
+    assert result.summary.errors == 0
