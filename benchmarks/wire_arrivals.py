@@ -9,13 +9,19 @@ p-value of the gaps of the schedule (the control), of ``dispatched_s`` and of ``
 against the exponential of the target mean; send lag p50/p99; and the client's CPU time
 per second of window (``time.process_time``), whose difference is the cost of the yielding.
 
+With ``--workers 1,2`` (the default) each rate is also sent by a pool of worker processes
+(:class:`tokenwatt.collect.workers.WorkerPool`: one schedule, round-robin by arrival, each
+worker its own event loop), precise sends only; the K-S test is of the union of their sends.
+
 Usage: python benchmarks/wire_arrivals.py [--rates 200,500,1000] [--count 2000]
+    [--workers 1,2] [--no-plain]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import socket
 import subprocess
@@ -31,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tokenwatt.collect.arrivals import SEND_SPIN_S  # noqa: E402
-from tokenwatt.collect.loadgen import LoadConfig, run_window  # noqa: E402
+from tokenwatt.collect.loadgen import LoadConfig, WindowResult, run_window  # noqa: E402
+from tokenwatt.collect.workers import WorkerPool  # noqa: E402
 from tokenwatt.collect.workload import RequestSpec  # noqa: E402
 from tokenwatt.records.spec import SloSpec  # noqa: E402
 
@@ -68,31 +75,49 @@ def _wait_listening(port: int, timeout_s: float = 20.0) -> None:
     raise RuntimeError("the instant server did not start")
 
 
-async def _one(endpoint: str, rate: float, count: int, spin_s: float) -> str:
-    cfg = LoadConfig(
+def _config(endpoint: str) -> LoadConfig:
+    return LoadConfig(
         endpoint=endpoint,
         model="m",
         slo=SloSpec(ttft_p99_ms=10_000, tpot_p99_ms=10_000),
         max_concurrency=256,
         request_timeout_s=30.0,
     )
-    spec = RequestSpec(prompt=[1, 2], max_tokens=1)
+
+
+SPEC = RequestSpec(prompt=[1, 2], max_tokens=1)
+
+
+async def _one(endpoint: str, rate: float, count: int, spin_s: float) -> str:
     cpu0 = time.process_time()
     result = await run_window(
-        cfg, rate_rps=rate, duration_s=count / rate, warmup_s=0.0,
-        requests=itertools.repeat(spec), seed=7, keep_load_until_done=False, send_spin_s=spin_s,
+        _config(endpoint), rate_rps=rate, duration_s=count / rate, warmup_s=0.0,
+        requests=itertools.repeat(SPEC), seed=7, keep_load_until_done=False, send_spin_s=spin_s,
     )  # fmt: skip
     cpu_per_s = (time.process_time() - cpu0) / (count / rate)
+    return _line(result, rate, f"{spin_s * 1e3:5.1f}", "1", cpu_per_s)
+
+
+def _pooled(pool: WorkerPool, endpoint: str, rate: float, count: int) -> str:
+    result = pool.run_window(
+        _config(endpoint), rate_rps=rate, duration_s=count / rate, warmup_s=0.0,
+        requests=itertools.repeat(SPEC), seed=7, keep_load_until_done=False,
+    )  # fmt: skip
+    return _line(result, rate, f"{SEND_SPIN_S * 1e3:5.1f}", str(pool.workers), float("nan"))
+
+
+def _line(result: WindowResult, rate: float, spin: str, workers: str, cpu_per_s: float) -> str:
     exponential = stats.expon(scale=1 / rate).cdf
     reqs = result.requests
     p = {
-        name: stats.kstest(np.diff([getattr(r, name) for r in reqs]), exponential).pvalue
+        # Sorted: the wire's order (two workers' sends may swap places).
+        name: stats.kstest(np.diff(np.sort([getattr(r, name) for r in reqs])), exponential).pvalue
         for name in ("scheduled_s", "dispatched_s", "sent_s")
     }
     lag = np.array([r.sent_s - r.scheduled_s for r in reqs]) * 1e3
     errors = sum(r.error is not None for r in reqs)
     return (
-        f"{rate:6.0f} {spin_s * 1e3:5.1f} {len(reqs):6d} {p['scheduled_s']:9.3g} "
+        f"{rate:6.0f} {workers:>7} {spin} {len(reqs):6d} {p['scheduled_s']:9.3g} "
         f"{p['dispatched_s']:11.3g} {p['sent_s']:9.3g} {np.percentile(lag, 50):8.3f} "
         f"{np.percentile(lag, 99):8.3f} {cpu_per_s:9.3f} {errors:6d}"
     )
@@ -103,22 +128,29 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rates", default="200,500,1000")
     ap.add_argument("--count", type=int, default=2000, help="requests per run")
+    ap.add_argument("--workers", default="1,2", help="pool sizes to run (1: one process)")
+    ap.add_argument("--no-plain", action="store_true", help="skip the plain asyncio.sleep runs")
     a = ap.parse_args()
+    sizes = [int(x) for x in a.workers.split(",")]
     port = _free_port()
     server = subprocess.Popen([sys.executable, "-c", SERVER, str(port)])
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.callback(server.wait, timeout=10)
+        stack.callback(server.terminate)
         _wait_listening(port)
+        endpoint = f"http://127.0.0.1:{port}/v1"
+        pools = {n: stack.enter_context(WorkerPool(n)) for n in sizes if n > 1}
         print(
-            "  rate  spin  sends  KS sched  KS dispatch   KS sent  lag p50  lag p99  cpu s/s"
-            "  errors"
+            "  rate workers  spin  sends  KS sched  KS dispatch   KS sent  lag p50  lag p99"
+            "  cpu s/s  errors"
         )
         for rate in (float(x) for x in a.rates.split(",")):
-            for spin in (SEND_SPIN_S, 0.0):
-                line = asyncio.run(_one(f"http://127.0.0.1:{port}/v1", rate, a.count, spin))
-                print(line, flush=True)
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+            for n in sizes:
+                if n > 1:
+                    print(_pooled(pools[n], endpoint, rate, a.count), flush=True)
+                    continue
+                for spin in (SEND_SPIN_S,) if a.no_plain else (SEND_SPIN_S, 0.0):
+                    print(asyncio.run(_one(endpoint, rate, a.count, spin)), flush=True)
 
 
 if __name__ == "__main__":

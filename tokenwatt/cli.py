@@ -126,6 +126,14 @@ def _collect_options(func: F) -> F:
             is_flag=True,
             help="Cheaper SLO search (short warm-ups after a pass, scout windows, bisect to 5%).",
         ),
+        click.option(
+            "--workers",
+            default=None,
+            metavar="N|auto",
+            help="Load-generator processes sharing each window's one Poisson schedule "
+            "(overrides measurement.workers; default 1: one process). 'auto': from the CPU "
+            "cores and the expected chunk rate, never more than the cores less one.",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -144,6 +152,7 @@ def _collect(
     no_accuracy: bool,
     no_progress: bool,
     fast_search: bool,
+    workers: str | None,
 ) -> None:
     import shlex
 
@@ -166,6 +175,7 @@ def _collect(
         command=shlex.join(["tokenwatt", *sys.argv[1:]]),
         progress=not no_progress,
         fast_search=fast_search,
+        workers=workers,
     )
     try:
         record = collect(opts)

@@ -54,7 +54,7 @@ from tokenwatt.analysis.window_checks import (
 )
 from tokenwatt.records.request import RequestResult
 from tokenwatt.records.spec import SloSpec
-from tokenwatt.records.window import LatencyMs, Percentiles, Spread, WindowSummary
+from tokenwatt.records.window import LatencyMs, Percentiles, Spread, WindowSummary, WorkerLag
 
 INF = math.inf
 PERCENTILES = (50, 90, 99)
@@ -185,6 +185,33 @@ def send_lag_ms(r: RequestResult) -> float:
     """
     at = r.dispatched_s if r.dispatched_s is not None else r.sent_s
     return max(0.0, (at - r.scheduled_s) * 1e3)
+
+
+def worker_lags(
+    requests: Sequence[RequestResult], worker_of: Sequence[int], workers: int
+) -> list[WorkerLag]:
+    """Send lag per load-generator worker over a window's requests.
+
+    ``worker_of[i]`` is the worker that sent ``requests[i]``. Cancelled requests are left
+    out, as in the window's own send-lag p99; a worker's ``client_bound`` uses the same
+    10 ms mark. ``died`` is left False (the caller knows which worker died).
+    """
+    lags: list[list[float]] = [[] for _ in range(workers)]
+    for r, k in zip(requests, worker_of, strict=True):
+        if not cancelled(r):
+            lags[k].append(send_lag_ms(r))
+    out = []
+    for k, values in enumerate(lags):
+        p99 = percentile(values, 99) or 0.0
+        out.append(
+            WorkerLag(
+                worker=k,
+                requests=len(values),
+                send_lag_p99_ms=round(p99, 4),
+                client_bound=p99 > CLIENT_BOUND_SEND_LAG_MS,
+            )
+        )
+    return out
 
 
 def meets_slo(r: RequestResult, slo: SloSpec) -> bool:

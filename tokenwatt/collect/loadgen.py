@@ -177,6 +177,41 @@ class _Window:
         )
 
 
+def drain_ran_out(window_results: Sequence[RequestResult]) -> None:
+    """In a window that ran to its end (not stopped), a request the client cancelled was
+    still unanswered when the drain ran out: it becomes a ``timeout``."""
+    for res in window_results:
+        if res.error == "cancelled":
+            res.error, res.error_class = "timeout", "TimeoutError"
+            res.error_message = "still unanswered when the window's drain ran out"
+
+
+def window_summary(
+    cfg: LoadConfig,
+    window_results: Sequence[RequestResult],
+    *,
+    rate_rps: float,
+    duration_s: float,
+    stopped: bool,
+    measured_s: float,
+) -> WindowSummary:
+    """The summary of a finished window's in-window requests (one process's or the union
+    of every worker's: the same function, so the merge is exact).
+
+    A stopped window's length is ``measured_s`` (the time from the window's start to the
+    stop, at least 1 ms) instead of ``duration_s``. Call :func:`drain_ran_out` first on a
+    window that was not stopped.
+    """
+    return summarise_window(
+        window_results,
+        rate_rps=rate_rps,
+        duration_s=max(measured_s, 1e-3) if stopped else duration_s,
+        slo=cfg.slo,
+        stopped_early=stopped,
+        count_tokens=cfg.count_tokens,
+    )
+
+
 async def run_window(
     cfg: LoadConfig,
     *,
@@ -366,20 +401,14 @@ async def run_window(
         if freeze_gc:
             gc.unfreeze()
     if not stopped:
-        for res in state.window_results:
-            if res.error == "cancelled":  # still unanswered when the drain ran out
-                res.error, res.error_class = "timeout", "TimeoutError"
-                res.error_message = "still unanswered when the window's drain ran out"
-    measured_s = duration_s
-    if stopped:
-        measured_s = max(min(end, window_end) - window_start, 1e-3)
-    summary = summarise_window(
+        drain_ran_out(state.window_results)
+    summary = window_summary(
+        cfg,
         state.window_results,
         rate_rps=rate_rps,
-        duration_s=measured_s,
-        slo=cfg.slo,
-        stopped_early=stopped,
-        count_tokens=cfg.count_tokens,
+        duration_s=duration_s,
+        stopped=stopped,
+        measured_s=min(end, window_end) - window_start,
     )
     return WindowResult(
         summary=summary,
@@ -390,4 +419,12 @@ async def run_window(
     )
 
 
-__all__ = ["LEAD_S", "LoadConfig", "WindowProgress", "WindowResult", "run_window"]
+__all__ = [
+    "LEAD_S",
+    "LoadConfig",
+    "WindowProgress",
+    "WindowResult",
+    "drain_ran_out",
+    "run_window",
+    "window_summary",
+]

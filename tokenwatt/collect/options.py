@@ -32,6 +32,8 @@ class CollectOptions:
             GPU time there): shorter warm-ups after a passing probe, short "scout" windows
             while the verdict is not close, geometric bisection until the bracket is 5%
             wide. Off by default: the search of methods/goodput.md is the default.
+        workers: overrides ``measurement.workers``: load-generator processes sharing each
+            window's schedule, a number or ``auto`` (:mod:`tokenwatt.collect.workers`).
     """
 
     spec_path: Path
@@ -46,4 +48,5 @@ class CollectOptions:
     command: str = ""
     progress: bool = True
     fast_search: bool = False
+    workers: str | None = None
     environ: dict[str, str] | None = field(default=None, repr=False)

@@ -14,6 +14,7 @@ everything measured so far.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from tokenwatt.collect.stopping import GracefulStop, StopSignal
 from tokenwatt.collect.tokens import load_token_counter
 from tokenwatt.collect.verdict import RETRIED_PREFIX, retried
 from tokenwatt.collect.window import WindowOutcome, WindowPlan, WindowRunner
+from tokenwatt.collect.workers import WorkerPool, resolve_workers
 from tokenwatt.collect.workload import WorkloadStream, workload_for
 from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError
 from tokenwatt.files import exclusive_lock
@@ -347,7 +349,7 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     from tokenwatt.collect.probes import probe_engine, scan_engine_log
     from tokenwatt.sim.server import SIM_VERSION
 
-    spec = load_run_spec(opts.spec_path, opts.mode, opts.endpoint, opts.kv_dtype)
+    spec = load_run_spec(opts.spec_path, opts.mode, opts.endpoint, opts.kv_dtype, opts.workers)
     api_key = read_api_key(spec, str(opts.spec_path), opts.environ)
     suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
     if suite is not None and not suite.is_file():
@@ -379,7 +381,13 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         is_sim_engine = (info.engine_version or "").startswith(sim_name)
         rec.simulated = spec.hardware.adapter == "sim" or is_sim_engine
         meter = _open_meter(spec, rec)
-        with Instruments(spec.engine.endpoint, api_key=api_key, meter=meter) as instruments:
+        workers = resolve_workers(spec, stream)
+        # Started once for the run, before the idle check and the first window.
+        pool = WorkerPool(workers) if workers > 1 else contextlib.nullcontext()
+        with (
+            pool as worker_pool,
+            Instruments(spec.engine.endpoint, api_key=api_key, meter=meter) as instruments,
+        ):
             rec.environment = environment_from(info, meter, spec)
             if is_sim_engine:
                 # It speaks vLLM's metric names, but it is the simulator.
@@ -393,6 +401,7 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
                 engine_name=info.engine_name,
                 count_tokens=counter,
                 stop=stop,
+                pool=worker_pool,
             )
             _measure(opts, rec, runner, suite, stream)
     return rec

@@ -80,15 +80,21 @@ def read_api_key(spec: Spec, file: str, environ: dict[str, str] | None = None) -
 
 
 def load_run_spec(
-    path: Path, mode: Mode, endpoint: str | None, kv_dtype: str | None = None
+    path: Path,
+    mode: Mode,
+    endpoint: str | None,
+    kv_dtype: str | None = None,
+    workers: int | str | None = None,
 ) -> Spec:
-    """Load the spec, override ``engine.endpoint`` with ``endpoint`` and ``model.kv_dtype``
-    with ``kv_dtype`` (per configuration, outside the fingerprint), apply the mode.
+    """Load the spec, override ``engine.endpoint`` with ``endpoint``, ``model.kv_dtype``
+    with ``kv_dtype`` (per configuration, outside the fingerprint) and
+    ``measurement.workers`` with ``workers`` (outside the fingerprint), apply the mode.
 
     Raises:
         SpecError: the spec cannot be read or is invalid.
-        InputError: ``endpoint`` is not an http(s) URL (named ``--endpoint``), or
-            ``kv_dtype`` is not a KV-cache dtype (named ``--kv-dtype``).
+        InputError: ``endpoint`` is not an http(s) URL (named ``--endpoint``),
+            ``kv_dtype`` is not a KV-cache dtype (named ``--kv-dtype``), or ``workers`` is
+            neither a positive whole number nor ``auto`` (named ``--workers``).
     """
     spec = load_spec(path)
     if endpoint is not None:
@@ -100,6 +106,14 @@ def load_run_spec(
             ModelSpec, {**spec.model.model_dump(), "kv_dtype": kv_dtype}, "--kv-dtype", InputError
         )
         spec = spec.model_copy(update={"model": model})
+    if workers is not None:
+        text = str(workers).strip()
+        if text != "auto" and not (text.isdigit() and int(text) >= 1):
+            message = f"must be a whole number of at least 1, or auto; got {text!r}"
+            raise InputError([Problem("--workers", "", message)])
+        value = "auto" if text == "auto" else int(text)
+        measurement = spec.measurement.model_copy(update={"workers": value})
+        spec = spec.model_copy(update={"measurement": measurement})
     return apply_mode(spec, mode)
 
 

@@ -6,7 +6,8 @@
    ``min(request_timeout_s, 30 s)``), so the last window's requests do not load this one;
 2. hands the window to the instruments (:mod:`tokenwatt.collect.instruments`: power and
    ``/metrics`` in threads of their own) and runs the load generator on a fresh event
-   loop, with the early-stop rule for probes;
+   loop (or on the run's worker processes, :mod:`tokenwatt.collect.workers`), with the
+   early-stop rule for probes;
 3. collects the instruments' readings (bounded wait) and names the failure mode of a
    window that missed the SLO.
 
@@ -20,6 +21,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tokenwatt.collect.instruments import IDLE_WAIT_MAX_S, Instruments, InstrumentWindow
 from tokenwatt.collect.loadgen import LEAD_S, LoadConfig, WindowResult, run_window
@@ -32,6 +34,9 @@ from tokenwatt.records.request import RequestResult
 from tokenwatt.records.run import EngineMetrics, IdleStart
 from tokenwatt.records.spec import Spec
 from tokenwatt.records.window import WindowSummary
+
+if TYPE_CHECKING:
+    from tokenwatt.collect.workers import WorkerPool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,6 +100,9 @@ class WindowRunner:
         count_tokens: the model's tokenizer, to count outputs of a server without ``usage``.
         stop: the run's SIGTERM/SIGHUP handler: a signal during a window stops the window
             (kept, marked partial) instead of the process.
+        pool: worker processes that send each window's schedule
+            (:class:`~tokenwatt.collect.workers.WorkerPool`); None: this process sends it
+            on one event loop.
     """
 
     def __init__(
@@ -108,8 +116,10 @@ class WindowRunner:
         engine_name: str | None = None,
         count_tokens: Callable[[str], int] | None = None,
         stop: GracefulStop | None = None,
+        pool: WorkerPool | None = None,
     ) -> None:
         self.spec = spec
+        self.pool = pool
         self.workload = workload
         self.instruments = instruments
         self.progress = progress
@@ -128,7 +138,8 @@ class WindowRunner:
         """
         idle = self.instruments.wait_idle(max_wait_s=self.idle_wait_s)
         with self.stop.window():
-            loaded = asyncio.run(self._load(plan))
+            pool = self.pool is not None
+            loaded = self._load_pool(plan) if pool else asyncio.run(self._load(plan))
         readings = self.instruments.collect(loaded.instruments)
         if self.stop.requested is not None and loaded.result.summary.requests == 0:
             self.stop.raise_if_requested()  # stopped in its warm-up: nothing to keep
@@ -179,6 +190,35 @@ class WindowRunner:
             )
         finally:
             win.end_now()
+        return _Loaded(result=result, instruments=win)
+
+    def _load_pool(self, plan: WindowPlan) -> _Loaded:
+        """:meth:`_load` with the pool's workers sending: the instruments are handed the
+        window once every worker is ready, right before the shared start time is fixed."""
+        assert self.pool is not None
+        win: InstrumentWindow | None = None
+
+        def begin() -> None:
+            nonlocal win
+            win = self.instruments.begin(warmup_s=plan.warmup_s, duration_s=plan.duration_s)
+
+        try:
+            result = self.pool.run_window(
+                self.config,
+                rate_rps=plan.rate_rps,
+                duration_s=plan.duration_s,
+                warmup_s=plan.warmup_s,
+                requests=self.workload,
+                seed=plan.seed,
+                progress=self.progress.update,
+                stop_early=self._stop_rule(plan) if plan.early_stop else None,
+                interrupt=self.stop.interrupted,
+                on_start=begin,
+            )
+        finally:
+            if win is not None:
+                win.end_now()
+        assert win is not None
         return _Loaded(result=result, instruments=win)
 
     def _stop_rule(self, plan: WindowPlan) -> Callable[[Sequence[RequestResult], float], bool]:

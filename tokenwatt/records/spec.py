@@ -203,6 +203,13 @@ class MeasurementSpec(StrictModel):
     repeats: PosInt
     request_timeout_s: PosFloat
     max_concurrency: PosInt
+    workers: PosInt | Literal["auto"] = Field(
+        default=1,
+        description="Load-generator processes that share each window's one Poisson schedule "
+        "(round-robin by arrival); 'auto' picks from the CPU cores and the expected chunk "
+        "rate (tokenwatt.collect.workers.auto_workers). 1: one process, one event loop. "
+        "How the client drives the load, not what is measured: outside the fingerprint.",
+    )
 
 
 class SweepSpec(StrictModel):
@@ -403,7 +410,8 @@ def fingerprint_fields(spec: Spec) -> dict[str, Any]:
         "model": model,
         "workload": workload,
         "slo": spec.slo.model_dump(),
-        "measurement": spec.measurement.model_dump(),
+        # How many client processes drive the load is not what is measured.
+        "measurement": spec.measurement.model_dump(exclude={"workers"}),
     }
     flat: dict[str, Any] = {}
     for section, values in parts.items():

@@ -11,7 +11,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from tokenwatt.records.base import NonNegFloat, NonNegInt, Percent, PosFloat, StrictModel
+from tokenwatt.records.base import (
+    NonNegFloat,
+    NonNegInt,
+    Percent,
+    PosFloat,
+    PosInt,
+    StrictModel,
+)
 from tokenwatt.records.interval import QuantileCI
 
 LatencyMs = NonNegFloat | Literal["inf"] | None
@@ -33,6 +40,24 @@ class Spread(StrictModel):
     p90: NonNegFloat | None = None
     p99: NonNegFloat | None = None
     mean: NonNegFloat | None = None
+
+
+class WorkerLag(StrictModel):
+    """How late one load-generator worker process got round to its share of a window."""
+
+    worker: NonNegInt = Field(description="The worker's number (arrival i goes to i mod N).")
+    requests: NonNegInt = Field(
+        description="In-window requests the worker sent (cancelled ones left out)."
+    )
+    send_lag_p99_ms: NonNegFloat = Field(
+        description="p99 of its requests' send lag (dispatched - scheduled, ms)."
+    )
+    client_bound: bool = Field(description="Its send-lag p99 exceeds the 10 ms client-bound mark.")
+    died: bool = Field(
+        default=False,
+        description="The process died mid-window; its unreported requests are lost "
+        "(counted as cancelled by the client) and the window is invalid.",
+    )
 
 
 class ErrorSample(StrictModel):
@@ -214,6 +239,16 @@ class WindowSummary(StrictModel):
         "above a limit it missed. False: 'pass, but not beyond doubt' or 'miss, but not "
         "beyond doubt'. Null when the intervals do not bear on the verdict (an invalid, "
         "stopped-early or empty window) or were not computed. Never changes slo_pass.",
+    )
+    workers: PosInt = Field(
+        default=1,
+        description="Load-generator processes that shared this window's one schedule "
+        "(round-robin by arrival); send_lag_p99_ms and client_bound are over all of them.",
+    )
+    worker_lag: list[WorkerLag] = Field(
+        default_factory=list,
+        description="Send lag and the client-bound flag per worker process (empty with "
+        "one worker).",
     )
 
 
