@@ -105,11 +105,11 @@ def test_a_cache_that_cannot_be_written_does_not_fail_the_build(
 ) -> None:
     """An empty cache on a full disk: the bundle and the page are made, not stored."""
 
-    def full(path: Path, data: bytes) -> None:
+    def full(path: Path, data: bytes, *, durable: bool = True) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("tokenwatt.site.cache.write_atomic", full)
-    monkeypatch.setattr("tokenwatt.site.assets.write_atomic", full)
+    monkeypatch.setattr("tokenwatt.site.cache.atomic_write_bytes", full)
+    monkeypatch.setattr("tokenwatt.site.assets.atomic_write_bytes", full)
     cache_dir = tmp_path / "empty-cache"
     result = build_site(seed_reports, tmp_path / "docs", cache_dir=cache_dir)
     assert result.pages == 1
