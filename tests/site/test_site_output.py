@@ -1,6 +1,7 @@
-"""A build against a hostile file system: a docs "folder" that is a file, *.json entries that
-are not files, a full disk, and an interruption half-way. Each gives a clear error (or, for
-the cache, nothing at all) and leaves the previous site exactly as it was."""
+"""Writing the site (``tokenwatt/site/output.py``, the page cache) against a hostile file
+system: a docs "folder" that is a file, *.json entries that are not files, a full disk, and an
+interruption half-way. Each gives a clear error (or, for the cache, nothing at all) and leaves
+the previous site exactly as it was."""
 
 from __future__ import annotations
 
