@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 from click.testing import CliRunner
 
 from tokenwatt.cli import cli
@@ -223,15 +224,12 @@ async def mirror(gsm8k: Path) -> AsyncIterator[str]:
 
     app = web.Application()
     app.router.add_get("/data/{name}", serve)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    http = TestServer(app, host="127.0.0.1", port=0)
+    await http.start_server()
     try:
-        yield f"http://127.0.0.1:{port}/data"
+        yield str(http.make_url("/data"))
     finally:
-        await runner.cleanup()
+        await http.close()
 
 
 async def test_fetch_verifies_the_pinned_hashes(mirror: str, tmp_path: Path) -> None:
@@ -382,15 +380,12 @@ async def flood() -> AsyncIterator[str]:
 
     app = web.Application()
     app.router.add_get("/data/{name}", serve)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    http = TestServer(app, host="127.0.0.1", port=0)
+    await http.start_server()
     try:
-        yield f"http://127.0.0.1:{port}/data"
+        yield str(http.make_url("/data"))
     finally:
-        await runner.cleanup()
+        await http.close()
 
 
 async def test_fetch_stops_at_the_pinned_size(
