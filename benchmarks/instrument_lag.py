@@ -31,6 +31,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "collect"))
+sys.path.insert(0, str(ROOT))  # scripted_engine imports tests.server_process
 
 from scripted_engine import MODEL, EngineProcess, start_engine  # noqa: E402
 

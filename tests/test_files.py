@@ -174,3 +174,42 @@ def test_special_files_are_refused_without_being_read(tmp_path: Path) -> None:
     big.write_bytes(b"x" * 2048)
     with pytest.raises(InputError, match="the trace is 2,048 bytes, more than the 1,024"):
         check_regular_file(big, what="trace", max_bytes=1024)
+
+
+def test_same_file_follows_links_and_resolves_missing_paths(tmp_path: Path) -> None:
+    from tokenwatt.files import same_file
+
+    a = tmp_path / "a.json"
+    a.write_text("{}\n")
+    (tmp_path / "hard.json").hardlink_to(a)
+    (tmp_path / "soft.json").symlink_to(a)
+    (tmp_path / "dangling.json").symlink_to(tmp_path / "missing.json")
+    (tmp_path / "b.json").write_text("{}\n")
+    assert same_file(a, tmp_path / "hard.json")
+    assert same_file(tmp_path / "soft.json", a)
+    assert same_file(tmp_path / "sub" / ".." / "a.json", a)
+    assert same_file(tmp_path / "dangling.json", tmp_path / "missing.json")
+    assert not same_file(a, tmp_path / "b.json")
+    assert not same_file(a, tmp_path / "missing.json")
+    assert not same_file(a, None)
+
+
+def test_file_sha256_is_the_digest_of_the_bytes(tmp_path: Path) -> None:
+    from tokenwatt.files import file_sha256
+
+    path = tmp_path / "abc"
+    path.write_bytes(b"abc")
+    # FIPS 180-2, appendix B.1: SHA-256("abc").
+    assert file_sha256(path) == ("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+
+
+def test_an_error_inside_atomic_file_keeps_the_old_file_and_no_temp(tmp_path: Path) -> None:
+    from tokenwatt.files import atomic_file
+
+    out = tmp_path / "report.json"
+    out.write_text("old\n")
+    with pytest.raises(ValueError, match="half-way"), atomic_file(out) as handle:
+        handle.write(b"new")
+        raise ValueError("half-way")
+    assert out.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]

@@ -324,7 +324,8 @@ def test_slug() -> None:
     assert slug("×××") == "report-" + hashlib.sha256("×××".encode()).hexdigest()[:10]
     ids = {slug(t) for t in ("Тест", "推理", "テスト", "×××", "")}
     assert len(ids) == 5 and all(i.startswith("report-") for i in ids)
-    assert slug("推理") == slug("推理")
+    # The same title always gets the same id: SHA-256("推理" in UTF-8) begins 132411ba41.
+    assert slug("推理") == "report-132411ba41"
 
 
 def test_mbu_above_100_percent_is_not_shown_and_says_why() -> None:
@@ -360,3 +361,27 @@ def test_client_counted_tokens_are_named_in_the_not_covered_list(
     assert [n for n in notes if n.startswith("vllm-default: the server sent no usage")] == [
         next(n for n in notes if expected in n)
     ]
+
+
+# Run records whose measurements went wrong in ways the collector did not flag: the report must
+# still say what is missing, never drop a value silently.
+
+
+def test_zero_watt_power_windows_are_said_to_be_missing() -> None:
+    """A "valid" window of 0 W (a meter that read nothing) gives no power and a note."""
+    runs = [make_run(), tuned_run(powers_w=(0.0, 0.0))]
+    inputs = [RunInput(f"runs/{r.label}.json", "a" * 64, r) for r in runs]
+    report = summarise(inputs, title="zero watts")
+    baseline, tuned = report.configs
+    assert baseline.node_power_kw == 0.637
+    assert tuned.node_power_kw is None
+    assert "Power and tokens per joule for vllm-fp8kv: no valid power measurement" in (
+        report.not_covered
+    )
+
+
+def test_one_zero_watt_window_does_not_halve_the_mean() -> None:
+    runs = [make_run(), tuned_run(powers_w=(616.0, 0.0))]
+    inputs = [RunInput(f"runs/{r.label}.json", "a" * 64, r) for r in runs]
+    tuned = summarise(inputs, title="one zero").configs[1]
+    assert tuned.node_power_kw == 0.616

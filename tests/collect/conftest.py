@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -95,13 +96,10 @@ async def server() -> AsyncIterator[ScriptedServer]:
     app = web.Application()
     app.router.add_post("/v1/completions", scripted.handle)
     app.router.add_post("/v1/chat/completions", scripted.handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
-    scripted.port = sockets[0].getsockname()[1]
+    http = TestServer(app, host="127.0.0.1", port=0)
+    await http.start_server(shutdown_timeout=0.1)
+    scripted.port = http.port
     try:
         yield scripted
     finally:
-        await runner.cleanup()
+        await http.close()

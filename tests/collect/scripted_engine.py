@@ -23,12 +23,13 @@ import argparse
 import asyncio
 import contextlib
 import json
-import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from tests.server_process import ServerProcess, start_server_process
 
 MODEL = "scripted"
 
@@ -114,26 +115,14 @@ async def serve(mode: str) -> None:
     app.router.add_get("/v1/models", engine.models)
     app.router.add_get("/metrics", engine.metrics)
     app.router.add_get("/stats", engine.stats)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    print(f"serving http://127.0.0.1:{port}", flush=True)
+    http = TestServer(app, host="127.0.0.1", port=0)
+    await http.start_server(shutdown_timeout=0.1)
+    print(f"serving http://127.0.0.1:{http.port}", flush=True)
     await asyncio.Event().wait()
 
 
-@dataclass
-class EngineProcess:
+class EngineProcess(ServerProcess):
     """A running scripted engine: its process and root URL."""
-
-    proc: subprocess.Popen[str]
-    url: str
-
-    @property
-    def endpoint(self) -> str:
-        """The OpenAI-compatible base URL (``…/v1``)."""
-        return self.url + "/v1"
 
     def stats(self) -> dict[str, int]:
         """What the engine has seen (see the module docstring)."""
@@ -142,31 +131,15 @@ class EngineProcess:
         data: dict[str, int] = httpx.get(self.url + "/stats", timeout=5.0).json()
         return data
 
-    def stop(self) -> None:
-        """Terminate the process (by its own pid) and wait for it."""
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
 
 def start_engine(metrics: str) -> EngineProcess:
-    """Start the scripted engine with ``--metrics METRICS`` and wait for its URL."""
-    proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--metrics", metrics],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line.startswith("serving "):
-        proc.kill()
-        raise RuntimeError(f"the scripted engine did not start: {line!r}")
-    return EngineProcess(proc, line.split()[1])
+    """Start the scripted engine with ``--metrics METRICS`` and wait for its URL.
+
+    Raises:
+        RuntimeError: it did not start.
+    """
+    argv = [sys.executable, str(Path(__file__).resolve()), "--metrics", metrics]
+    return EngineProcess(*start_server_process(argv))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from tokenwatt.analysis.paired import NEEDS_FULL_SUITE, accuracy_summary
 from tokenwatt.collect.accuracy import (
@@ -103,24 +104,21 @@ class ScriptedEngine:
 @pytest.fixture
 async def serve() -> AsyncIterator[Callable[[ScriptedEngine], Any]]:
     """Start scripted engines on 127.0.0.1 (free ports); yields an async starter."""
-    runners: list[tuple[web.AppRunner, ScriptedEngine]] = []
+    servers: list[tuple[TestServer, ScriptedEngine]] = []
 
     async def start(engine: ScriptedEngine) -> str:
         app = web.Application()
         app.router.add_post("/v1/completions", engine.handle)
         app.router.add_post("/v1/chat/completions", engine.handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        runners.append((runner, engine))
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        return f"http://127.0.0.1:{port}/v1"
+        http = TestServer(app, host="127.0.0.1", port=0)
+        await http.start_server()
+        servers.append((http, engine))
+        return str(http.make_url("/v1"))
 
     yield start
-    for runner, engine in runners:
+    for http, engine in servers:
         engine.release.set()
-        await runner.cleanup()
+        await http.close()
 
 
 def spec_with(**accuracy: Any) -> Spec:

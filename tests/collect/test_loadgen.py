@@ -442,7 +442,11 @@ web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log
 @pytest.fixture
 def instant_server() -> Iterator[str]:
     """An instant streaming server in a process of its own, so that serving does not share
-    the client's event loop (and, on two cores, its core)."""
+    the client's event loop (and, on two cores, its core).
+
+    The same script as ``SERVER`` in benchmarks/wire_arrivals.py; left as two copies while
+    the worker-process work reshapes that benchmark (merge them after it lands).
+    """
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])

@@ -7,14 +7,12 @@ llama.cpp and vLLM servers are tested in ``tests/engines``.
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.scripted_http import Route, ScriptedServer, fixed
 from tokenwatt.collect.engine_metrics import (
     Scrape,
     parse_metrics_text,
@@ -30,59 +28,13 @@ from tokenwatt.collect.probes import (
 )
 from tokenwatt.errors import EngineError, InputError
 
-Route = Callable[[], tuple[int, str, str]]  # -> (status, content type, body)
-
-
-class Scripted:
-    """A tiny HTTP server on 127.0.0.1 whose GET routes are Python callables."""
-
-    def __init__(self, routes: dict[str, Route], api_key: str | None = None) -> None:
-        self.routes = routes
-        self.hits: list[str] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                outer.hits.append(self.path)
-                if api_key and self.headers.get("Authorization") != f"Bearer {api_key}":
-                    self._send(401, "application/json", '{"error": "unauthorized"}')
-                    return
-                route = outer.routes.get(self.path)
-                if route is None:
-                    self._send(404, "application/json", '{"detail": "Not Found"}')
-                    return
-                self._send(*route())
-
-            def _send(self, status: int, ctype: str, body: str) -> None:
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> Scripted:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
 
 def _json(obj: object) -> Route:
-    return lambda: (200, "application/json", json.dumps(obj))
+    return fixed(obj)
 
 
 def _text(body: str) -> Route:
-    return lambda: (200, "text/plain; version=0.0.4", body)
+    return fixed(body)  # a str is served as Prometheus text
 
 
 def _models(owner: str, max_len: int | None = None) -> Route:
@@ -131,7 +83,7 @@ def test_sglang_probe_reads_server_info_and_kv_pool() -> None:
         "/get_server_info": _json(server_info),
         "/metrics": _text(SGLANG_METRICS),
     }
-    with Scripted(routes) as srv:
+    with ScriptedServer(routes) as srv:
         info = probe_engine(srv.url + "/v1", None)
     assert info.engine_name == "sglang"
     assert info.engine_version == "0.5.4"
@@ -141,7 +93,7 @@ def test_sglang_probe_reads_server_info_and_kv_pool() -> None:
     assert info.kv_capacity_source is not None and "max_total_num_tokens" in info.kv_capacity_source
     assert info.metrics_available
     # The newer /server_info was tried first, then the older /get_server_info.
-    assert srv.hits.index("/server_info") < srv.hits.index("/get_server_info")
+    assert srv.requests.index("/server_info") < srv.requests.index("/get_server_info")
 
 
 def test_sglang_kv_pool_falls_back_to_the_metrics_gauge() -> None:
@@ -150,7 +102,7 @@ def test_sglang_kv_pool_falls_back_to_the_metrics_gauge() -> None:
         "/server_info": _json({"model_path": "m", "version": "0.5.9", "internal_states": []}),
         "/metrics": _text(SGLANG_METRICS),
     }
-    with Scripted(routes) as srv:
+    with ScriptedServer(routes) as srv:
         info = probe_engine(srv.url, None)
     assert (info.engine_name, info.engine_version) == ("sglang", "0.5.9")
     assert info.kv_capacity_tokens == 445008
@@ -176,7 +128,7 @@ def test_vllm_shaped_cache_config_gives_blocks_times_block_size() -> None:
         "/version": _json({"version": "0.31.0"}),
         "/metrics": _text(metrics),
     }
-    with Scripted(routes) as srv:
+    with ScriptedServer(routes) as srv:
         info = probe_engine(srv.url + "/v1/", None)
     assert (info.engine_name, info.engine_version) == ("vllm", "0.31.0")
     assert info.kv_capacity_tokens == 55632 * 16
@@ -192,7 +144,7 @@ def test_tgi_info_gives_version_and_batch_token_budget() -> None:
         "router": "text-generation-router",
     }
     routes = {"/v1/models": _models("tgi"), "/info": _json(tgi_info)}
-    with Scripted(routes) as srv:
+    with ScriptedServer(routes) as srv:
         info = probe_engine(srv.url, None)
     assert (info.engine_name, info.engine_version) == ("tgi", "3.3.6")
     assert info.kv_capacity_tokens == 310000
@@ -201,7 +153,7 @@ def test_tgi_info_gives_version_and_batch_token_budget() -> None:
 
 
 def test_unknown_server_keeps_what_it_can_and_says_what_it_lacked() -> None:
-    with Scripted({"/v1/models": _models("someone")}) as srv:
+    with ScriptedServer({"/v1/models": _models("someone")}) as srv:
         info = probe_engine(srv.url, None)
     assert info.engine_name is None and info.engine_version is None
     assert info.served_models == ["Qwen/Qwen3-30B-A3B-FP8"]
@@ -212,7 +164,7 @@ def test_unknown_server_keeps_what_it_can_and_says_what_it_lacked() -> None:
 
 def test_api_key_is_sent_as_bearer_and_a_wrong_one_is_named() -> None:
     routes = {"/v1/models": _models("vllm"), "/version": _json({"version": "0.32.0"})}
-    with Scripted(routes, api_key="s3cret") as srv:
+    with ScriptedServer(routes, bearer="s3cret") as srv:
         assert probe_engine(srv.url, "s3cret").engine_version == "0.32.0"
         with pytest.raises(EngineError, match=r"HTTP 401.*API key") as err:
             probe_engine(srv.url, "wrong")
@@ -220,7 +172,7 @@ def test_api_key_is_sent_as_bearer_and_a_wrong_one_is_named() -> None:
 
 
 def test_unreachable_engine_is_an_engine_error() -> None:
-    with Scripted({}) as srv:
+    with ScriptedServer({}) as srv:
         url = srv.url
     with pytest.raises(EngineError, match="cannot reach"):
         probe_engine(url, None, timeout_s=2.0)
@@ -232,14 +184,14 @@ def test_metrics_page_that_is_not_prometheus_is_noted_not_fatal() -> None:
         "/version": _json({"version": "0.32.0"}),
         "/metrics": _json({"not": "prometheus {"}),
     }
-    with Scripted(routes) as srv:
+    with ScriptedServer(routes) as srv:
         info = probe_engine(srv.url, None)
     assert info.engine_name == "vllm" and not info.metrics_available
     assert any("not in Prometheus text format" in n for n in info.notes)
 
 
 def test_models_without_a_data_list_is_an_engine_error() -> None:
-    with Scripted({"/v1/models": _json({"models": []})}) as srv, pytest.raises(EngineError):
+    with ScriptedServer({"/v1/models": _json({"models": []})}) as srv, pytest.raises(EngineError):
         probe_engine(srv.url, None)
 
 
@@ -250,13 +202,13 @@ def test_endpoint_urls() -> None:
 
 
 @pytest.fixture
-def changing_metrics() -> Iterator[tuple[Scripted, list[str]]]:
+def changing_metrics() -> Iterator[tuple[ScriptedServer, list[str]]]:
     pages: list[str] = []
 
-    def page() -> tuple[int, str, str]:
-        return 200, "text/plain", pages[0] if len(pages) == 1 else pages.pop(0)
+    def page(_query: object) -> tuple[int, str]:
+        return 200, pages[0] if len(pages) == 1 else pages.pop(0)
 
-    with Scripted({"/metrics": page}) as srv:
+    with ScriptedServer({"/metrics": page}) as srv:
         yield srv, pages
 
 
@@ -273,7 +225,9 @@ def _vllm_page(running: int, waiting: int, kv: float, preempted: int) -> str:
     )
 
 
-async def test_scraper_summarizes_a_window(changing_metrics: tuple[Scripted, list[str]]) -> None:
+async def test_scraper_summarizes_a_window(
+    changing_metrics: tuple[ScriptedServer, list[str]],
+) -> None:
     srv, pages = changing_metrics
     pages.extend(
         [
@@ -297,7 +251,7 @@ async def test_scraper_summarizes_a_window(changing_metrics: tuple[Scripted, lis
 
 
 async def test_scraper_without_metrics_endpoint_records_no_scrapes() -> None:
-    with Scripted({}) as srv:
+    with ScriptedServer({}) as srv:
         scraper = MetricsScraper(srv.url, interval_s=3600)
         await scraper.start()
         metrics = await scraper.stop()

@@ -101,6 +101,9 @@ async def raw() -> AsyncIterator[Callable[[Conn], Awaitable[RawServer]]]:
     servers: list[asyncio.Server] = []
 
     async def start(conn: Conn) -> RawServer:
+        # A bare asyncio server, not an HTTP test server: these scripts misbehave below HTTP
+        # (connections reset or closed mid-response, no headers, a tiny receive buffer),
+        # which no HTTP framework's handler can do.
         scripted = RawServer(conn)
         srv = await asyncio.start_server(scripted.serve, "127.0.0.1", 0)
         # A small receive buffer, so a large body cannot all sit in the kernel unread.

@@ -72,6 +72,9 @@ def site_url(tmp_path_factory: pytest.TempPathFactory, bundle_cache: Path) -> It
         timeout=120,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
+    # The standard library's static file server, as the README's `python -m http.server -d
+    # site`: it serves the built folder with directory URLs (a/ -> a/index.html), which a
+    # scripted test server (pytest-httpserver, aiohttp's TestServer) does not.
     handler = partial(QuietHandler, directory=str(root / "site"))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

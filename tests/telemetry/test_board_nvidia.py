@@ -110,8 +110,13 @@ def test_mig_uuid_in_visible_devices_is_refused(clock: ManualClock) -> None:
 
 
 def test_gpu_without_mig_support_is_accepted(clock: ManualClock) -> None:
+    """NotSupported from nvmlDeviceGetMigMode (a GPU without MIG) is no reason to refuse."""
     fake = FakeNvml([_gpu(0, mig_supported=False)], now=clock.now)
-    NvmlSource(environ={}, nvml=fake.module).close()
+    source = NvmlSource(environ={}, nvml=fake.module)
+    assert source.devices == 1
+    assert fake.initialised == 1
+    source.close()
+    assert fake.initialised == 0
 
 
 def test_visible_devices_in_pci_order(clock: ManualClock) -> None:

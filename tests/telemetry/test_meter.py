@@ -10,9 +10,9 @@ import pynvml as real_pynvml
 import pytest
 import yaml
 
+from tests.scripted_http import ScriptedServer, fixed
 from tests.telemetry.conftest import run_window
 from tests.telemetry.fake_nvml import FakeGpu, FakeNvml, SineTrace
-from tests.telemetry.http_server import ScriptedServer, fixed
 from tokenwatt.analysis.power import sum_throttle_counts, window_tokens_per_joule
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records.run import Repeat

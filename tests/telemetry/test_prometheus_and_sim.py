@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from tests.scripted_http import ScriptedServer, fixed
 from tests.telemetry.conftest import run_window
 from tests.telemetry.fake_nvml import SineTrace
-from tests.telemetry.http_server import ScriptedServer, fixed
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records.spec import PowerSpec
 from tokenwatt.telemetry import ManualClock, PowerMeter

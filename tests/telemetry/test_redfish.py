@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from tests.scripted_http import Route, ScriptedServer, fixed, make_self_signed
 from tests.telemetry.conftest import run_window
 from tests.telemetry.fake_nvml import SineTrace
-from tests.telemetry.http_server import Route, ScriptedServer, fixed, make_self_signed
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records.spec import PowerSpec
 from tokenwatt.telemetry import ManualClock, PowerMeter

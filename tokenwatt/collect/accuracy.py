@@ -11,7 +11,6 @@ out counts as wrong, with ``error`` set, and stays in the record: never skipped.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 from tokenwatt.analysis.gate import spread_pts
 from tokenwatt.analysis.scoring import score_completion
 from tokenwatt.errors import InputError, Problem
+from tokenwatt.files import file_sha256
 from tokenwatt.records.accuracy import AccuracyResult, ItemResult, SeedResult
 from tokenwatt.records.spec import Spec
 from tokenwatt.records.suite import SuiteItem, load_suite
@@ -181,7 +181,7 @@ def errored_items(result: AccuracyResult) -> list[tuple[int, ItemResult]]:
 def _read_suite(path: Path) -> tuple[list[SuiteItem], str]:
     """The suite's items and the SHA-256 (hex) of its bytes."""
     items = load_suite(path)
-    return items, hashlib.sha256(path.read_bytes()).hexdigest()
+    return items, file_sha256(path)
 
 
 async def run_suite_async(

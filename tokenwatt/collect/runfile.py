@@ -21,7 +21,7 @@ from tokenwatt.collect.probes import EngineInfo
 from tokenwatt.collect.trace import MAX_TRACE_BYTES
 from tokenwatt.collect.workload import CHAT_MIX_V1
 from tokenwatt.errors import InputError, Problem
-from tokenwatt.files import atomic_write_text, check_regular_file
+from tokenwatt.files import atomic_write_text, check_regular_file, same_file
 from tokenwatt.records.base import PlainName, clip_text
 from tokenwatt.records.load import load_spec, validate
 from tokenwatt.records.run import Environment, RunRecord
@@ -163,15 +163,6 @@ def _is_run_record(path: Path) -> bool:
     return isinstance(data, dict) and data.keys() >= RUN_RECORD_KEYS
 
 
-def _same_file(a: Path, b: Path | None) -> bool:
-    if b is None:
-        return False
-    try:
-        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
-    except OSError:
-        return False
-
-
 def check_run_options(
     *,
     label: str,
@@ -217,7 +208,7 @@ def _out_problems(
 ) -> list[Problem]:
     where = str(out)
     for name, other in (("spec", spec_path), ("accuracy suite", suite), ("engine log", engine_log)):
-        if _same_file(out, other):
+        if same_file(out, other):
             return [Problem(where, "--out", f"is the {name}; the run record would replace it")]
     if out.is_dir():
         return [Problem(where, "--out", "is a folder; give a file name such as runs/X.json")]

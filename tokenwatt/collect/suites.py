@@ -14,14 +14,13 @@ committed into this repository.
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenwatt.errors import InputError, Problem, TokenwattError
+from tokenwatt.files import atomic_file, atomic_write_bytes, file_sha256, same_file
 from tokenwatt.records.suite import (
     GOLD,
     MAX_PROBLEMS,
@@ -180,24 +179,6 @@ def build_gsm8k_suite(
     ]
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename.
-
-    A failure leaves any previous file untouched and no partial file behind.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 @dataclass(frozen=True)
 class BuiltSuite:
     """What ``suites build`` wrote: path, item count and the SHA-256 of inputs and output."""
@@ -218,7 +199,7 @@ def build_suite_file(test_path: Path, train_path: Path, n: int, seed: int, out: 
         InputError: unreadable or malformed input files, or ``n`` out of range.
     """
     for given, flag in ((test_path, "--test"), (train_path, "--train")):
-        if _same_file(out, given):
+        if same_file(out, given):
             raise InputError(
                 [
                     Problem(
@@ -248,7 +229,7 @@ def build_suite_file(test_path: Path, train_path: Path, n: int, seed: int, out: 
         raise InputError([Problem(str(test_path), "--n", str(exc))]) from exc
     data = suite_bytes(items)
     try:
-        write_atomic(out, data)
+        atomic_write_bytes(out, data)
     except OSError as exc:
         why = "it is a folder" if out.is_dir() else str(exc.strerror or exc)
         raise InputError([Problem(str(out), "--out", f"cannot write the suite: {why}")]) from exc
@@ -256,8 +237,8 @@ def build_suite_file(test_path: Path, train_path: Path, n: int, seed: int, out: 
         out,
         len(items),
         hashlib.sha256(data).hexdigest(),
-        _sha256_file(test_path),
-        _sha256_file(train_path),
+        file_sha256(test_path),
+        file_sha256(train_path),
     )
 
 
@@ -265,18 +246,6 @@ def _cannot_write(path: Path, exc: OSError) -> InputError:
     """The error for a download that cannot be stored under ``--dest``."""
     why = "a folder is in the way" if path.is_dir() else str(exc.strerror or exc)
     return InputError([Problem(str(path), "--dest", f"cannot write: {why}")])
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether two paths name one file (through links too); by resolved path when missing."""
-    try:
-        return a.samefile(b)
-    except OSError:
-        return a.resolve() == b.resolve()
-
-
-def _sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -320,40 +289,12 @@ def fetch_gsm8k(
     done: list[FetchedFile] = []
     for pinned in GSM8K_FILES:
         target = dest / pinned.name
-        if target.is_file() and _sha256_file(target) == pinned.sha256:
+        if target.is_file() and file_sha256(target) == pinned.sha256:
             done.append(FetchedFile(target, pinned.sha256, True))
             continue
         url = f"{base_url.rstrip('/')}/{pinned.name}"
         try:
-            fd, tmp_name = tempfile.mkstemp(dir=dest, prefix=f".{pinned.name}.", suffix=".tmp")
-        except OSError as exc:
-            raise _cannot_write(dest, exc) from exc
-        tmp = Path(tmp_name)
-        try:
-            digest = hashlib.sha256()
-            size = 0
-            with (
-                os.fdopen(fd, "wb") as fh,
-                httpx.stream("GET", url, timeout=timeout_s, follow_redirects=True) as response,
-            ):
-                if response.status_code != 200:
-                    raise FetchError(f"cannot download {url}: HTTP {response.status_code}")
-                for chunk in response.iter_bytes():
-                    digest.update(chunk)
-                    size += len(chunk)
-                    if size > pinned.size_bytes:
-                        raise FetchError(
-                            f"{url}: more than the pinned {pinned.size_bytes:,} bytes; stopped "
-                            "(not the pinned file); nothing was written"
-                        )
-                    fh.write(chunk)
-            actual = digest.hexdigest()
-            if actual != pinned.sha256:
-                raise FetchError(
-                    f"{url}: SHA-256 {actual} ({size:,} bytes) does not match the pinned "
-                    f"{pinned.sha256} ({pinned.size_bytes:,} bytes); nothing was written"
-                )
-            tmp.replace(target)
+            _download(url, pinned, target, timeout_s)
         except OSError as exc:  # disk full, read-only, a folder where the file goes
             raise _cannot_write(target, exc) from exc
         except httpx.HTTPError as exc:
@@ -362,7 +303,41 @@ def fetch_gsm8k(
                 f"Offline? Copy {pinned.name} from github.com/openai/grade-school-math "
                 f"(grade_school_math/data) into {dest} by hand; SHA-256 {pinned.sha256}"
             ) from exc
-        finally:
-            tmp.unlink(missing_ok=True)
         done.append(FetchedFile(target, pinned.sha256, False))
     return done
+
+
+def _download(url: str, pinned: PinnedFile, target: Path, timeout_s: float) -> None:
+    """Stream ``url`` into ``target`` (:func:`tokenwatt.files.atomic_file`), stopping past
+    the pinned size; ``target`` is replaced only when size and SHA-256 match the pin.
+
+    Raises:
+        FetchError: an error status, too many bytes, or a hash that does not match.
+        OSError: the file cannot be written.
+        httpx.HTTPError: the transfer failed.
+    """
+    import httpx
+
+    digest = hashlib.sha256()
+    size = 0
+    with (
+        atomic_file(target) as fh,
+        httpx.stream("GET", url, timeout=timeout_s, follow_redirects=True) as response,
+    ):
+        if response.status_code != 200:
+            raise FetchError(f"cannot download {url}: HTTP {response.status_code}")
+        for chunk in response.iter_bytes():
+            digest.update(chunk)
+            size += len(chunk)
+            if size > pinned.size_bytes:
+                raise FetchError(
+                    f"{url}: more than the pinned {pinned.size_bytes:,} bytes; stopped "
+                    "(not the pinned file); nothing was written"
+                )
+            fh.write(chunk)
+        actual = digest.hexdigest()
+        if actual != pinned.sha256:
+            raise FetchError(
+                f"{url}: SHA-256 {actual} ({size:,} bytes) does not match the pinned "
+                f"{pinned.sha256} ({pinned.size_bytes:,} bytes); nothing was written"
+            )

@@ -82,6 +82,9 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+# Our words for pydantic's error types, keyed by the error's ``type`` code (pydantic_core's
+# ErrorType, stable across releases) and filled from its ``ctx``; pydantic's own message
+# text is never parsed. "got VALUE" is added for scalar inputs.
 _TYPE_MESSAGES = {
     "model_type": "must be a JSON object",
     "model_attributes_type": "must be a JSON object",
@@ -99,14 +102,54 @@ _TYPE_MESSAGES = {
     "finite_number": "must be a finite number",
 }
 
+_BOUND_MESSAGES = {
+    "greater_than": ("gt", "must be greater than {}"),
+    "greater_than_equal": ("ge", "must be greater than or equal to {}"),
+    "less_than": ("lt", "must be less than {}"),
+    "less_than_equal": ("le", "must be less than or equal to {}"),
+    "multiple_of": ("multiple_of", "must be a multiple of {}"),
+}
+
+
+def _number(value: Any) -> str:
+    """A bound as a person writes it: ``0`` and ``1000000000000``, not ``0.0`` or ``1e12``."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return str(value)
+
+
+def _count(n: Any, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _ctx_message(kind: str, ctx: dict[str, Any]) -> str | None:
+    """Our message for an error type that carries its limits in ``ctx`` (None if unknown)."""
+    if kind in _BOUND_MESSAGES:
+        key, template = _BOUND_MESSAGES[kind]
+        return template.format(_number(ctx[key]))
+    if kind == "string_too_short":
+        return f"must have at least {_count(ctx['min_length'], 'character')}"
+    if kind == "string_too_long":
+        return f"must have at most {_count(ctx['max_length'], 'character')}"
+    if kind == "too_long":
+        most = _count(ctx["max_length"], "item")
+        return f"must have at most {most}, not {ctx.get('actual_length', 'more')}"
+    if kind in ("literal_error", "enum"):
+        return f"must be {ctx['expected']}"
+    if kind == "string_pattern_mismatch":
+        return f"must match pattern '{ctx['pattern']}'"
+    return None
+
 
 _SECRET_NAMES = frozenset({"api_key", "apikey", "password", "token", "secret"})
 
 
 def _message(err: Any) -> tuple[str, str]:
-    """(extra field path, message) for one pydantic error."""
+    """(extra field path, message) for one pydantic error, chosen by its ``type`` code."""
     kind = err["type"]
     value = err.get("input")
+    ctx = err.get("ctx") or {}
+    got = "" if isinstance(value, dict | list) or value is None else f", got {_shown(value)}"
     if kind == "extra_forbidden":
         if str(err["loc"][-1]) in _SECRET_NAMES:
             return "", (
@@ -119,8 +162,8 @@ def _message(err: Any) -> tuple[str, str]:
     if kind in _TYPE_MESSAGES:
         return "", f"{_TYPE_MESSAGES[kind]}, got {_shown(value)}"
     if kind == "value_error":
-        cause = err.get("ctx", {}).get("error")
-        text = str(cause) if cause is not None else err["msg"].removeprefix("Value error, ")
+        cause = ctx.get("error")
+        text = str(cause) if cause is not None else str(err["msg"])
         return (cause.field if isinstance(cause, FieldValueError) else ""), text
     if kind == "too_short":
         return "", "must not be empty (at least one item)"
@@ -129,20 +172,24 @@ def _message(err: Any) -> tuple[str, str]:
             f"{_shown(value)} is not a valid id: use lower-case letters, digits, '.', '_' and"
             " '-', starting with a letter or digit (it becomes a file and page name)"
         )
-    msg = str(err["msg"]).replace("Input should be", "must be")
-    msg = msg.replace("String should", "must").replace("List should", "must")
     if kind.startswith(("date_", "datetime_")):
-        return "", f"must be a date as YYYY-MM-DD, got {_shown(value)} ({msg})"
-    if isinstance(value, dict | list) or value is None:
-        return "", msg
-    return "", f"{msg}, got {_shown(value)}"
+        datetime = kind.startswith("datetime_")
+        form = "a date and time as YYYY-MM-DDTHH:MM:SSZ" if datetime else "a date as YYYY-MM-DD"
+        why = f" ({ctx['error']})" if "error" in ctx else ""
+        return "", f"must be {form}, got {_shown(value)}{why}"
+    message = _ctx_message(kind, ctx)
+    if message is None:
+        # A type no record field produces today: pydantic's own sentence, marked as such.
+        message = f"is not valid ({kind}: {err['msg']})"
+    return "", f"{message}{got}"
 
 
 def problems_from(file: str, error: ValidationError) -> list[Problem]:
     """One :class:`Problem` per pydantic error, in the order pydantic reports them.
 
-    Messages are rewritten into plain words with the offending value (``must be greater
-    than 0, got -0.6``); a validator's :class:`FieldValueError` adds its field to the path.
+    Messages are our own plain words, chosen by each error's ``type`` code and filled from
+    its ``ctx`` and ``input`` (``must be greater than 0, got -0.6``); pydantic's message text
+    is not parsed. A validator's :class:`FieldValueError` adds its field to the path.
     """
     problems = []
     for err in error.errors(include_url=False):

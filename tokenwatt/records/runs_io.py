@@ -7,13 +7,12 @@ The I/O half of ``tokenwatt report``; the summarising itself is the pure
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenwatt.errors import InputError, Problem, RecordError
+from tokenwatt.files import atomic_write_bytes, same_file
 from tokenwatt.records.load import read_json, validate
 from tokenwatt.records.report_v3 import ReportV3
 from tokenwatt.records.run import RunRecord
@@ -73,7 +72,7 @@ def load_runs(paths: list[Path]) -> list[RunInput]:
 def write_report(
     report: ReportV3, out: Path, *, force: bool = False, inputs: Sequence[Path] = ()
 ) -> Path:
-    """Write a report record as JSON, atomically (temporary file, then ``os.replace``).
+    """Write a report record as JSON, atomically (:func:`tokenwatt.files.atomic_file`).
 
     A crash leaves either the old file or the new one, never half of one.
 
@@ -89,7 +88,7 @@ def write_report(
             be written (its folder, a full or read-only disk).
     """
     for given in inputs:
-        if _same_file(out, given):
+        if same_file(out, given):
             raise InputError(
                 [
                     Problem(
@@ -106,27 +105,7 @@ def write_report(
         )
     text = report.model_dump_json(indent=2, exclude_defaults=False) + "\n"
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+        atomic_write_bytes(out, text.encode("utf-8"))
     except OSError as exc:
-        raise InputError([Problem(str(out), "", f"cannot write: {exc.strerror}")]) from exc
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        Path(tmp).replace(out)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise InputError([Problem(str(out), "", f"cannot write: {exc.strerror or exc}")]) from exc
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return out
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether two paths name one file (through links too); by resolved path when missing."""
-    try:
-        return a.samefile(b)
-    except OSError:
-        return a.resolve() == b.resolve()

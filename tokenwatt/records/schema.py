@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +10,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from tokenwatt.errors import InputError, Problem, TokenwattError
+from tokenwatt.files import atomic_write_bytes
 from tokenwatt.records.base import MAX_TEXT_CHARS
 from tokenwatt.records.load import AnyReport
 from tokenwatt.records.run import RunRecord
@@ -108,7 +107,7 @@ def export_schemas(out_dir: Path, *, check: bool = False) -> SchemaExport:
         else:
             try:
                 out_dir.mkdir(parents=True, exist_ok=True)
-                _write_atomic(path, text)
+                atomic_write_bytes(path, text.encode("utf-8"))
             except OSError as exc:
                 raise _cannot(path, exc) from exc
             written.append(path)
@@ -125,15 +124,3 @@ def _cannot(path: Path, exc: OSError) -> InputError:
     a file where the folder should be, a full or read-only disk)."""
     why = "a folder is in the way" if path.is_dir() else str(exc.strerror or exc)
     return InputError([Problem(str(path), "", f"cannot read or write the schema file: {why}")])
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; these are published, committed files
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -8,11 +8,11 @@ the vl-convert version, because making the bundle takes seconds.
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+from tokenwatt.files import atomic_write_bytes
 
 BUNDLE_PATH = "assets/javascripts/vega-bundle.js"
 CHARTS_PATH = "assets/javascripts/tokenwatt-charts.js"
@@ -38,7 +38,7 @@ def vega_bundle(cache_dir: Path, *, write_cache: bool = True) -> bytes:
     if write_cache:
         # A cache that cannot be written (disk full, read-only) only costs time.
         with contextlib.suppress(OSError):
-            write_atomic(cached, data)
+            atomic_write_bytes(cached, data, durable=False)
     return data
 
 
@@ -49,16 +49,3 @@ def static_assets(templates: Path) -> dict[str, bytes]:
         CHARTS_PATH: (folder / "tokenwatt-charts.js").read_bytes(),
         CSS_PATH: (folder / "tokenwatt.css").read_bytes(),
     }
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

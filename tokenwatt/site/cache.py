@@ -14,7 +14,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from tokenwatt.site.assets import write_atomic
+from tokenwatt.files import atomic_write_bytes
 
 _CODE_PACKAGES = ("site", "analysis", "records")
 
@@ -61,4 +61,4 @@ class PageCache:
             return
         text = json.dumps(entry, sort_keys=True, ensure_ascii=False)
         with contextlib.suppress(OSError):
-            write_atomic(self.folder / f"{key}.json", text.encode("utf-8"))
+            atomic_write_bytes(self.folder / f"{key}.json", text.encode("utf-8"), durable=False)

@@ -5,6 +5,14 @@ new folder next to it (``.tokenwatt-build-*``), then swaps it in with two rename
 build that fails half-way leaves the previous site as it was. Files whose bytes did not
 change are hard-linked from the old folder instead of rewritten, so their modification
 times stay put and ``mkdocs serve`` reloads only what changed.
+
+Write policy (see :mod:`tokenwatt.files`): files get mode 0644 and folders 0755, and the
+new folder's entries are ``fsync``-ed once per folder before the swap, not once per file.
+The site is generated output that one ``tokenwatt build`` makes again, and a build of a
+large archive writes thousands of pages: an ``fsync`` per page would cost seconds for a
+guarantee the site does not need. What it does need — no partial site after a failed or
+interrupted build — comes from the swap. After a power cut a page may be empty;
+``tokenwatt build --check`` then reports it stale and the next build rewrites it.
 """
 
 from __future__ import annotations
@@ -13,6 +21,8 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+
+from tokenwatt.files import DIR_MODE, FILE_MODE, sync_folder
 
 SITE_MARKER = ".tokenwatt-site"
 """A file the build puts in every docs folder it makes: the folder may be replaced."""
@@ -94,8 +104,8 @@ def swap_in(docs_dir: Path, outputs: dict[str, bytes], changed: set[str]) -> Non
     parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".tokenwatt-build-{docs_dir.name}-"))
     try:
-        staging.chmod(0o755)  # mkdtemp makes 0700; the site is for reading by others
-        made: set[Path] = set()
+        staging.chmod(DIR_MODE)  # mkdtemp makes 0700; the site is for reading by others
+        made: set[Path] = {staging}
         for rel in sorted(outputs):
             target = staging / rel
             if target.parent not in made:
@@ -109,6 +119,9 @@ def swap_in(docs_dir: Path, outputs: dict[str, bytes], changed: set[str]) -> Non
                 except OSError:
                     pass
             target.write_bytes(outputs[rel])
+            target.chmod(FILE_MODE)
+        for root, _dirs, _names in os.walk(staging):
+            sync_folder(Path(root))
         _swap(staging, docs_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -118,6 +131,7 @@ def swap_in(docs_dir: Path, outputs: dict[str, bytes], changed: set[str]) -> Non
 def _swap(staging: Path, docs_dir: Path) -> None:
     if not docs_dir.exists():
         staging.rename(docs_dir)
+        sync_folder(docs_dir.parent)
         return
     retired = Path(
         tempfile.mkdtemp(dir=staging.parent, prefix=f".tokenwatt-build-{docs_dir.name}-old-")
@@ -129,4 +143,5 @@ def _swap(staging: Path, docs_dir: Path) -> None:
     except BaseException:
         retired.rename(docs_dir)
         raise
+    sync_folder(docs_dir.parent)
     shutil.rmtree(retired, ignore_errors=True)

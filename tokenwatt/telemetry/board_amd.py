@@ -79,7 +79,9 @@ class AmdSmiSource:
     ) -> None:
         if amdsmi is None:
             amdsmi = import_binding(
-                "amdsmi", "power.source 'board' on AMD needs the amdsmi Python package from ROCm"
+                "amdsmi",
+                "power.source 'board' on AMD needs AMD SMI's Python binding, amdsmi: "
+                "pip install 'tokenwatt-bench[amd]' (it loads ROCm's libamd_smi)",
             )
         self.smi = amdsmi
         self.notes: list[str] = []

@@ -116,7 +116,8 @@ class NvmlSource:
         if nvml is None:
             nvml = import_binding(
                 "pynvml",
-                "power.source 'board' on NVIDIA needs nvidia-ml-py (pip install nvidia-ml-py)",
+                "power.source 'board' on NVIDIA needs NVML's Python binding, nvidia-ml-py: "
+                "pip install 'tokenwatt-bench[nvidia]'",
             )
         self.nv = nvml
         self.notes: list[str] = []

@@ -1,6 +1,7 @@
-"""A build against a hostile file system: a docs "folder" that is a file, *.json entries that
-are not files, a full disk, and an interruption half-way. Each gives a clear error (or, for
-the cache, nothing at all) and leaves the previous site exactly as it was."""
+"""Writing the site (``tokenwatt/site/output.py``, the page cache) against a hostile file
+system: a docs "folder" that is a file, *.json entries that are not files, a full disk, and an
+interruption half-way. Each gives a clear error (or, for the cache, nothing at all) and leaves
+the previous site exactly as it was."""
 
 from __future__ import annotations
 
@@ -105,11 +106,11 @@ def test_a_cache_that_cannot_be_written_does_not_fail_the_build(
 ) -> None:
     """An empty cache on a full disk: the bundle and the page are made, not stored."""
 
-    def full(path: Path, data: bytes) -> None:
+    def full(path: Path, data: bytes, *, durable: bool = True) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("tokenwatt.site.cache.write_atomic", full)
-    monkeypatch.setattr("tokenwatt.site.assets.write_atomic", full)
+    monkeypatch.setattr("tokenwatt.site.cache.atomic_write_bytes", full)
+    monkeypatch.setattr("tokenwatt.site.assets.atomic_write_bytes", full)
     cache_dir = tmp_path / "empty-cache"
     result = build_site(seed_reports, tmp_path / "docs", cache_dir=cache_dir)
     assert result.pages == 1

@@ -1,4 +1,5 @@
-"""The simulated engine's suite reader with hostile lines: clear errors naming file and line."""
+"""The simulated engine's suite reader (``tokenwatt/sim/suite.py``) with hostile lines: clear
+errors naming file and line."""
 
 from __future__ import annotations
 
