@@ -11,7 +11,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from tokenwatt.records.base import NonNegFloat, NonNegInt, Percent, PosFloat, StrictModel
+from tokenwatt.records.base import (
+    ArrivalProcess,
+    NonNegFloat,
+    NonNegInt,
+    Percent,
+    PosFloat,
+    StrictModel,
+)
 
 LatencyMs = NonNegFloat | Literal["inf"] | None
 
@@ -194,6 +201,14 @@ class WindowSummary(StrictModel):
         default_factory=Percentiles,
         description="ITL per token (ms): each chunk gap divided by its request's mean "
         "tokens per chunk; equals itl_ms when every chunk carries one token.",
+    )
+    arrivals: ArrivalProcess = Field(
+        default="poisson",
+        description="How the window's arrival times were drawn: 'conditioned' — exactly "
+        "round(rate_rps × duration_s) arrivals in the window, a Poisson process conditioned "
+        "on that count; 'poisson' — the unconditioned process, whose count in the window is "
+        "random (about 1/sqrt(rate × duration) relative noise on goodput). Records made "
+        "before this field existed read as 'poisson', which is what they used.",
     )
 
 
