@@ -26,8 +26,8 @@ Usage: python benchmarks/repeatability.py [--runs 10] [--duration 5] [--warmup 1
 The default rates put both engines near saturation on a busy 2-core machine (the sim's
 TTFT p50 about 0.4 s at 12 req/s with ``--time-scale 4``; llama.cpp's p99 about 0.1–0.2 s
 at 60 req/s), where the issue saw the spread; lower them on a quiet machine for an
-unsaturated engine. Defaults take about five minutes on a busy 2-core machine. Timing figures (TTFT) are
-noisy on a shared machine; the count figures are not.
+unsaturated engine. Defaults take about five minutes on a busy 2-core machine. Timing
+figures (TTFT) are noisy on a shared machine; the count figures are not.
 """
 
 from __future__ import annotations
