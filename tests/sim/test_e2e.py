@@ -128,8 +128,9 @@ def model_first_miss(profile: Profile, spec: Spec, seed: int) -> float:
     """The lowest rate (req/s, steps of 0.5 / TIME_SCALE) at which the model misses the SLO.
 
     Same schedule as the load generator (``window_schedule`` with the probe seed and the
-    spec's arrival process, arrivals continuing past the window while it drains), same constant lengths as the spec's
-    workload, same p99 (numpy's default linear interpolation, type 7).
+    spec's arrival process, arrivals continuing past the window while it drains), same
+    constant lengths as the spec's workload, same p99 (numpy's default linear
+    interpolation, type 7).
     """
     m = spec.measurement
     assert spec.workload.input_tokens is not None and spec.workload.output_tokens is not None
