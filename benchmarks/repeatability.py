@@ -23,11 +23,13 @@ spread within ±0.5% with conditioning, and goodput spread at least halved.
 Usage: python benchmarks/repeatability.py [--runs 10] [--duration 5] [--warmup 1]
     [--engines sim,llamacpp] [--sim-rate 12] [--llamacpp-rate 60]
 
-The default rates put both engines near saturation on a busy 2-core machine (the sim's
-TTFT p50 about 0.4 s at 12 req/s with ``--time-scale 4``; llama.cpp's p99 about 0.1–0.2 s
-at 60 req/s), where the issue saw the spread; lower them on a quiet machine for an
-unsaturated engine. Defaults take about five minutes on a busy 2-core machine. Timing
-figures (TTFT) are noisy on a shared machine; the count figures are not.
+The default rates put both engines near or past saturation on a busy 2-core machine
+(the sim's TTFT p50 0.4–2.8 s at 12 req/s with ``--time-scale 4``; llama.cpp's p99
+20–70 ms at 60 req/s), where the issue saw the spread; lower them for an unsaturated
+engine. The defaults took about 8 minutes on a busy 2-core machine (the sim 5.5, its
+saturated windows draining slowly; llama.cpp 2): ``--runs``, ``--duration`` and
+``--engines`` shorten it. Timing figures (TTFT) are noisy on a shared machine; the count
+figures are not.
 """
 
 from __future__ import annotations
