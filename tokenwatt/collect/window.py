@@ -225,7 +225,9 @@ class WindowRunner:
         from tokenwatt.analysis.latency import missed_beyond_doubt
         from tokenwatt.collect.arrivals import window_request_count
 
-        expected = window_request_count(plan.rate_rps, plan.warmup_s, plan.duration_s, plan.seed)
+        expected = window_request_count(
+            plan.rate_rps, plan.warmup_s, plan.duration_s, plan.seed, self.config.arrivals
+        )
         slo = self.spec.slo
 
         def stop(requests: Sequence[RequestResult], _elapsed_s: float) -> bool:
