@@ -31,6 +31,7 @@ POINT_KEYS = (
     "input_tokens",
     "output_tokens",
     "duration",
+    "warmup",
     "ttft_p99_ms",
     "tpot_p99_ms",
     "vocab_size",
@@ -72,6 +73,12 @@ def point_options(func: F) -> F:
             "--output-tokens", type=pos_int, default=None, help="Every output's length (tokens)."
         ),
         click.option("--duration", type=pos_float, default=None, help="Measured window (s)."),
+        click.option(
+            "--warmup",
+            type=click.FloatRange(min=0, max=1e12),
+            default=None,
+            help="Load before each window, not measured (s; default 10 without --spec).",
+        ),
         click.option(
             "--ttft-p99-ms",
             type=pos_float,
@@ -122,6 +129,7 @@ def point_flags(values: dict[str, Any]) -> PointFlags:
         input_tokens=values.get("input_tokens"),
         output_tokens=values.get("output_tokens"),
         duration_s=values.get("duration"),
+        warmup_s=values.get("warmup"),
         ttft_p99_ms=values.get("ttft_p99_ms"),
         tpot_p99_ms=values.get("tpot_p99_ms"),
         vocab_size=values.get("vocab_size"),

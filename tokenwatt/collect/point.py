@@ -24,10 +24,11 @@ Defaults, and where they come from:
 * Hardware: ``adapter: none``, no bandwidth, no GPUs listed — not stated, never guessed;
   power ``source: none`` (the record's "not covered" says so). MBU is therefore not
   computed. Write a spec for either.
-* Windows: 10 s warm-up, ``--duration`` (default 60 s) measured, 120 s request timeout,
-  at most 1,024 requests in flight; the search (``--sweep``) grows from 1 req/s (or 1
-  client) by 2× up to 1,000 req/s (or 1,024 clients), bisects 4 times, 2 repeats, back-off
-  0.85 up to 3 times. ``--mode`` still caps the windows (``quick``: 120 s windows).
+* Windows: 10 s warm-up (``--warmup``), ``--duration`` (default 60 s) measured, 120 s
+  request timeout, at most 1,024 requests in flight; the search (``--sweep``) grows from
+  1 req/s (or 1 client) by 2× up to 1,000 req/s (or 1,024 clients), bisects 4 times, 2
+  repeats, back-off 0.85 up to 3 times. ``--mode`` still caps the windows
+  (``quick``: 120 s windows).
 
 Flags and what they set: ``--rate R`` / ``--rates R1,R2,…``: fixed windows at those
 rates (``sweep.fixed``, ``sweep.rates``); ``--concurrency C[,C…]``: fixed closed-loop
@@ -79,6 +80,7 @@ class PointFlags:
         profile: ``--profile``: poisson, constant or concurrency.
         input_tokens, output_tokens: fixed prompt and output lengths (tokens).
         duration_s: ``--duration``: the measured window (s).
+        warmup_s: ``--warmup``: load before each window, not measured (s).
         ttft_p99_ms, tpot_p99_ms: SLO limits (ms).
         vocab_size: token ids are drawn below it.
     """
@@ -91,6 +93,7 @@ class PointFlags:
     input_tokens: int | None = None
     output_tokens: int | None = None
     duration_s: float | None = None
+    warmup_s: float | None = None
     ttft_p99_ms: float | None = None
     tpot_p99_ms: float | None = None
     vocab_size: int | None = None
@@ -225,6 +228,8 @@ def _apply(data: dict[str, Any], flags: PointFlags, *, fresh: bool) -> None:
         workload["output_tokens"] = _lengths(n_out)
     if flags.duration_s is not None:
         m["window_s"] = m["search_window_s"] = flags.duration_s
+    if flags.warmup_s is not None:
+        m["warmup_s"] = flags.warmup_s
     if flags.ttft_p99_ms is not None:
         data["slo"]["ttft_p99_ms"] = flags.ttft_p99_ms
     if flags.tpot_p99_ms is not None:
@@ -276,6 +281,7 @@ def run_spec(opts: CollectOptions) -> Spec:
         SpecError: the spec file cannot be read or is invalid.
         InputError: a bad flag or combination, named.
     """
+    from tokenwatt.collect.closedloop import closed_loop_workers
     from tokenwatt.collect.runfile import adjust_run_spec
     from tokenwatt.records.load import load_spec
 
@@ -290,7 +296,10 @@ def run_spec(opts: CollectOptions) -> Spec:
         spec = load_spec(opts.spec_path)
         if flags.any_given:
             spec = override_spec(spec, flags)
-    return adjust_run_spec(spec, opts.mode, opts.endpoint, opts.kv_dtype, opts.workers)
+    spec = adjust_run_spec(spec, opts.mode, opts.endpoint, opts.kv_dtype, opts.workers)
+    asked = spec.measurement.workers
+    closed_loop_workers(spec, asked if isinstance(asked, int) else 1)  # refused before the probe
+    return spec
 
 
 def spec_yaml(spec: Spec) -> str:
