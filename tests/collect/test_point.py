@@ -72,10 +72,12 @@ def test_closed_loop_beyond_the_client_cap_is_refused() -> None:
     data = spec.model_dump()
     data["measurement"]["profile"] = "concurrency"
     data["sweep"]["start_concurrency"] = 600
-    with pytest.raises(ValueError, match="600 clients exceed measurement.max_concurrency"):
+    with pytest.raises(ValueError, match=r"600 clients exceed measurement\.max_concurrency"):
         type(spec).model_validate(data)
-    with pytest.raises(InputError, match="sweep.concurrencies must be given"):
-        override_spec(spec, PointFlags(profile="concurrency", sweep=False, duration_s=1.0))
+    # A closed-loop search needs no list; fixed closed-loop windows do.
+    searched = override_spec(spec, PointFlags(profile="concurrency"))
+    assert searched.measurement.profile == "concurrency" and not searched.sweep.fixed
+    with pytest.raises(InputError, match=r"sweep\.concurrencies must be given"):
         override_spec(
             spec.model_copy(update={"sweep": spec.sweep.model_copy(update={"fixed": True})}),
             PointFlags(profile="concurrency"),
