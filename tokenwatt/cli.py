@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from tokenwatt import __version__
+from tokenwatt.cli_collect import point_inputs, point_options
 from tokenwatt.errors import InputError, TokenwattError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -81,12 +82,18 @@ def _collect_options(func: F) -> F:
             "--spec",
             "spec_path",
             type=click.Path(path_type=Path),
-            required=True,
-            help="Benchmark spec (specs/*.spec.yaml).",
+            default=None,
+            help="Benchmark spec (specs/*.spec.yaml); without it, one is built from "
+            "--endpoint, --model and the load flags.",
         ),
-        click.option("--label", required=True, help="Configuration name, e.g. vllm-fp8kv."),
         click.option(
-            "--role", type=click.Choice(["baseline", "tuned"]), required=True, help="Its role."
+            "--label", default=None, help="Configuration name, e.g. vllm-fp8kv (default: --model)."
+        ),
+        click.option(
+            "--role",
+            type=click.Choice(["baseline", "tuned"]),
+            default=None,
+            help="Its role (default without --spec: baseline).",
         ),
         click.option(
             "--out",
@@ -137,13 +144,13 @@ def _collect_options(func: F) -> F:
     ]
     for option in reversed(options):
         func = option(func)
-    return func
+    return point_options(func)
 
 
 def _collect(
-    spec_path: Path,
-    label: str,
-    role: str,
+    spec_path: Path | None,
+    label: str | None,
+    role: str | None,
     out: Path,
     mode: str,
     engine_log: Path | None,
@@ -153,6 +160,7 @@ def _collect(
     no_progress: bool,
     fast_search: bool,
     workers: str | None,
+    **point: Any,
 ) -> None:
     import shlex
 
@@ -162,7 +170,9 @@ def _collect(
     from tokenwatt.collect.run import collect
     from tokenwatt.collect.stopping import StopSignal, exit_status
 
+    spec_path, label, role, flags = point_inputs(spec_path, label, role, point)
     opts = CollectOptions(
+        point=flags,
         spec_path=spec_path,
         label=label,
         role=role,  # type: ignore[arg-type]

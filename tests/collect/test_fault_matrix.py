@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from conftest import DONE, ScriptedServer, chunk, stream
+from streaming_server import DONE, ScriptedServer, chunk, stream
 
 from tokenwatt.collect.loadgen import LoadConfig, run_window
 from tokenwatt.collect.workload import RequestSpec

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from aiohttp import web
-from conftest import DONE, ScriptedServer, chunk, stream, tokens_stream, usage
 from scipy import stats
+from streaming_server import DONE, ScriptedServer, chunk, stream, tokens_stream, usage
 
 from tokenwatt.analysis.latency import missed_beyond_doubt
 from tokenwatt.collect.arrivals import poisson_schedule, window_request_count

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterator
 
 from aiohttp import web
-from conftest import DONE, Handler, ScriptedServer, chunk, stream, usage
+from streaming_server import DONE, Handler, ScriptedServer, chunk, stream, usage
 
 from tokenwatt.analysis.latency import percentile, summarise_window
 from tokenwatt.collect.loadgen import LoadConfig, WindowResult, run_window

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from aiohttp import web
-from conftest import ScriptedServer, tokens_stream
+from streaming_server import ScriptedServer, tokens_stream
 
 from tokenwatt.collect.http import ERROR_BODY_LIMIT, MAX_TRANSPORT_RETRIES
 from tokenwatt.collect.loadgen import LoadConfig, WindowResult, run_window

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from aiohttp import web
-from conftest import ScriptedServer, stream, tokens_stream
+from streaming_server import ScriptedServer, stream, tokens_stream
 
 from tokenwatt.collect.loadgen import LoadConfig, run_window
 from tokenwatt.collect.prompts import SharedPrefix

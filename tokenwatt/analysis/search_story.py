@@ -73,7 +73,33 @@ def explain_run(run: RunRecord) -> str:
         complete=run.complete,
         incomplete_reason=run.incomplete_reason,
     )
-    return explain_result(search_windows(run), story)
+    windows = search_windows(run)
+    if run.spec.sweep.fixed:
+        return explain_fixed(windows, story)
+    return explain_result(windows, story)
+
+
+def load_text(w: SearchWindowV3) -> str:
+    """A window's load in words: ``12 req/s``, or ``8 clients (3.9 req/s)`` for a closed loop."""
+    if w.concurrency is not None:
+        return f"{w.concurrency} clients ({rate_text(w.rate_rps)} req/s)"
+    return f"{rate_text(w.rate_rps)} req/s"
+
+
+def explain_fixed(windows: Sequence[SearchWindowV3], story: SearchStory) -> str:
+    """The sentence for a fixed-load run (``sweep.fixed``): no search, one window a load;
+    the highest load that met the SLO, and how the lowest load that missed it missed."""
+    used = [w for w in windows if not w.remeasured]
+    if not used:
+        return "Fixed loads, no SLO search: no window was measured."
+    met = [w for w in used if w.slo_pass]
+    missed = [w for w in used if not w.slo_pass]
+    head = f"Fixed loads, no SLO search: {len(met)} of {len(used)} windows met the SLO"
+    if met:
+        head += f", the highest at {load_text(met[-1])}"
+    if missed:
+        head += f"; at {load_text(missed[0])} the window {miss_text(missed[0], story)}"
+    return head + "."
 
 
 def explain_config(config: ConfigV3, report: ReportV3) -> str:

@@ -60,6 +60,8 @@ def _window(
             "phase": phase,
             "backoff": backoff,
             "rate_rps": w.rate_rps,
+            "profile": w.profile,
+            "concurrency": w.concurrency,
             "slo_pass": w.slo_pass,
             "remeasured": retried(w),
             "failure_reason": w.failure_reason,

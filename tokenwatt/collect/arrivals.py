@@ -14,6 +14,10 @@ the choice):
   Poisson process's arrival times given their number (S. M. Ross, *Stochastic Processes*,
   2nd ed., 1996, Theorem 2.3.1). Its gaps are still close to exponential.
 
+A third, non-random schedule (``measurement.profile: constant``, :func:`constant_schedule`)
+sends one request every ``1 / rate`` s. The closed loop (``profile: concurrency``) has no
+schedule at all (:mod:`tokenwatt.collect.closedloop`).
+
 Because the whole schedule is computed in advance, a client that falls behind does not
 stretch it: lateness shows up as send lag (sent − scheduled), never as a lower arrival rate
 (methods/goodput.md). Either schedule is one increasing float64 array of offsets (s) from
@@ -29,7 +33,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from tokenwatt.records.base import ArrivalProcess
+from tokenwatt.records.base import ArrivalProcess, LoadProfile
 
 SEND_SPIN_S = 0.0015
 """How long before a send time :func:`sleep_until` stops sleeping and starts yielding (s).
@@ -191,19 +195,73 @@ def window_schedule(
     raise ValueError(f"arrivals must be 'conditioned' or 'poisson', got {arrivals!r}")
 
 
+def constant_schedule(rate_rps: float, duration_s: float) -> npt.NDArray[np.float64]:
+    """Evenly spaced send offsets: ``k / rate_rps`` for k = 0, 1, … while below ``duration_s``.
+
+    The constant-rate profile (``measurement.profile: constant``): no randomness, so a
+    window of ``T`` s holds ``rate × T`` arrivals give or take one, and the gaps are all
+    ``1 / rate`` (the "constant" arrival pattern of load testers such as GuideLLM's).
+
+    Raises:
+        ValueError: as :func:`poisson_schedule`.
+    """
+    _check(rate_rps, duration_s)
+    count = int(np.ceil(duration_s * rate_rps))
+    offsets = np.arange(count + 1, dtype=np.float64) / rate_rps
+    return offsets[offsets < duration_s]
+
+
+def load_schedule(
+    rate_rps: float,
+    *,
+    warmup_s: float,
+    duration_s: float,
+    tail_s: float,
+    seed: int,
+    arrivals: ArrivalProcess = "conditioned",
+    profile: LoadProfile = "poisson",
+) -> npt.NDArray[np.float64]:
+    """The open-loop schedule of one window for a load profile: :func:`window_schedule`
+    for ``poisson``, :func:`constant_schedule` over warm-up, window and tail for
+    ``constant`` (``seed`` and ``arrivals`` unused).
+
+    Raises:
+        ValueError: as :func:`window_schedule`, or ``profile`` ``concurrency`` (a closed
+            loop has no schedule).
+    """
+    if profile == "constant":
+        for length in (warmup_s, duration_s, tail_s):
+            _check(rate_rps, length)
+        return constant_schedule(rate_rps, warmup_s + duration_s + tail_s)
+    if profile == "poisson":
+        return window_schedule(
+            rate_rps,
+            warmup_s=warmup_s,
+            duration_s=duration_s,
+            tail_s=tail_s,
+            seed=seed,
+            arrivals=arrivals,
+        )
+    raise ValueError(f"profile {profile!r} has no arrival schedule (a closed loop)")
+
+
 def window_request_count(
     rate_rps: float,
     warmup_s: float,
     duration_s: float,
     seed: int,
     arrivals: ArrivalProcess = "conditioned",
+    profile: LoadProfile = "poisson",
 ) -> int:
     """How many requests of a seeded schedule fall in the window ``[warmup, warmup + duration)``.
 
-    Exact, not the mean ``rate × duration``: the same schedule :func:`window_schedule` gives
+    Exact, not the mean ``rate × duration``: the same schedule :func:`load_schedule` gives
     the load generator (for ``conditioned``, :func:`arrival_count`). Useful as
     ``expected_total`` for :func:`tokenwatt.analysis.latency.missed_beyond_doubt`.
     """
+    if profile == "constant":
+        offsets = constant_schedule(rate_rps, warmup_s + duration_s)
+        return int(np.count_nonzero(offsets >= warmup_s))
     if arrivals == "conditioned":
         _check(rate_rps, warmup_s)
         return arrival_count(rate_rps, duration_s)

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from tokenwatt.collect.http import keeps_streams_alive
 from tokenwatt.collect.workload import RequestSpec
 from tokenwatt.errors import InputError, Problem
-from tokenwatt.records.base import ArrivalProcess
+from tokenwatt.records.base import ArrivalProcess, LoadProfile
 from tokenwatt.records.spec import SloSpec, Spec
 
 
@@ -41,6 +41,9 @@ class LoadConfig:
         arrivals: how each window's arrival times are drawn (``measurement.arrivals``):
             ``conditioned``, an exact count in the window, or ``poisson``
             (:func:`tokenwatt.collect.arrivals.window_schedule`).
+        profile: how load is offered (``measurement.profile``): ``poisson``, ``constant``
+            (:func:`tokenwatt.collect.arrivals.load_schedule`) or ``concurrency`` (closed
+            loop, :mod:`tokenwatt.collect.closedloop`).
     """
 
     endpoint: str
@@ -55,6 +58,7 @@ class LoadConfig:
     keep_alive: bool = True
     count_tokens: Callable[[str], int] | None = field(default=None, repr=False)
     arrivals: ArrivalProcess = "conditioned"
+    profile: LoadProfile = "poisson"
 
     @classmethod
     def from_spec(
@@ -110,6 +114,7 @@ class LoadConfig:
             keep_alive=keeps_streams_alive(engine_name),
             count_tokens=count_tokens,
             arrivals=spec.measurement.arrivals,
+            profile=spec.measurement.profile,
         )
 
     @property

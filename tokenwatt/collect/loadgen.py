@@ -43,7 +43,7 @@ from typing import Literal
 import aiohttp
 
 from tokenwatt.analysis.latency import percentile, send_lag_ms, summarise_window, tpot_ms, ttft_ms
-from tokenwatt.collect.arrivals import SEND_SPIN_S, sleep_until, window_schedule
+from tokenwatt.collect.arrivals import SEND_SPIN_S, load_schedule, sleep_until
 from tokenwatt.collect.http import Sender, open_session
 from tokenwatt.collect.loadconfig import LoadConfig
 from tokenwatt.collect.workload import RequestSpec
@@ -211,7 +211,8 @@ def window_summary(
         stopped_early=stopped,
         count_tokens=cfg.count_tokens,
     )
-    summary.arrivals = cfg.arrivals
+    summary.profile = cfg.profile
+    summary.arrivals = cfg.arrivals if cfg.profile == "poisson" else None
     return summary
 
 
@@ -274,13 +275,14 @@ async def run_window(
     if not rate_rps > 0 or not duration_s > 0 or not warmup_s >= 0:
         raise ValueError("rate_rps and duration_s must be positive and warmup_s non-negative")
     tail_s = cfg.request_timeout_s if keep_load_until_done else 0.0
-    offsets = window_schedule(
+    offsets = load_schedule(
         rate_rps,
         warmup_s=warmup_s,
         duration_s=duration_s,
         tail_s=tail_s,
         seed=seed,
         arrivals=cfg.arrivals,
+        profile=cfg.profile,
     )
     window_end_offset = warmup_s + duration_s
     own_session = session is None

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from tokenwatt.collect.modes import Mode
+from tokenwatt.collect.point import PointFlags
 
 Role = Literal["baseline", "tuned"]
 
@@ -34,6 +35,9 @@ class CollectOptions:
             wide. Off by default: the search of methods/goodput.md is the default.
         workers: overrides ``measurement.workers``: load-generator processes sharing each
             window's schedule, a number or ``auto`` (:mod:`tokenwatt.collect.workers`).
+        point: the point-and-shoot flags (:mod:`tokenwatt.collect.point`): with
+            ``spec_path`` :data:`~tokenwatt.collect.point.FLAGS_SPEC`, the spec is built
+            from them; else they override the spec's fields. None: none given.
     """
 
     spec_path: Path
@@ -50,3 +54,4 @@ class CollectOptions:
     fast_search: bool = False
     workers: str | None = None
     environ: dict[str, str] | None = field(default=None, repr=False)
+    point: PointFlags | None = None

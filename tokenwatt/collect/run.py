@@ -16,14 +16,20 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tokenwatt import __version__
+from tokenwatt.collect.closedloop import closed_loop_workers
+from tokenwatt.collect.fixed_loads import measure_fixed
 from tokenwatt.collect.instruments import Instruments
+from tokenwatt.collect.load_search import backed_off_concurrency, concurrency_search
 from tokenwatt.collect.modes import PRESETS
 from tokenwatt.collect.options import CollectOptions
+from tokenwatt.collect.point import run_spec, spec_yaml
 from tokenwatt.collect.preflight import check_served_model, check_workload_fits
 from tokenwatt.collect.progress import Progress
 from tokenwatt.collect.request_log import RequestLogWriter, log_path, log_window
@@ -32,7 +38,6 @@ from tokenwatt.collect.runfile import (
     check_trace_file,
     environment_from,
     git_commit,
-    load_run_spec,
     read_api_key,
     suite_path,
     write_record,
@@ -169,11 +174,19 @@ class Measurement:
         self.check_engine = check_engine
         self.history: list[tuple[float, bool]] = []
         self.request_log: RequestLogWriter | None = None
+        self.closed = self.spec.measurement.profile == "concurrency"
 
     def _log_requests(self, outcome: WindowOutcome) -> None:
         """Add the window just stored to the per-request file (:func:`log_window`)."""
         if not log_window(self.request_log, self.record, outcome):
             self.request_log = None
+
+    def plan(self, load: float, **kwargs: Any) -> WindowPlan:
+        """A window at ``load``: req/s in the open loop, clients in the closed loop
+        (a backed-off load rounded down to whole clients)."""
+        if not self.closed:
+            return WindowPlan(rate_rps=load, **kwargs)
+        return WindowPlan(rate_rps=load, concurrency=backed_off_concurrency(load), **kwargs)
 
     def _measured(
         self, step: str, plan: WindowPlan, store: Callable[[WindowOutcome], None]
@@ -218,23 +231,27 @@ class Measurement:
     def _note(self, step: str, plan: WindowPlan, outcome: WindowOutcome) -> None:
         s = outcome.summary
         verdict = "meets the SLO" if s.slo_pass else f"misses: {s.failure_reason}"
-        self.progress.note(f"{step} at {plan.rate_rps:.4g} req/s: {verdict}")
+        load = f"{plan.rate_rps:.4g} req/s"
+        if plan.concurrency is not None:
+            load = f"{plan.concurrency} clients ({s.rate_rps:.4g} req/s measured)"
+        self.progress.note(f"{step} at {load}: {verdict}")
         for warning in outcome.warnings:
             self.progress.note(f"  warning: {warning}")
 
     def _client_lagged(self, summary: WindowSummary) -> bool:
         limit_ms = CLIENT_LAG_RETRY_FRACTION * self.spec.slo.ttft_p99_ms
-        return summary.client_bound and summary.send_lag_p99_ms > max(10.0, limit_ms)
+        lag = summary.send_lag_p99_ms  # None in a closed loop: no schedule to lag behind
+        return summary.client_bound and lag is not None and lag > max(10.0, limit_ms)
 
     def probe(self, rate: float, phase: Phase) -> ProbeOutcome:
         """One search probe (the callback of :func:`slo_search`)."""
         warmup_s, window_s = self.setup.policy.plan(phase, self.history)
-        plan = WindowPlan(
-            rate_rps=rate,
+        plan = self.plan(
+            rate,
             duration_s=window_s,
             warmup_s=warmup_s,
             seed=self.spec.workload.seed,
-            early_stop=True,
+            early_stop=not self.closed,
         )
 
         def store(o: WindowOutcome) -> None:
@@ -249,8 +266,8 @@ class Measurement:
     def repeat(self, rate: float, index: int, backoffs: int) -> ProbeOutcome:
         """One measurement repeat (the callback of :func:`measure_repeats`)."""
         m = self.spec.measurement
-        plan = WindowPlan(
-            rate_rps=rate,
+        plan = self.plan(
+            rate,
             duration_s=m.window_s,
             warmup_s=m.warmup_s,
             seed=self.spec.workload.seed + REPEAT_SEED_STRIDE * (index + 1),
@@ -266,7 +283,14 @@ class Measurement:
     def run(self) -> None:
         """The SLO search, then the repeats at the rate it found; fills ``record.result``."""
         spec, rec = self.spec, self.record
-        trace = slo_search(self.probe, spec.sweep, self.setup.options)
+        if spec.sweep.fixed:
+            measure_fixed(self)
+            return
+        if self.closed:
+            ceiling = spec.measurement.max_concurrency
+            trace = concurrency_search(self.probe, spec.sweep, ceiling)
+        else:
+            trace = slo_search(self.probe, spec.sweep, self.setup.options)
         warnings = list(trace.warnings)
         for w in warnings:
             self.progress.note(f"warning: {w}")
@@ -288,15 +312,24 @@ class Measurement:
         )
         points = [(p.rate_rps, p.outcome.passed) for p in trace.steps]
         repeat_points = [(p.rate_rps, p.outcome.passed) for p in reps.steps]
-        extra = [w for w in monotonicity_warnings(points, repeat_points) if w not in warnings]
+        unit = "clients" if self.closed else "req/s"
+        more = monotonicity_warnings(points, repeat_points, unit=unit)
+        extra = [w for w in more if w not in warnings]
         final = [r for r in rec.repeats if r.backoff == reps.backoffs and not retried(r.window)]
         passing = [r for r in final if r.window.slo_pass]
         goodput = repeats_goodput(final, confirmed=reps.rate_rps is not None)
         if reps.rate_rps is None:
             extra.append("no repeat met the SLO after the last back-off; goodput is 0")
+        rate = reps.rate_rps or 0.0
+        clients = None
+        if self.closed and reps.rate_rps is not None:
+            # The closed loop's rate is what the passing repeats measured at the clients found.
+            clients = backed_off_concurrency(reps.rate_rps)
+            rate = sum(r.window.rate_rps for r in passing) / max(len(passing), 1)
         rec.result = result.model_copy(
             update={
-                "rate_rps": reps.rate_rps or 0.0,
+                "rate_rps": rate,
+                "concurrency": clients,
                 "goodput_tok_s": goodput,
                 "slo_pass_count": len(passing),
                 "repeats": len(final),
@@ -357,7 +390,10 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     from tokenwatt.collect.probes import probe_engine, scan_engine_log
     from tokenwatt.sim.server import SIM_VERSION
 
-    spec = load_run_spec(opts.spec_path, opts.mode, opts.endpoint, opts.kv_dtype, opts.workers)
+    spec = run_spec(opts)
+    if opts.point is not None and opts.point.any_given:
+        # What the flags made of the spec, before anything is sent: the record stores it.
+        print("effective spec:\n" + spec_yaml(spec), file=sys.stderr, flush=True)
     api_key = read_api_key(spec, str(opts.spec_path), opts.environ)
     suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
     if suite is not None and not suite.is_file():
@@ -389,7 +425,7 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         is_sim_engine = (info.engine_version or "").startswith(sim_name)
         rec.simulated = spec.hardware.adapter == "sim" or is_sim_engine
         meter = _open_meter(spec, rec)
-        workers = resolve_workers(spec, stream)
+        workers = closed_loop_workers(spec, resolve_workers(spec, stream))
         # Started once for the run, before the idle check and the first window.
         pool = WorkerPool(workers) if workers > 1 else contextlib.nullcontext()
         with (

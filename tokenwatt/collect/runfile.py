@@ -96,7 +96,21 @@ def load_run_spec(
             ``kv_dtype`` is not a KV-cache dtype (named ``--kv-dtype``), or ``workers`` is
             neither a positive whole number nor ``auto`` (named ``--workers``).
     """
-    spec = load_spec(path)
+    return adjust_run_spec(load_spec(path), mode, endpoint, kv_dtype, workers)
+
+
+def adjust_run_spec(
+    spec: Spec,
+    mode: Mode,
+    endpoint: str | None,
+    kv_dtype: str | None = None,
+    workers: int | str | None = None,
+) -> Spec:
+    """:func:`load_run_spec` for a spec already loaded (or built from flags).
+
+    Raises:
+        InputError: as :func:`load_run_spec`.
+    """
     if endpoint is not None:
         data = {**spec.engine.model_dump(), "endpoint": endpoint}
         engine = validate(EngineSpec, data, "--endpoint", InputError)

@@ -248,7 +248,10 @@ def _warnings(steps: list[ProbeStep]) -> list[str]:
 
 
 def monotonicity_warnings(
-    points: list[tuple[float, bool]], repeats: list[tuple[float, bool]] | None = None
+    points: list[tuple[float, bool]],
+    repeats: list[tuple[float, bool]] | None = None,
+    *,
+    unit: str = "req/s",
 ) -> list[str]:
     """Warn when pass/fail is not monotonic in rate: a miss at or below a passing rate.
 
@@ -261,6 +264,7 @@ def monotonicity_warnings(
     Args:
         points: (rate in req/s, passed) for every search probe, in any order.
         repeats: (rate in req/s, passed) for every measurement repeat, if any.
+        unit: the load's unit in the sentence (``clients`` for a closed-loop search).
 
     Returns:
         At most one warning sentence naming the lowest miss and the highest pass at or
@@ -287,14 +291,14 @@ def monotonicity_warnings(
             met, miss = " and a ".join(passed), " and a ".join(missed)
             what = f"a {met} met the SLO but a {miss} missed it"
         return [
-            f"pass/fail is not repeatable at {high_pass:g} req/s: {what} "
+            f"pass/fail is not repeatable at {high_pass:g} {unit}: {what} "
             f"(each window draws its own arrivals){advice}"
         ]
     miss_kind = sorted({k for r, k in misses if r == low_miss})[0]
     pass_kind = sorted({k for r, k in passes if r == high_pass})[0]
     return [
-        f"pass/fail is not monotonic in rate: a {miss_kind} at {low_miss:g} req/s missed the "
-        f"SLO but a {pass_kind} at {high_pass:g} req/s passed{advice}"
+        f"pass/fail is not monotonic in rate: a {miss_kind} at {low_miss:g} {unit} missed the "
+        f"SLO but a {pass_kind} at {high_pass:g} {unit} passed{advice}"
     ]
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tokenwatt.collect.closedloop import run_closed_window
 from tokenwatt.collect.instruments import IDLE_WAIT_MAX_S, Instruments, InstrumentWindow
 from tokenwatt.collect.loadgen import LEAD_S, LoadConfig, WindowResult, run_window
 from tokenwatt.collect.progress import Progress
@@ -44,11 +45,15 @@ class WindowPlan:
     """What one window measures.
 
     Attributes:
-        rate_rps: Poisson arrival rate (req/s).
+        rate_rps: open-loop arrival rate (req/s; Poisson or constant as the spec's
+            ``measurement.profile`` says); unused for a closed-loop window.
         duration_s: the measured window (s).
         warmup_s: load before the window, not summarised (s).
         seed: seed of the arrival schedule.
-        early_stop: stop the window once it has missed the SLO beyond doubt (probes).
+        early_stop: stop the window once it has missed the SLO beyond doubt (open-loop
+            probes; a closed loop has no expected count to judge against and runs to its end).
+        concurrency: closed-loop clients (``measurement.profile: concurrency``); None for
+            an open-loop window.
     """
 
     rate_rps: float
@@ -56,6 +61,7 @@ class WindowPlan:
     warmup_s: float
     seed: int
     early_stop: bool = False
+    concurrency: int | None = None
 
 
 @dataclass
@@ -143,7 +149,8 @@ class WindowRunner:
         """
         idle = self.instruments.wait_idle(max_wait_s=self.idle_wait_s)
         with self.stop.window():
-            pool = self.pool is not None
+            # The closed loop runs in this process (collect refuses workers with it).
+            pool = self.pool is not None and plan.concurrency is None
             loaded = self._load_pool(plan) if pool else asyncio.run(self._load(plan))
         readings = self.instruments.collect(loaded.instruments)
         if self.stop.requested is not None and loaded.result.summary.requests == 0:
@@ -186,6 +193,20 @@ class WindowRunner:
         # Handed off right before run_window, so both count the window from the same instant
         # (loadgen.LEAD_S after now) give or take the microseconds between the two calls.
         win = self.instruments.begin(warmup_s=plan.warmup_s, duration_s=plan.duration_s)
+        if plan.concurrency is not None:
+            try:
+                result = await run_closed_window(
+                    self.config,
+                    concurrency=plan.concurrency,
+                    duration_s=plan.duration_s,
+                    warmup_s=plan.warmup_s,
+                    requests=self.workload,
+                    progress=self.progress.update,
+                    interrupt=self.stop.interrupted,
+                )
+            finally:
+                win.end_now()
+            return _Loaded(result=result, instruments=win)
         try:
             result = await run_window(
                 self.config,
@@ -236,7 +257,12 @@ class WindowRunner:
         from tokenwatt.collect.arrivals import window_request_count
 
         expected = window_request_count(
-            plan.rate_rps, plan.warmup_s, plan.duration_s, plan.seed, self.config.arrivals
+            plan.rate_rps,
+            plan.warmup_s,
+            plan.duration_s,
+            plan.seed,
+            self.config.arrivals,
+            self.config.profile,
         )
         slo = self.spec.slo
 

@@ -61,6 +61,12 @@ arrivals in the window, a Poisson process conditioned on that count; ``poisson``
 unconditioned Poisson process, whose count in the window is itself random
 (:mod:`tokenwatt.collect.arrivals`)."""
 
+LoadProfile = Literal["poisson", "constant", "concurrency"]
+"""How a window offers its load: ``poisson`` — open loop, Poisson arrivals at a set rate
+(drawn as :data:`ArrivalProcess` says); ``constant`` — open loop, one arrival every 1/rate s;
+``concurrency`` — closed loop, a fixed number of clients each sending its next request when
+its previous one ends (the rate is measured, not set; :mod:`tokenwatt.collect.closedloop`)."""
+
 # C0 and C1 controls, DEL, and Unicode's directional formatting characters (UAX #9).
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 

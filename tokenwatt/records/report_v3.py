@@ -86,6 +86,15 @@ class SearchWindowV3(StrictModel):
     warnings: list[str] = Field(default_factory=list)
     valid: bool = True
     invalid_reason: str | None = None
+    profile: Literal["poisson", "constant", "concurrency"] = Field(
+        default="poisson",
+        description="How the window offered its load (the run record's "
+        "WindowSummary.profile); reports made before it existed read as 'poisson'.",
+    )
+    concurrency: PosInt | None = Field(
+        default=None,
+        description="Closed-loop clients of the window; rate_rps is then measured, not set.",
+    )
     transport_retries: NonNegInt = Field(
         default=0,
         description="Requests sent again on a new connection because they provably never "

@@ -169,6 +169,12 @@ class SearchResult(StrictModel):
     gpu_seconds: NonNegFloat = 0.0
     gpu_seconds_saved: NonNegFloat = 0.0
     warnings: list[str] = Field(default_factory=list)
+    concurrency: PosInt | None = Field(
+        default=None,
+        description="For a closed-loop run (measurement.profile: concurrency): the number "
+        "of clients found (or, for fixed loads, the highest that met the SLO); rate_rps is "
+        "then the rate measured at it. Null for open-loop runs and when none met the SLO.",
+    )
 
 
 class PromptStats(StrictModel):

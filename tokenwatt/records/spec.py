@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 from tokenwatt.records.base import (
     ArrivalProcess,
     FieldValueError,
+    LoadProfile,
     NonEmptyStr,
     NonNegFloat,
     NonNegInt,
@@ -222,10 +223,29 @@ class MeasurementSpec(StrictModel):
         "field existed used 'poisson' whatever their spec reads; each window records the "
         "process it used (WindowSummary.arrivals).",
     )
+    profile: LoadProfile = Field(
+        default="poisson",
+        description="How load is offered. 'poisson' (default): open loop, Poisson arrivals "
+        "at each window's rate, drawn as 'arrivals' says. 'constant': open loop, one "
+        "arrival every 1/rate s (offsets k/rate), no burstiness. 'concurrency': closed loop, "
+        "a fixed number of clients, each sending its next request when its previous one "
+        "ends; the window's rate is measured, not set, and the SLO search runs over the "
+        "number of clients (sweep.start_concurrency, sweep.concurrencies, at most "
+        "max_concurrency). Inside the spec fingerprint when not 'poisson' (it changes what "
+        "is measured); 'poisson' leaves the fingerprint of specs written before the field "
+        "existed unchanged.",
+    )
 
 
 class SweepSpec(StrictModel):
-    """The SLO search: grow by ``growth`` from ``start_rps`` (or walk ``rates``), then bisect."""
+    """The SLO search: grow by ``growth`` from ``start_rps`` (or walk ``rates``), then bisect.
+
+    With ``measurement.profile: concurrency`` the search runs over the number of
+    closed-loop clients instead: from ``start_concurrency`` (or along ``concurrencies``),
+    grown by ``growth`` (at least one more client a step) up to the client's
+    ``measurement.max_concurrency``, then bisected over whole numbers. ``fixed`` measures
+    the listed loads instead of searching.
+    """
 
     rates: list[PosFloat] | None = None
     start_rps: PosFloat
@@ -234,6 +254,24 @@ class SweepSpec(StrictModel):
     bisect_steps: NonNegInt
     backoff: float = Field(gt=0, lt=1)
     max_backoffs: NonNegInt
+    start_concurrency: PosInt = Field(
+        default=1,
+        description="Closed-loop clients of the search's first probe "
+        "(measurement.profile: concurrency).",
+    )
+    concurrencies: list[PosInt] | None = Field(
+        default=None,
+        description="Client counts to walk instead of growing (closed loop), strictly "
+        "increasing; the counterpart of 'rates'.",
+    )
+    fixed: bool = Field(
+        default=False,
+        description="True: no SLO search. One window of measurement.window_s is measured "
+        "at each of 'rates' (or 'concurrencies' for the closed loop), every one of them, in "
+        "order, with no bisection, repeats or back-off; the result is the highest load "
+        "whose window met the SLO. What `tokenwatt collect --rate/--rates/--concurrency` "
+        "writes.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> SweepSpec:
@@ -251,6 +289,17 @@ class SweepSpec(StrictModel):
                     raise FieldValueError(
                         f"rates[{i + 1}]",
                         f"rates must be strictly increasing ({b:g} follows {a:g})",
+                    )
+        if self.concurrencies is not None:
+            if not self.concurrencies:
+                raise FieldValueError("concurrencies", "when given, must list at least one")
+            for i, (a, b) in enumerate(
+                zip(self.concurrencies, self.concurrencies[1:], strict=False)
+            ):
+                if b <= a:
+                    raise FieldValueError(
+                        f"concurrencies[{i + 1}]",
+                        f"concurrencies must be strictly increasing ({b} follows {a})",
                     )
         return self
 
@@ -391,11 +440,36 @@ class Spec(StrictModel):
     power: PowerSpec
     not_covered: list[str] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _load_fits_profile(self) -> Spec:
+        closed = self.measurement.profile == "concurrency"
+        sweep, cap = self.sweep, self.measurement.max_concurrency
+        if closed:
+            top = max(sweep.concurrencies or [sweep.start_concurrency])
+            if top > cap:
+                field = "sweep.concurrencies" if sweep.concurrencies else "sweep.start_concurrency"
+                raise FieldValueError(
+                    field,
+                    f"{top} clients exceed measurement.max_concurrency ({cap}), the most "
+                    "requests the client holds in flight",
+                )
+        if sweep.fixed:
+            listed = sweep.concurrencies if closed else sweep.rates
+            if listed is None:
+                name = "sweep.concurrencies" if closed else "sweep.rates"
+                raise FieldValueError(
+                    name, f"sweep.fixed measures the listed loads: {name} must be given"
+                )
+        return self
+
 
 _WORKLOAD_DEFAULTS_OUTSIDE_FINGERPRINT: dict[str, Any] = {
     "shared_prefix_tokens": 0,
     "prompt_pool": None,
 }
+
+
+_MEASUREMENT_DEFAULTS_OUTSIDE_FINGERPRINT: dict[str, Any] = {"profile": "poisson"}
 
 
 def fingerprint_fields(spec: Spec) -> dict[str, Any]:
@@ -407,7 +481,9 @@ def fingerprint_fields(spec: Spec) -> dict[str, Any]:
     records which it used),
     so that a BF16-vs-FP8 KV comparison is allowed (seed lab note, change 1). The model's
     tokenizer path is left out too (a path on one machine); the workload's
-    ``shared_prefix_tokens`` and ``prompt_pool`` count only when set.
+    ``shared_prefix_tokens`` and ``prompt_pool`` count only when set, and so does the load
+    profile (``measurement.profile``: constant-rate and closed-loop runs measure something
+    else than Poisson ones; Poisson, the default, leaves older fingerprints unchanged).
 
     Returns:
         A flat mapping ``dotted.path -> value``.
@@ -418,6 +494,9 @@ def fingerprint_fields(spec: Spec) -> dict[str, Any]:
     # their spec: it is outside the fingerprint, and each window records it instead. How
     # many client processes drive the load is not what is measured either.
     measurement = spec.measurement.model_dump(exclude={"arrivals", "workers"})
+    for key, default in _MEASUREMENT_DEFAULTS_OUTSIDE_FINGERPRINT.items():
+        if measurement.get(key) == default:
+            del measurement[key]
     workload = spec.workload.model_dump()
     for key, default in _WORKLOAD_DEFAULTS_OUTSIDE_FINGERPRINT.items():
         # Options added later count only when used, so that older records' fingerprints

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from tokenwatt.records.base import (
     ArrivalProcess,
+    LoadProfile,
     NonNegFloat,
     NonNegInt,
     Percent,
@@ -114,7 +115,11 @@ class WindowSummary(StrictModel):
     tpot_ms: Percentiles = Field(default_factory=Percentiles)
     itl_ms: Percentiles = Field(default_factory=Percentiles)
     e2e_ms: Percentiles = Field(default_factory=Percentiles)
-    send_lag_p99_ms: NonNegFloat = 0.0
+    send_lag_p99_ms: NonNegFloat | None = Field(
+        default=0.0,
+        description="p99 of the send lag (dispatched - scheduled, ms); null for a "
+        "closed-loop window (profile 'concurrency'), which has no schedule to lag behind.",
+    )
     client_bound: bool = False
     slo_attainment_pct: Percent = 0.0
     slo_pass: bool = False
@@ -251,13 +256,28 @@ class WindowSummary(StrictModel):
         description="Send lag and the client-bound flag per worker process (empty with "
         "one worker).",
     )
-    arrivals: ArrivalProcess = Field(
+    arrivals: ArrivalProcess | None = Field(
         default="poisson",
         description="How the window's arrival times were drawn: 'conditioned' — exactly "
         "round(rate_rps × duration_s) arrivals in the window, a Poisson process conditioned "
         "on that count; 'poisson' — the unconditioned process, whose count in the window is "
         "random (about 1/sqrt(rate × duration) relative noise on goodput). Records made "
+        "before this field existed read as 'poisson', which is what they used. Null when "
+        "the profile is not Poisson (constant rate, closed loop).",
+    )
+    profile: LoadProfile = Field(
+        default="poisson",
+        description="How the window offered its load: 'poisson' (open loop, Poisson "
+        "arrivals at rate_rps), 'constant' (open loop, one arrival every 1/rate_rps s) or "
+        "'concurrency' (closed loop: 'concurrency' clients, each sending its next request "
+        "when its previous one ended; rate_rps is then the measured rate). Records made "
         "before this field existed read as 'poisson', which is what they used.",
+    )
+    concurrency: PosInt | None = Field(
+        default=None,
+        description="Closed-loop clients of the window (profile 'concurrency'); null for "
+        "open-loop windows. With it, rate_rps is the rate requests were sent in the window "
+        "(requests / duration_s, at least 1e-9 when none was), measured rather than set.",
     )
 
 

@@ -152,7 +152,7 @@ def search_rows(cfg: ConfigV3) -> list[dict[str, Any]]:
             {
                 "number": trusted(str(number)),
                 "step": _step(w, repeat_no + (1 if w.remeasured else 0)),
-                "rate": num(w.rate_rps, 2),
+                "rate": load_cell(w),
                 "outcome": _outcome(w),
                 "ttft": window_p99(w.ttft_p99_ms, w.ttft_p99_ci_ms, _p99(w.ttft_p99_ms)),
                 "tpot": window_p99(w.tpot_p99_ms, w.tpot_p99_ci_ms, _p99(w.tpot_p99_ms)),
@@ -163,6 +163,16 @@ def search_rows(cfg: ConfigV3) -> list[dict[str, Any]]:
         )
         previous = w
     return rows
+
+
+def load_cell(w: SearchWindowV3) -> Markup:
+    """The window's load: its rate (req/s); "(constant)" after a constant-rate one; for a
+    closed loop, its clients and the rate they measured ("8 clients · 3.91")."""
+    if w.concurrency is not None:
+        return trusted(f"{w.concurrency} clients · ") + num(w.rate_rps, 2)
+    if w.profile == "constant":
+        return num(w.rate_rps, 2) + trusted(" (constant)")
+    return num(w.rate_rps, 2)
 
 
 def _new_rate(previous: SearchWindowV3, w: SearchWindowV3) -> bool:

@@ -1,0 +1,135 @@
+"""Point-and-shoot flags: the spec they build, their overrides of a spec, and bad combinations.
+
+Every CLI case points ``--endpoint`` at a closed port: a check that came after the engine
+probe would exit 1 ("cannot reach the engine"), not 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tokenwatt.cli import cli
+from tokenwatt.collect.modes import apply_mode
+from tokenwatt.collect.point import PointFlags, override_spec, point_spec
+from tokenwatt.errors import InputError
+from tokenwatt.records import load_spec
+from tokenwatt.records.spec import fingerprint, fingerprint_fields
+
+REPO = Path(__file__).resolve().parents[2]
+CLOSED = "http://127.0.0.1:9"
+FLAGS = PointFlags(model="m", rates=(2.0, 4.0), input_tokens=64, output_tokens=8, duration_s=5.0)
+
+
+def test_flags_build_a_spec_with_their_values() -> None:
+    spec = point_spec(FLAGS, "http://127.0.0.1:8000/v1")
+    assert spec.engine.model == spec.model.name == "m"
+    assert spec.workload.input_tokens is not None and spec.workload.output_tokens is not None
+    assert (spec.workload.input_tokens.median, spec.workload.input_tokens.p90) == (64, 64)
+    assert (spec.workload.output_tokens.median, spec.workload.output_tokens.p90) == (8, 8)
+    assert spec.measurement.window_s == spec.measurement.search_window_s == 5.0
+    assert spec.sweep.fixed and spec.sweep.rates == [2.0, 4.0]
+    assert spec.measurement.profile == "poisson"
+    assert (spec.slo.ttft_p99_ms, spec.slo.tpot_p99_ms) == (450.0, 40.0)
+    # Hardware not stated, never guessed.
+    assert spec.hardware.adapter == "none" and spec.hardware.rated_bw_tbs_per_gpu is None
+    assert spec.power.source == "none"
+    # The same flags give the same fingerprint; another load flag, another spec.
+    again = point_spec(FLAGS, "http://127.0.0.1:8000/v1")
+    assert fingerprint(again) == fingerprint(spec)
+    closed = point_spec(PointFlags(model="m", concurrencies=(2, 4)), "http://h:1/v1")
+    assert closed.measurement.profile == "concurrency" and closed.sweep.concurrencies == [2, 4]
+    assert fingerprint_fields(closed)["measurement.profile"] == "concurrency"
+
+
+def test_default_profile_leaves_old_fingerprints_unchanged() -> None:
+    spec = load_spec(REPO / "specs" / "sim-demo.spec.yaml")
+    assert "measurement.profile" not in fingerprint_fields(spec)
+    constant = spec.model_copy(
+        update={"measurement": spec.measurement.model_copy(update={"profile": "constant"})}
+    )
+    assert fingerprint_fields(constant)["measurement.profile"] == "constant"
+    assert fingerprint(constant) != fingerprint(spec)
+
+
+def test_flags_override_a_spec() -> None:
+    spec = load_spec(REPO / "specs" / "sim-demo.spec.yaml")
+    out = override_spec(spec, PointFlags(concurrencies=(3,), output_tokens=32, warmup_s=0.5))
+    assert out.measurement.profile == "concurrency" and out.sweep.fixed
+    assert out.sweep.concurrencies == [3] and out.measurement.warmup_s == 0.5
+    assert out.workload.output_tokens is not None and out.workload.output_tokens.median == 32
+    # Unset flags leave the spec alone.
+    assert out.workload.input_tokens == spec.workload.input_tokens
+    assert out.engine == spec.engine and out.slo == spec.slo
+    searched = override_spec(out, PointFlags(sweep=True))
+    assert not searched.sweep.fixed
+
+
+def test_closed_loop_beyond_the_client_cap_is_refused() -> None:
+    spec = load_spec(REPO / "specs" / "sim-demo.spec.yaml")  # max_concurrency 512
+    data = spec.model_dump()
+    data["measurement"]["profile"] = "concurrency"
+    data["sweep"]["start_concurrency"] = 600
+    with pytest.raises(ValueError, match=r"600 clients exceed measurement\.max_concurrency"):
+        type(spec).model_validate(data)
+    # A closed-loop search needs no list; fixed closed-loop windows do.
+    searched = override_spec(spec, PointFlags(profile="concurrency"))
+    assert searched.measurement.profile == "concurrency" and not searched.sweep.fixed
+    with pytest.raises(InputError, match=r"sweep\.concurrencies must be given"):
+        override_spec(
+            spec.model_copy(update={"sweep": spec.sweep.model_copy(update={"fixed": True})}),
+            PointFlags(profile="concurrency"),
+        )
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["collect", "--no-progress", *args])
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--rate", "1", "--rates", "1,2"], "--rates"),
+        (["--rate", "1", "--sweep"], "--sweep"),
+        (["--rates", "1,2", "--concurrency", "4"], "--concurrency"),
+        (["--concurrency", "4", "--profile", "constant"], "--profile"),
+        (["--rate", "3", "--profile", "concurrency"], "--profile"),
+        (["--rates", "2,1"], "--rates"),
+        (["--rates", "1,x"], "--rates"),
+        (["--concurrency", "2.5"], "--concurrency"),
+        ([], "--rate"),
+        (["--concurrency", "4", "--workers", "2"], "--workers"),
+    ],
+)
+def test_bad_flag_combinations_exit_2_naming_the_flag(
+    tmp_path: Path, args: list[str], named: str
+) -> None:
+    out = tmp_path / "run.json"
+    code, output = _invoke("--endpoint", CLOSED, "--model", "m", "--out", str(out), *args)
+    assert code == 2, output
+    assert f"{named}: " in output
+    assert "cannot reach the engine" not in output and "Traceback" not in output
+    assert not out.exists()
+
+
+def test_without_spec_model_and_endpoint_are_needed(tmp_path: Path) -> None:
+    out = str(tmp_path / "run.json")
+    code, output = _invoke("--endpoint", CLOSED, "--rate", "1", "--out", out)
+    assert code == 2 and "--spec: give --spec, or --endpoint and --model" in output
+    code, output = _invoke("--model", "m", "--rate", "1", "--out", out)
+    assert code == 2 and "--endpoint: is needed without --spec" in output
+
+
+def test_with_spec_label_and_role_are_still_needed(tmp_path: Path) -> None:
+    spec = str(REPO / "specs" / "sim-demo.spec.yaml")
+    out = str(tmp_path / "run.json")
+    code, output = _invoke("--spec", spec, "--role", "baseline", "--out", out, "--rate", "1")
+    assert code == 2 and "--label: is needed with --spec" in output
+
+
+def test_effective_spec_is_the_mode_capped_flag_spec() -> None:
+    spec = apply_mode(point_spec(FLAGS, "http://127.0.0.1:8000/v1"), "smoke")
+    assert spec.measurement.warmup_s == 5.0 and spec.measurement.window_s == 5.0

@@ -1,0 +1,107 @@
+"""``tokenwatt collect`` with no spec, against ``tokenwatt sim``: flags in, a run record out.
+
+The simulator runs as a child process on 127.0.0.1 (``--time-scale 2``: half the CPU); the
+collector runs as the CLI does, in a child process of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tokenwatt.collect.modes import apply_mode
+from tokenwatt.collect.point import PointFlags, point_spec
+from tokenwatt.records import RunRecord
+from tokenwatt.records.spec import fingerprint
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sim_process import REPO, SimProcess, start_sim
+
+COMMON = ("--input-tokens", "16", "--output-tokens", "8", "--duration", "1", "--warmup", "0.3")
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimProcess]:
+    process = start_sim("--time-scale", "2")
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def collect(sim: SimProcess, out: Path, *load: str) -> tuple[RunRecord, str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "tokenwatt",
+        "collect",
+        "--endpoint",
+        sim.endpoint,
+        "--model",
+        "tokenwatt-sim",
+        "--out",
+        str(out),
+        "--mode",
+        "smoke",
+        "--no-progress",
+        "--ttft-p99-ms",
+        "2000",
+        "--tpot-p99-ms",
+        "400",
+        *COMMON,
+        *load,
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return RunRecord.model_validate_json(out.read_text()), done.stderr
+
+
+def test_rates_without_a_spec_give_one_window_per_rate(sim: SimProcess, tmp_path: Path) -> None:
+    record, stderr = collect(sim, tmp_path / "a.json", "--rates", "4,8")
+    assert "effective spec:" in stderr and "rates: [4.0, 8.0]" in stderr
+    spec = record.spec
+    assert spec.engine.model == "tokenwatt-sim" and spec.sweep.fixed
+    assert spec.sweep.rates == [4.0, 8.0]
+    assert spec.workload.input_tokens is not None and spec.workload.input_tokens.median == 16
+    assert spec.workload.output_tokens is not None and spec.workload.output_tokens.p90 == 8
+    assert spec.measurement.window_s == 1.0 and spec.measurement.warmup_s == 0.3
+    assert record.probes == []
+    assert [r.window.rate_rps for r in record.repeats] == [4.0, 8.0]
+    assert all(r.window.profile == "poisson" for r in record.repeats)
+    # Conditioned arrivals: exactly rate × window requests in each window.
+    assert [r.window.requests for r in record.repeats] == [4, 8]
+    assert record.complete and record.result is not None
+    # The fingerprint is the flags' spec's: the same flags (any endpoint) give the same one.
+    flags = PointFlags(
+        model="tokenwatt-sim",
+        rates=(4.0, 8.0),
+        input_tokens=16,
+        output_tokens=8,
+        duration_s=1.0,
+        warmup_s=0.3,
+        ttft_p99_ms=2000.0,
+        tpot_p99_ms=400.0,
+    )
+    rebuilt = apply_mode(point_spec(flags, "http://elsewhere:1/v1"), "smoke")
+    assert record.fingerprint == fingerprint(rebuilt) == fingerprint(record.spec)
+
+
+def test_concurrency_without_a_spec_runs_closed_loop_windows(
+    sim: SimProcess, tmp_path: Path
+) -> None:
+    record, _ = collect(sim, tmp_path / "c.json", "--concurrency", "1,3")
+    assert record.spec.measurement.profile == "concurrency"
+    windows = [r.window for r in record.repeats]
+    assert [w.concurrency for w in windows] == [1, 3]
+    assert all(w.profile == "concurrency" and w.send_lag_p99_ms is None for w in windows)
+    assert all(w.rate_rps == pytest.approx(w.requests / w.duration_s) for w in windows)
+    # Both meet the loose limits; the result is the higher load, at the rate it measured.
+    assert record.result is not None and record.result.slo_pass_count == 2
+    assert record.result.concurrency == 3
+    assert record.result.rate_rps == windows[1].rate_rps
