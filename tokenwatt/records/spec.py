@@ -234,7 +234,8 @@ class WorkloadSpec(StrictModel):
     trace: NonEmptyStr = "chat-mix-v1"
     """chat-mix-v1 (the built-in synthetic mix) or the path of a JSON Lines trace to replay."""
     input_tokens: LengthDist | None = None
-    """Prompt lengths (median, p90); null: the trace's own (chat-mix-v1: median 1,024, p90 4,096)."""
+    """Prompt lengths (median, p90); null: the trace's own (chat-mix-v1: median 1,024, p90
+    4,096)."""
     output_tokens: LengthDist | None = None
     """Output lengths asked for with max_tokens (median, p90); null: the trace's own (chat-mix-v1:
     median 256, p90 1,024)."""
@@ -334,7 +335,8 @@ class AccuracySpec(StrictModel):
     name: NonEmptyStr = "gsm8k-5shot"
     """The suite's name for readers (e.g. gsm8k-5shot)."""
     scorer: Literal["numeric"] = "numeric"
-    """How an answer is scored: numeric (the last number in the completion against the gold answer)."""
+    """How an answer is scored: numeric (the last number in the completion against the gold
+    answer)."""
     max_drop_pts: NonNegFloat = 1.0
     """The gate: a configuration whose score drops more than this many points below the baseline's
     fails and earns no capacity credit."""
