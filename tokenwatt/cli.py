@@ -542,6 +542,11 @@ def model_info_cmd(
     Console().print(table)
 
 
+from tokenwatt.cli_init import init_command  # noqa: E402 (registered after cli exists)
+
+cli.add_command(init_command)
+
+
 def main() -> None:
     """Entry point of the ``tokenwatt`` console script."""
     cli()

@@ -161,8 +161,8 @@ class ModelSpec(StrictModel):
     name: NonEmptyStr
     """The model's name for readers."""
     config: str | None = None
-    """Path of the model's Hugging Face config.json (relative to the spec's folder), from which the
-    geometry for MBU is read; null: use geometry."""
+    """Path of the model's Hugging Face config.json (absolute, or relative to the folder
+    collect runs in), from which the geometry for MBU is read when geometry is empty."""
     weight_dtype: NonEmptyStr = "bf16"
     """Data type of the weights (bf16, fp8, ...), for MBU's bytes per parameter and for readers."""
     kv_dtype: KvDtype = "bf16"
