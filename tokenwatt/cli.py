@@ -165,7 +165,7 @@ def _collect(
     import shlex
 
     from tokenwatt.analysis.doubt import run_doubt
-    from tokenwatt.analysis.search_story import explain_run
+    from tokenwatt.analysis.search_story import explain_run, gpu_minutes
     from tokenwatt.collect.options import CollectOptions
     from tokenwatt.collect.run import collect
     from tokenwatt.collect.stopping import StopSignal, exit_status
@@ -201,8 +201,8 @@ def _collect(
         click.echo(
             f"{record.label}: {r.rate_rps:.4g} req/s, goodput {r.goodput_tok_s:,.1f} tok/s "
             f"({r.slo_pass_count}/{r.repeats} repeats met the SLO; "
-            f"{r.gpu_seconds / 60:.1f} GPU-min, "
-            f"{r.gpu_seconds_saved / 60:.1f} saved by early stops)"
+            f"{gpu_minutes(r.gpu_seconds)} GPU-min, "
+            f"{gpu_minutes(r.gpu_seconds_saved)} saved by early stops)"
         )
         for warning in r.warnings:
             click.echo(f"warning: {warning}", err=True)
@@ -597,6 +597,11 @@ def model_info_cmd(
     for label, value in info_rows(info):
         table.add_row(label, value)
     Console().print(table)
+
+
+from tokenwatt.cli_init import init_command  # noqa: E402 (registered after cli exists)
+
+cli.add_command(init_command)
 
 
 def main() -> None:

@@ -146,6 +146,7 @@ def test_charts_render_and_follow_the_palette(
         "tw-chart-tokens-per-joule",
         "tw-chart-accuracy",
         "tw-chart-sweep",
+        "tw-chart-latency-rate",
         "tw-chart-power",
         "tw-chart-mbu",
     ]

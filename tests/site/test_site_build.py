@@ -130,7 +130,15 @@ def test_v2_detail_adds_sweep_power_and_mbu_charts(tmp_path: Path, cache_dir: Pa
         if line.startswith('<script type="application/json" id="tw-spec-'):
             name = line.split('id="tw-spec-')[1].split('"')[0]
             specs[name] = json.loads(line.split(">", 1)[1].rsplit("</script>", 1)[0])
-    assert sorted(specs) == ["accuracy", "goodput", "mbu", "power", "sweep", "tokens-per-joule"]
+    assert sorted(specs) == [
+        "accuracy",
+        "goodput",
+        "latency-rate",
+        "mbu",
+        "power",
+        "sweep",
+        "tokens-per-joule",
+    ]
     sweep = specs["sweep"]["datasets"]["rows"]
     worst = next(r for r in sweep if r["name"] == "vllm-default" and r["rate_rps"] == 16.0)
     assert worst["slo_load"] == pytest.approx(16.0)  # 32,000 ms over a 2,000 ms limit

@@ -101,14 +101,14 @@ def test_every_probe_and_repeat_is_a_row_in_order(page: str) -> None:
         "| 1 | grow probe | 2.00 | ✓ met | 300.0 | 40.0 | 1,000.0 | — |",
         "| 2 | grow probe | 4.00 | ✓ met | 300.0 | 40.0 | 2,000.0 | — |",
         "| 3 | grow probe | 8.00 | ✓ met | 300.0 | 40.0 | 4,000.0 | — |",
-        "| 4 | grow probe | 16.00 | ✗ missed: ttft_p99 | 32,000.0 | 48.0 | 3,000.0 | — |",
+        "| 4 | grow probe | 16.00 | ✗ missed: ttft_p99 | 32,000.0 | 48.0 | — | — |",
         "| 5 | bisect probe | 9.00 | ✓ met | 350.0 | 45.0 | 4,500.0 | — |",
         "| 6 | repeat 1 | 9.00 | **✗ missed**: queueing/KV-bound (ttft,errors) | 2,350.0 | 44.0 "
-        "| 4,400.0 | connect 2, timeout 1 |",
+        "| — | connect 2, timeout 1 |",
         "|  | **⤵ back-off 1** | 9.00 → 7.65 | a repeat at 9 req/s missed: rate × 0.85, "
         "repeats start again |  |  |  |  |",
         "| 7 | repeat 1 | 7.65 | ↻ not used: client-bound (send-lag p99 80 ms), measured again: "
-        "queueing/KV-bound (ttft) | 2,100.0 | 43.0 | 3,800.0 | — |",
+        "queueing/KV-bound (ttft) | 2,100.0 | 43.0 | — | — |",
         "| 8 | repeat 1 | 7.65 | ✓ met | 320.0 | 44.6 | 4,600.0 | — |",
         "| 9 | repeat 2 | 7.65 | ✓ met | 340.0 | 43.9 | 4,544.6 | — |",
     ]

@@ -375,3 +375,14 @@ def _groups_text(repeats: Sequence[SearchWindowV3]) -> str:
     return (
         f"its repeats at {rate_text(last[0].rate_rps)} req/s met the SLO in {passed} of {len(last)}"
     )
+
+
+def gpu_minutes(seconds: float) -> str:
+    """GPU-seconds as minutes for a sentence, never a false zero: ``"0"`` for none,
+    ``"<0.1"`` below 0.05 min, else one decimal (``"2.4"``)."""
+    minutes = seconds / 60.0
+    if minutes <= 0:
+        return "0"
+    if minutes < 0.05:
+        return "<0.1"
+    return f"{minutes:,.1f}"

@@ -26,8 +26,8 @@ def search_windows(run: RunRecord) -> list[SearchWindowV3]:
     """Every window of a run's search in the order measured: probes, then repeats.
 
     A window the collector measured again because the client lagged is kept and marked
-    ``remeasured``; repeats carry their back-off count (0 at the found rate). p99s are
-    rounded to 0.01 ms and goodput to 0.1 tok/s, as the report stores them.
+    ``remeasured``; repeats carry their back-off count (0 at the found rate). p99s and
+    medians are rounded to 0.01 ms and goodput to 0.1 tok/s, as the report stores them.
     """
     out = [
         _window(p.window, step="probe", phase=p.phase, backoff=None, metrics=p.metrics)
@@ -40,7 +40,7 @@ def search_windows(run: RunRecord) -> list[SearchWindowV3]:
     return out
 
 
-def _p99(value: LatencyMs) -> LatencyMsV3:
+def _ms(value: LatencyMs) -> LatencyMsV3:
     if isinstance(value, int | float):
         return round(float(value), 2)
     return value
@@ -66,8 +66,10 @@ def _window(
             "remeasured": retried(w),
             "failure_reason": w.failure_reason,
             "stopped_early": w.stopped_early,
-            "ttft_p99_ms": _p99(w.ttft_ms.p99),
-            "tpot_p99_ms": _p99(w.tpot_ms.p99),
+            "ttft_p99_ms": _ms(w.ttft_ms.p99),
+            "tpot_p99_ms": _ms(w.tpot_ms.p99),
+            "ttft_p50_ms": _ms(w.ttft_ms.p50),
+            "tpot_p50_ms": _ms(w.tpot_ms.p50),
             "goodput_tok_s": round(w.goodput_tok_s, 1),
             "requests": w.requests,
             "errors": w.errors,

@@ -31,6 +31,7 @@ import re
 import shlex
 from collections.abc import Iterable, Sequence
 
+from tokenwatt.analysis.config_settings import config_settings
 from tokenwatt.analysis.paired import accuracy_summary
 from tokenwatt.analysis.repeat_stats import (
     delta_interval_pct,
@@ -421,6 +422,7 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
         ttft_p99_ci_ms=_worst_ci(repeats, "ttft"),
         tpot_p99_ci_ms=_worst_ci(repeats, "tpot"),
         goodput_ci_tok_s=mean_ci(goodput_interval(details), 1),
+        settings=config_settings(run),
     )
 
 

@@ -21,7 +21,12 @@ class StrictModel(BaseModel):
     no text is longer than :data:`MAX_TEXT_CHARS` unless its field allows more."""
 
     model_config = ConfigDict(
-        extra="forbid", allow_inf_nan=False, frozen=False, str_max_length=MAX_TEXT_CHARS
+        extra="forbid",
+        allow_inf_nan=False,
+        frozen=False,
+        str_max_length=MAX_TEXT_CHARS,
+        # A field's docstring (the string literal under it) is its schema description.
+        use_attribute_docstrings=True,
     )
 
 

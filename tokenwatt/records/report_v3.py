@@ -116,6 +116,14 @@ class SearchWindowV3(StrictModel):
     tpot_p99_ci_ms: QuantileCI | None = Field(
         default=None, description="The same for the window's p99 TPOT (ms)."
     )
+    ttft_p50_ms: LatencyMsV3 = Field(
+        default=None,
+        description='The window\'s median TTFT (ms; "inf" when failed requests reached the '
+        "median); null in records made before it was kept.",
+    )
+    tpot_p50_ms: LatencyMsV3 = Field(
+        default=None, description="The same for the window's median TPOT (ms)."
+    )
     slo_beyond_doubt: bool | None = Field(
         default=None,
         description="Whether the verdict holds across both p99 intervals (false: 'pass, "
@@ -159,6 +167,13 @@ class ConfigV3(ConfigDetail):
     )
     tpot_p99_ci_ms: QuantileCI | None = Field(
         default=None, description="The same for the headline p99 TPOT (ms)."
+    )
+    settings: dict[str, str] = Field(
+        default_factory=dict,
+        description="What the run record says about this configuration's serving setup, as "
+        "text by name (engine, engine_version, engine_flags, kv_dtype, weight_dtype, "
+        "quantization, tensor_parallel, replicas, accelerator, driver, ...), for the page's "
+        "configuration comparison; empty in records made before it was kept.",
     )
     goodput_ci_tok_s: MeanCI | None = Field(
         default=None,

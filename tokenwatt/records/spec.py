@@ -91,23 +91,46 @@ class HardwareSpec(StrictModel):
     """Which accelerators to watch. ``rated_bw_tbs_per_gpu`` null means: look it up."""
 
     adapter: Literal["nvidia", "amd", "sim", "none"] = "nvidia"
+    """How accelerators are read: nvidia (NVML), amd (AMD SMI), sim (the simulated engine's modelled
+    power) or none (no accelerator is read: no GPU name, clocks or board power)."""
     rated_bw_tbs_per_gpu: PosFloat | None = None
+    """Rated memory bandwidth per GPU (TB/s, 10^12 bytes/s) for MBU; null: looked up from the GPU's
+    name."""
     gpus: list[NonNegInt] | None = None
+    """Indices of the GPUs serving the model (as NVML, AMD SMI or DCGM's gpu label number them);
+    null: every GPU the adapter sees."""
     host: str | None = None
+    """A name for the machine, shown on the page (e.g. 'Lambda Cloud 1x H100'); null: the host name
+    read at run time. Outside the fingerprint."""
 
 
 class EngineSpec(StrictModel):
     """The OpenAI-compatible server under test."""
 
     endpoint: NonEmptyStr
+    """Base URL of the OpenAI-compatible API, ending in /v1 (http:// or https://, no credentials in
+    it); collect --endpoint overrides it."""
     name: NonEmptyStr
+    """The engine's name for readers (vLLM, SGLang, llama.cpp, ...); the name the engine reports at
+    run time is recorded beside it."""
     version: str | None = None
+    """The engine's version, when the engine does not report one itself."""
     kernels: str | None = None
+    """Kernel build or container image (e.g. vllm/vllm-openai:v0.31.0), for readers."""
     api: Literal["completions", "chat"] = "completions"
+    """Which endpoint requests go to: completions (/v1/completions, token-id prompts) or chat
+    (/v1/chat/completions, text prompts)."""
     model: NonEmptyStr
+    """The model name requests ask for; it must be one the server lists at /v1/models."""
     ignore_eos: bool = True
+    """Ask the engine to generate every requested output token (ignore_eos), so output lengths
+    follow the workload."""
     api_key_env: str | None = None
+    """Name of the environment variable holding the API key, if the server needs one; the key itself
+    never enters a record."""
     flags: list[str] = Field(default_factory=list)
+    """The engine's command-line flags for this configuration, for readers and the configuration
+    comparison (e.g. ['--kv-cache-dtype', 'fp8']). Outside the fingerprint."""
 
     @model_validator(mode="after")
     def _endpoint_is_http(self) -> EngineSpec:
@@ -137,29 +160,50 @@ class ModelSpec(StrictModel):
     """
 
     name: NonEmptyStr
+    """The model's name for readers."""
     config: str | None = None
+    """Path of the model's Hugging Face config.json (absolute, or relative to the folder
+    collect runs in), from which the geometry for MBU is read when geometry is empty."""
     weight_dtype: NonEmptyStr = "bf16"
+    """Data type of the weights (bf16, fp8, ...), for MBU's bytes per parameter and for readers."""
     kv_dtype: KvDtype = "bf16"
+    """Data type of the KV cache; per configuration (collect --kv-dtype overrides it) and outside
+    the fingerprint."""
     quantization: str = ""
+    """The quantization scheme in words (e.g. 'FP8 weights, dynamic'); empty: none beyond
+    weight_dtype."""
     replicas: PosInt = 1
+    """Data-parallel replicas of the model."""
     tensor_parallel: PosInt = 1
+    """Tensor-parallel degree of each replica (GPUs per replica)."""
     vocab_size: PosInt
+    """The tokenizer's vocabulary size: prompts are drawn as token ids below it."""
     geometry: dict[str, int | float | str] = Field(default_factory=dict)
+    """The model's geometry as config.json names it (num_hidden_layers, hidden_size,
+    num_key_value_heads, ...), when config is not given; empty: MBU is not computed. Outside the
+    fingerprint."""
     tokenizer: NonEmptyStr | None = None
+    """Path of a tokenizer.json, or a Hugging Face model folder holding one, to count output tokens
+    the server sends without usage (relative to the spec's folder). Outside the fingerprint."""
 
 
 class SloSpec(StrictModel):
     """Latency limits, both on the 99th percentile over a window (ms)."""
 
     ttft_p99_ms: PosFloat
+    """Limit on the window's 99th-percentile time to first token (ms), measured from each request's
+    scheduled send time."""
     tpot_p99_ms: PosFloat
+    """Limit on the window's 99th-percentile time per output token after the first (ms)."""
 
 
 class LengthDist(StrictModel):
     """A token-length distribution given by its median and 90th percentile (tokens)."""
 
     median: PosInt
+    """Median length (tokens)."""
     p90: PosInt
+    """90th-percentile length (tokens); not below the median."""
 
     @model_validator(mode="after")
     def _p90_not_below_median(self) -> LengthDist:
@@ -189,22 +233,40 @@ class WorkloadSpec(StrictModel):
     """
 
     trace: NonEmptyStr = "chat-mix-v1"
+    """chat-mix-v1 (the built-in synthetic mix) or the path of a JSON Lines trace to replay."""
     input_tokens: LengthDist | None = None
+    """Prompt lengths (median, p90); null: the trace's own (chat-mix-v1: median 1,024, p90
+    4,096)."""
     output_tokens: LengthDist | None = None
+    """Output lengths asked for with max_tokens (median, p90); null: the trace's own (chat-mix-v1:
+    median 256, p90 1,024)."""
     seed: int = 0
+    """Seed of the lengths, token ids and arrival times: the same seed sends the same requests at
+    the same times."""
     shared_prefix_tokens: NonNegInt = 0
+    """Tokens of a deliberate shared prefix (a system prompt) in front of every prompt; 0: none."""
     prompt_pool: PosInt | None = None
+    """Draw this many requests, then send them again in order, deliberately warming the prefix
+    cache; null: never re-send a prompt."""
 
 
 class MeasurementSpec(StrictModel):
     """Window lengths (s), repeats, the client's limits, and how arrivals are drawn."""
 
     warmup_s: NonNegFloat
+    """Seconds of load before each window's measurement starts (not measured)."""
     window_s: PosFloat
+    """Length of each measurement repeat at the found rate (s)."""
     search_window_s: PosFloat
+    """Length of each SLO-search probe window (s)."""
     repeats: PosInt
+    """Measurement repeats at the found rate; all must meet the SLO, else the rate backs off."""
     request_timeout_s: PosFloat
+    """A request still unanswered after this many seconds fails (kind timeout) and counts as
+    infinitely slow."""
     max_concurrency: PosInt
+    """Most requests the client keeps in flight; arrivals beyond it wait, and the wait counts in
+    their TTFT."""
     workers: PosInt | Literal["auto"] = Field(
         default=1,
         description="Load-generator processes that share each window's one Poisson schedule "
@@ -248,12 +310,21 @@ class SweepSpec(StrictModel):
     """
 
     rates: list[PosFloat] | None = None
+    """Rates to probe in order (req/s, strictly increasing) instead of growing from start_rps; null:
+    grow."""
     start_rps: PosFloat
+    """First probe's arrival rate (req/s)."""
     growth: float = Field(gt=1, le=100)
+    """Factor by which the probe rate grows while probes meet the SLO (above 1)."""
     max_rps: PosFloat
+    """Highest rate the search probes (req/s)."""
     bisect_steps: NonNegInt
+    """Bisection probes between the last rate that met the SLO and the first that missed it."""
     backoff: float = Field(gt=0, lt=1)
+    """Factor (between 0 and 1) the rate is multiplied by when a repeat at the found rate misses the
+    SLO."""
     max_backoffs: NonNegInt
+    """Most back-offs before the search gives up."""
     start_concurrency: PosInt = Field(
         default=1,
         description="Closed-loop clients of the search's first probe "
@@ -308,15 +379,28 @@ class AccuracySpec(StrictModel):
     """The accuracy suite and the gate's threshold (points)."""
 
     suite: str | None = None
+    """Path of the accuracy suite (JSON Lines, e.g. from tokenwatt suites build), relative to the
+    spec's folder; null: no accuracy run, and no capacity credit."""
     name: NonEmptyStr = "gsm8k-5shot"
+    """The suite's name for readers (e.g. gsm8k-5shot)."""
     scorer: Literal["numeric"] = "numeric"
+    """How an answer is scored: numeric (the last number in the completion against the gold
+    answer)."""
     max_drop_pts: NonNegFloat = 1.0
+    """The gate: a configuration whose score drops more than this many points below the baseline's
+    fails and earns no capacity credit."""
     seeds: PosInt = 1
+    """Times the suite is run with different seeds; the spread over seeds is recorded."""
     max_tokens: PosInt = 384
+    """Most tokens generated per item."""
     stop: list[str] = Field(default_factory=list)
+    """Stop strings sent with each item (e.g. the next few-shot question's start)."""
     concurrency: PosInt = 32
+    """Items in flight at once while scoring."""
     limit: PosInt | None = None
+    """Score only the first this many items; null: all."""
     temperature: NonNegFloat = 0.0
+    """Sampling temperature of the accuracy requests (0: greedy)."""
 
 
 PowerSource = Literal["board", "redfish", "ipmi", "command", "prometheus", "sim", "none"]
@@ -393,15 +477,31 @@ class PowerSpec(StrictModel):
     """Where power comes from. Passwords only through ``password_env`` (a variable's name)."""
 
     source: PowerSource = "board"
+    """Where power is read: board (the GPUs' own counters via the hardware adapter), redfish, ipmi,
+    command, prometheus, sim, or none (no power: no tokens per joule)."""
     sampling_hz: PosFloat = 1.0
+    """Power samples per second."""
     url: str | None = None
+    """URL of the Redfish service or Prometheus server (redfish and prometheus sources); no
+    credentials in it."""
     username: str | None = None
+    """User name for Redfish or IPMI."""
     password_env: str | None = None
+    """Name of the environment variable holding the Redfish or IPMI password; the password never
+    enters a record."""
     verify_tls: bool = True
+    """Check the Redfish service's TLS certificate."""
     chassis: str | None = None
+    """Redfish chassis Id whose power is read; null: the first member of /redfish/v1/Chassis."""
     host: str | None = None
+    """IPMI host (ipmi source)."""
     command: str | None = None
+    """Command printing a power reading (command source), split like a shell line; it must carry no
+    secret."""
     field: str | None = None
+    """Command source: which number of the output is the power (W): a dotted JSON key path, or
+    re:PATTERN with a group (unset: the whole output is one number). Prometheus source: a PromQL
+    label matcher added to the series, e.g. {Hostname="a"}."""
     idle_s: NonNegFloat | None = Field(
         default=None,
         description="Seconds of idle power measured before the first window (the engine "
@@ -429,16 +529,27 @@ class Spec(StrictModel):
     """A benchmark spec: one hardware × engine × model × workload."""
 
     name: NonEmptyStr
+    """The spec's name; by convention the file is specs/NAME.spec.yaml."""
     hardware: HardwareSpec
+    """Which accelerators are measured."""
     engine: EngineSpec
+    """The server under test."""
     model: ModelSpec
+    """The model served."""
     slo: SloSpec
+    """The latency limits goodput is measured against."""
     workload: WorkloadSpec
+    """What the requests ask for."""
     measurement: MeasurementSpec
+    """Windows, repeats and the client's limits."""
     sweep: SweepSpec
+    """How the SLO search walks the arrival rate."""
     accuracy: AccuracySpec
+    """The accuracy suite and its gate."""
     power: PowerSpec
+    """Where power is read."""
     not_covered: list[str] = Field(default_factory=list)
+    """What this measurement does not cover, in words; shown on the page under Not covered."""
 
     @model_validator(mode="after")
     def _load_fits_profile(self) -> Spec:

@@ -236,7 +236,9 @@ def _site_files(
     *,
     write_cache: bool,
 ) -> dict[str, bytes]:
-    from tokenwatt.site.templates import render_index, render_schemas
+    import json
+
+    from tokenwatt.site.templates import render_index, render_schemas, render_spec_reference
 
     out: dict[str, bytes] = {}
     for item in loaded:
@@ -251,6 +253,7 @@ def _site_files(
     for name, text in texts.items():
         out[f"schemas/{name}.schema.json"] = text.encode("utf-8")
     out["schemas.md"] = render_schemas(texts).encode("utf-8")
+    out["spec-reference.md"] = render_spec_reference(json.loads(texts["spec"])).encode("utf-8")
     out.update(static_assets(templates))
     out[BUNDLE_PATH] = vega_bundle(cache_root, write_cache=write_cache)
     return out

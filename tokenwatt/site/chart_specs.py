@@ -13,6 +13,7 @@ from tokenwatt.analysis import ConfigAnalysis, ReportAnalysis
 from tokenwatt.records import ReportV3
 from tokenwatt.site import charts
 from tokenwatt.site.escape import json_for_script
+from tokenwatt.site.latency_charts import latency_charts
 from tokenwatt.site.windows import finite_ms, probe_outcome
 
 
@@ -78,6 +79,7 @@ def chart_specs(
                 "spec": charts.sweep_chart(sweep_rows),
             }
         )
+    out += latency_charts(report, names)
     power_rows = []
     for n, c in pairs:
         timeline = c.config.power_timeline

@@ -86,8 +86,13 @@ def doubt_suffix(beyond_doubt: bool | None) -> Markup:
     return trusted(f", but {NOT_BEYOND_DOUBT}") if beyond_doubt is False else trusted("")
 
 
-def band_rows(analysis: ReportAnalysis) -> list[tuple[str, Markup]]:
-    """The setup table's band rows: the stated band, and the measured one when known."""
+def band_rows(analysis: ReportAnalysis, *, one_repeat: bool = False) -> list[tuple[str, Markup]]:
+    """The setup table's band rows: the stated band, and the measured one when known.
+
+    With ``one_repeat`` (no configuration has two repeats) there is no spread to measure a
+    band from, and the row says so instead of showing a ±0.0% band."""
+    if one_repeat:
+        return [("Variance band", trusted("one repeat: no band"))]
     stated = analysis.variance_band_pct
     rows = [("Variance band", trusted(f"±{num(stated)}%"))]
     measured = analysis.variance_band_measured_pct

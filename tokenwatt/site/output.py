@@ -32,7 +32,7 @@ SITE_MARKER_TEXT = (
     b"Keep nothing else here.\n"
 )
 
-_LAYOUT_FILES = frozenset({"index.md", "schemas.md", SITE_MARKER})
+_LAYOUT_FILES = frozenset({"index.md", "schemas.md", "spec-reference.md", SITE_MARKER})
 _LAYOUT_DIRS = frozenset({"reports", "methods", "schemas", "assets"})
 
 

@@ -17,6 +17,7 @@ from tokenwatt.analysis.paired import straddles_threshold
 from tokenwatt.errors import Problem
 from tokenwatt.records import ReportV3
 from tokenwatt.site.chart_specs import chart_specs
+from tokenwatt.site.compare import compare_rows, hardware_text, has_accuracy, has_power
 from tokenwatt.site.escape import code_block, md_text, trusted
 from tokenwatt.site.fmt import DASH, num, pct, signed_pct, signed_pts
 from tokenwatt.site.intervals import (
@@ -135,18 +136,34 @@ def _outcome_clause(c: ConfigAnalysis) -> str:
     return f"{c.config.label}: {', '.join(parts)} → {result}"
 
 
+_WORDS = re.compile(r"[^\W_]+")
+
+
+def _words(item: str) -> tuple[str, ...]:
+    # An item of symbols only is compared whole.
+    text = " ".join(item.split()).casefold()
+    return tuple(_WORDS.findall(text)) or ((text,) if text else ())
+
+
 def unique_items(items: list[str]) -> list[str]:
-    """Record list items with exact repeats (after whitespace and case folding) shown once;
-    the first spelling is kept, order is unchanged."""
-    seen: set[str] = set()
-    out = []
-    for item in items:
-        key = " ".join(item.split()).casefold()
-        if key not in seen:
-            seen.add(key)
-            out.append(item)
+    """Record list items, each said once: exact repeats (up to case, spacing and
+    punctuation) are dropped, and so is an item whose words begin another item's
+    ("Simulated engine; no real hardware" beside "Simulated engine: no real hardware or
+    engine was measured"), the longer one taking the first one's place. Order is kept."""
+    keys = [_words(item) for item in items]
+    out: list[str] = []
+    placed: list[tuple[str, ...]] = []
+    for key in keys:
+        longer = max((k for k in keys if k[: len(key)] == key), key=len)
+        if not key or longer in placed:
+            continue
+        placed.append(longer)
+        out.append(items[keys.index(longer)])
     return out
 
+
+DEFAULT_CARDS = 64
+"""``tokenwatt report``'s ``--cards`` default (``fleet.cards`` when the option is not given)."""
 
 _SPEC_ARG = re.compile(r"--spec(?:=|\s+)(['\"]?)([^\s'\"]+)\1")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -272,7 +289,12 @@ def render_report(
     if band is not None:
         warnings.append(f"{file}: {band}")
     env = environment(templates_dir())
+    power, accuracy = has_power(report), has_accuracy(report)
     context = {
+        "has_power": power,
+        "has_accuracy": accuracy,
+        "compare": compare_rows(report),
+        "no_search": not any(c.search for c in report.configs),
         "r": report,
         "id": report.id,
         "names": names,
@@ -283,7 +305,7 @@ def render_report(
         "conclusion": conclusion(analysis, report.fleet.cards),
         "charts": chart_specs(report, analysis, names),
         "disagreements": [str(d) for d in analysis.disagreements],
-        "setup": setup_sections(report, analysis),
+        "setup": setup_sections(report, analysis, power=power, accuracy=accuracy),
         "band_warning": band,
         "intervals": _has_intervals(report, analysis),
         "throttle": throttle_rows(report, names),
@@ -297,6 +319,7 @@ def render_report(
         "slo_tpot": num(report.slo.tpot_p99_ms, 0),
         "threshold": num(report.accuracy.threshold_pts),
         "cards": num(report.fleet.cards, 0),
+        "cards_default": report.fleet.cards == DEFAULT_CARDS,
     }
     page = env.get_template("report.md.j2").render(context)
     return RenderedReport(
@@ -305,7 +328,7 @@ def render_report(
         published=report.published.isoformat(),
         status=report.status,
         demo=report.demo,
-        hardware=f"{report.hardware.count}× {report.hardware.accelerator}",
+        hardware=hardware_text(report.hardware),
         model=report.model.name,
         outcome=outcome_brief(analysis),
         updated=bool(report.updates),

@@ -23,6 +23,7 @@ from tokenwatt.records.report_v3 import ConfigV3, ErrorSampleV3, LatencyMsV3, Se
 from tokenwatt.site.escape import md_text, trusted
 from tokenwatt.site.fmt import DASH, num
 from tokenwatt.site.intervals import doubt_suffix, window_p99
+from tokenwatt.site.windows import window_goodput
 
 INF = trusted("∞")
 
@@ -156,7 +157,7 @@ def search_rows(cfg: ConfigV3) -> list[dict[str, Any]]:
                 "outcome": _outcome(w),
                 "ttft": window_p99(w.ttft_p99_ms, w.ttft_p99_ci_ms, _p99(w.ttft_p99_ms)),
                 "tpot": window_p99(w.tpot_p99_ms, w.tpot_p99_ci_ms, _p99(w.tpot_p99_ms)),
-                "goodput": num(w.goodput_tok_s, 1),
+                "goodput": window_goodput(w.goodput_tok_s, w.slo_pass),
                 "errors": _errors(w),
                 "cache": num(w.prefix_cache_hit_pct, 1),
             }

@@ -18,19 +18,26 @@ def _text(value: str | None) -> Any:
 
 
 def setup_sections(
-    report: ReportV3, analysis: ReportAnalysis | None = None
+    report: ReportV3,
+    analysis: ReportAnalysis | None = None,
+    *,
+    power: bool = True,
+    accuracy: bool = True,
 ) -> list[dict[str, Any]]:
     """Sections of (field, value) rows; values are record text (escaped later) or Markup.
 
     With ``analysis``, the SLO section shows the measured variance band beside the stated
-    one (:func:`tokenwatt.site.intervals.band_rows`)."""
+    one (:func:`tokenwatt.site.intervals.band_rows`). ``power`` / ``accuracy`` false: the
+    record measured none, and its Power / Accuracy suite section is left out rather than
+    filled with "none"."""
+    one_repeat = all(c.repeats <= 1 for c in report.configs)
     hw, sw, model, wl = report.hardware, report.software, report.model, report.workload
     sections: list[dict[str, Any]] = [
         {
             "title": "Hardware",
             "rows": [
                 ("Vendor", hw.vendor),
-                ("Accelerator", hw.accelerator),
+                ("Accelerator", DASH if hw.accelerator.strip() == "none" else hw.accelerator),
                 ("Count", num(hw.count, 0)),
                 (
                     "Rated memory bandwidth per GPU",
@@ -75,30 +82,36 @@ def setup_sections(
                 ("p99 TPOT limit", trusted(f"{num(report.slo.tpot_p99_ms, 1)} ms")),
                 ("Repeats per configuration", num(report.runs, 0)),
                 *(
-                    band_rows(analysis)
+                    band_rows(analysis, one_repeat=one_repeat)
                     if analysis is not None
                     else [("Variance band", trusted(f"±{num(report.variance_band_pct)}%"))]
                 ),
             ],
         },
-        {
-            "title": "Power",
-            "rows": [
-                ("Source", _text(report.power.source)),
-                ("Scope", report.power.kind),
-                ("Sampling", trusted(f"{num(report.power.sampling_hz, 1)} Hz")),
-                ("Window", _text(report.power.window)),
-            ],
-        },
-        {
-            "title": "Accuracy suite",
-            "rows": [
-                ("Suite", report.accuracy.suite),
-                ("Gate threshold", trusted(f"{num(report.accuracy.threshold_pts)} points")),
-                *_suite_detail(report),
-            ],
-        },
     ]
+    if power:
+        sections.append(
+            {
+                "title": "Power",
+                "rows": [
+                    ("Source", _text(report.power.source)),
+                    ("Scope", report.power.kind),
+                    ("Sampling", trusted(f"{num(report.power.sampling_hz, 1)} Hz")),
+                    ("Window", _text(report.power.window)),
+                ],
+            }
+        )
+    if accuracy:
+        sections.append(
+            {
+                "title": "Accuracy suite",
+                "rows": [
+                    ("Suite", report.accuracy.suite),
+                    ("Gate threshold", trusted(f"{num(report.accuracy.threshold_pts)} points")),
+                    *_suite_detail(report),
+                ],
+            }
+        )
     if report.spec is not None:
         m, s = report.spec.measurement, report.spec.sweep
         sections.append(

@@ -103,6 +103,17 @@ def render_index(reports: list[RenderedReport]) -> str:
     return env.get_template("index.md.j2").render({"reports": ordered})
 
 
+def render_spec_reference(spec_schema: dict[str, Any]) -> str:
+    """The spec reference page: every spec field with its type, default and description,
+    from the spec's JSON Schema (:mod:`tokenwatt.site.spec_reference`)."""
+    from tokenwatt.site.spec_reference import reference_sections
+
+    env = environment(templates_dir())
+    return env.get_template("spec-reference.md.j2").render(
+        {"sections": reference_sections(spec_schema)}
+    )
+
+
 def render_schemas(schemas: dict[str, str]) -> str:
     """The schemas page: one section per schema with its text and a download link."""
     env = environment(templates_dir())

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from markupsafe import Markup
+
 from tokenwatt.records import ReportV3
 from tokenwatt.records.report_v2 import RepeatV2
 from tokenwatt.records.report_v3 import LatencyMsV3, SearchWindowV3
@@ -33,6 +35,13 @@ def probe_outcome(p: SearchWindowV3) -> str:
     if p.stopped_early and "stopped" not in reason:
         reason = f"{reason} (stopped early)"
     return reason
+
+
+def window_goodput(goodput_tok_s: float | None, slo_pass: bool) -> Markup:
+    """A window's goodput (tok/s) for a table: the number when the window met the SLO, a
+    dash when it missed (its tokens were not delivered within the SLO, so they are no
+    goodput; a window stopped early also ran short of its length)."""
+    return num(goodput_tok_s, 1) if slo_pass else DASH
 
 
 def tokens_per_joule(r: RepeatV2) -> float | None:
@@ -63,14 +72,14 @@ def repeat_rows(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
                 {
                     "name": name,
                     "rate": num(r.rate_rps, 2),
-                    "goodput": num(r.goodput_tok_s, 1),
+                    "goodput": window_goodput(r.goodput_tok_s, r.slo_pass),
                     "ttft": num(r.ttft_p99_ms, 1),
                     "tpot": num(r.tpot_p99_ms, 1),
                     "slo": "✓" if r.slo_pass else "✗",
                     "attainment": pct(r.slo_attainment_pct),
                     "power": num(r.mean_power_w, 0),
                     "energy": num(r.energy_j, 0),
-                    "tpj": num(tokens_per_joule(r), 2),
+                    "tpj": num(tokens_per_joule(r), 2) if r.slo_pass else DASH,
                     "throttle": _throttle(r),
                     "clocks": clocks,
                 }

@@ -1,0 +1,99 @@
+"""``tokenwatt init`` end to end: a real subprocess against the simulated engine and a
+scripted server on 127.0.0.1; the written spec loads and validates."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.collect.test_probes import SGLANG_METRICS, _json, _models, _text
+from tests.scripted_http import ScriptedServer
+from tests.sim.sim_process import REPO, start_sim
+from tokenwatt.records.load import load_spec
+
+LLAMA = REPO / "tests" / "fixtures" / "llama-2-7b.config.json"
+
+
+def init(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "tokenwatt", "init", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_init_against_the_simulator_writes_a_spec_that_loads(tmp_path: Path) -> None:
+    sim = start_sim("--profile", "bf16-kv")
+    try:
+        out = tmp_path / "specs" / "sim.spec.yaml"
+        done = init(
+            "--endpoint", sim.url, "--out", str(out), "--model-config", str(LLAMA), cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr
+        again = init("--endpoint", sim.url, "--out", str(out), cwd=tmp_path)
+        forced = init("--endpoint", sim.url, "--out", str(out), "--force", cwd=tmp_path)
+    finally:
+        sim.stop()
+    assert again.returncode == 2
+    assert "already exists; pass --force" in again.stderr
+    assert forced.returncode == 0, forced.stderr
+    text = out.read_text(encoding="utf-8")
+    assert text.splitlines()[0] == "# yaml-language-server: $schema=../schemas/spec.schema.json"
+    spec = load_spec(out)
+    assert spec.engine.model == "tokenwatt-sim"
+    assert spec.engine.endpoint == sim.url.rstrip("/").removesuffix("/v1") + "/v1"
+    # The simulator's context length (1,280 tokens for bf16-kv) is below chat-mix-v1's
+    # p90s, so the lengths shrink to an eighth / sixteenth of it.
+    assert "exceed the context length (1,280)" in text
+    assert (spec.workload.input_tokens.median, spec.workload.input_tokens.p90) == (160, 320)  # type: ignore[union-attr]
+    assert (spec.workload.output_tokens.median, spec.workload.output_tokens.p90) == (80, 160)  # type: ignore[union-attr]
+    assert "vllm:num_requests_running" in text
+    assert spec.slo.ttft_p99_ms == 2000 and spec.slo.tpot_p99_ms == 50
+
+
+def test_init_with_the_model_config_names_it_from_where_collect_runs(tmp_path: Path) -> None:
+    routes = {"/v1/models": _models("sglang", 32768), "/metrics": _text(SGLANG_METRICS)}
+    config = tmp_path / "models" / "config.json"
+    config.parent.mkdir()
+    config.write_text('{"vocab_size": 151936, "num_hidden_layers": 48}', encoding="utf-8")
+    with ScriptedServer(routes) as srv:
+        done = init("--endpoint", srv.url, "--model-config", "models/config.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "specs" / "qwen3-30b-a3b-fp8.spec.yaml"
+    spec = load_spec(out)
+    assert spec.name == "qwen3-30b-a3b-fp8"
+    assert spec.model.config == "models/config.json"
+    assert spec.model.vocab_size == 151936
+    assert spec.engine.name == "SGLang"
+    assert spec.workload.input_tokens is None  # 32,768 tokens fit chat-mix-v1
+    text = out.read_text(encoding="utf-8")
+    assert "# Context length 32,768 tokens (/v1/models max_model_len)." in text
+    assert "sglang:num_running_reqs" in text
+    assert yaml.safe_load(text)["accuracy"] == {"name": "gsm8k-5shot", "max_drop_pts": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("routes", "message"),
+    [
+        ({"/v1/models": _json({"object": "list", "data": []})}, "lists no model"),
+        ({"/v1/models": _json({"object": "list"})}, "without a 'data' list"),
+    ],
+)
+def test_init_refuses_a_server_without_models(
+    tmp_path: Path, routes: dict[str, object], message: str
+) -> None:
+    with ScriptedServer(routes) as srv:  # type: ignore[arg-type]
+        done = init("--endpoint", srv.url, cwd=tmp_path)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert not (tmp_path / "specs").exists()

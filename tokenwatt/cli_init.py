@@ -1,0 +1,103 @@
+"""``tokenwatt init``: write a commented starting spec from what a running server reports."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import click
+
+SCHEMA_FILE = Path("schemas") / "spec.schema.json"
+"""Where ``tokenwatt schema`` writes the spec's JSON Schema (from the current folder)."""
+
+
+def _name(model: str) -> str:
+    """A spec name from a served model id: ``Qwen/Qwen3-8B`` → ``qwen3-8b``."""
+    tail = model.rsplit("/", 1)[-1].lower()
+    return re.sub(r"[^a-z0-9._-]+", "-", tail).strip("-._") or "spec"
+
+
+@click.command("init")
+@click.option("--endpoint", required=True, help="The running server's URL (with or without /v1).")
+@click.option(
+    "--model-config",
+    type=click.Path(dir_okay=False, path_type=Path, exists=True),
+    help="The model's Hugging Face config.json: vocabulary size, and the geometry for MBU.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The spec file to write; default specs/NAME.spec.yaml.",
+)
+@click.option("--name", help="The spec's name; default from the served model's id.")
+@click.option(
+    "--api-key-env", help="Environment variable holding the server's API key, if it needs one."
+)
+@click.option("--force", is_flag=True, help="Replace an existing file.")
+def init_command(
+    endpoint: str,
+    model_config: Path | None,
+    out: Path | None,
+    name: str | None,
+    api_key_env: str | None,
+    force: bool,
+) -> None:
+    """Write a commented spec from what the server at --endpoint reports.
+
+    The served model (/v1/models), its context length, the engine's name and version and the
+    metric names at /metrics go into the spec; SLO limits and windows are starting points. The
+    written spec loads and validates; an existing file is kept unless --force.
+    """
+    import yaml
+    from pydantic import ValidationError
+
+    from tokenwatt.collect.init_spec import model_config_facts, read_server, spec_text
+    from tokenwatt.errors import EngineError
+    from tokenwatt.files import atomic_write_text
+    from tokenwatt.records.load import problems_from
+    from tokenwatt.records.spec import Spec
+
+    api_key = os.environ.get(api_key_env) if api_key_env else None
+    if api_key_env and api_key is None:
+        click.echo(f"error: --api-key-env: the variable {api_key_env} is not set", err=True)
+        sys.exit(2)
+    try:
+        facts = read_server(endpoint, api_key)
+    except EngineError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    if not facts.info.served_models:
+        click.echo(f"error: {endpoint}: /v1/models lists no model", err=True)
+        sys.exit(2)
+    spec_name = name or _name(facts.info.served_models[0])
+    path = out or Path("specs") / f"{spec_name}.spec.yaml"
+    if path.exists() and not force:
+        click.echo(f"error: {path}: already exists; pass --force to replace it", err=True)
+        sys.exit(2)
+    if model_config is not None:
+        try:
+            facts.vocab_size, facts.config_path = model_config_facts(model_config, path)
+        except ValueError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+    schema = Path(os.path.relpath(SCHEMA_FILE.resolve(), path.resolve().parent)).as_posix()
+    text = spec_text(facts, endpoint=endpoint, name=spec_name, schema=schema)
+    if api_key_env:
+        text = text.replace(
+            "  ignore_eos: true\n", f"  ignore_eos: true\n  api_key_env: {api_key_env}\n"
+        )
+    try:
+        Spec.model_validate(yaml.safe_load(text))
+    except ValidationError as exc:  # a bug here, never the user's: say what failed
+        for p in problems_from(str(path), exc):
+            click.echo(f"error: {p}", err=True)
+        sys.exit(2)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, text)
+    except OSError as exc:
+        click.echo(f"error: {path}: cannot write: {exc.strerror or exc}", err=True)
+        sys.exit(2)
+    click.echo(f"wrote {path} ({facts.info.served_models[0]} on {endpoint})")

@@ -1,0 +1,174 @@
+"""``tokenwatt init``: a commented starting spec from what a running server reports.
+
+Reads the served model (``/v1/models``), the context length and the engine's name and
+version as :func:`~tokenwatt.collect.probes.probe_engine` reads them for ``collect``'s
+preflight, and the metric names at ``/metrics``; optionally the model's Hugging Face
+``config.json`` (vocabulary size, and the path MBU reads the geometry from). The limits
+and windows written are starting points, said so in the comments: an interactive chat SLO
+(p99 TTFT 2 s, p99 TPOT 50 ms, the seed lab note's) and full-mode windows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tokenwatt.collect.endpoints import api_base_url, server_root_url
+from tokenwatt.collect.engine_metrics import parse_metrics_text
+from tokenwatt.collect.probes import EngineInfo, probe_engine
+
+SCHEMA_COMMENT = "# yaml-language-server: $schema={schema}"
+DEFAULT_VOCAB = 32000
+"""Vocabulary size written when no config.json is given: prompts are token ids below it,
+and every current model's vocabulary is at least this large."""
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp", "tgi": "TGI"}
+METRIC_PREFIXES = ("vllm:", "sglang:", "llamacpp:", "tgi_")
+CHAT_MIX_TOKENS = 1024 * 4 + 1024
+"""Longest request of chat-mix-v1 at its p90s (4,096 in + 1,024 out, tokens)."""
+
+
+@dataclass
+class ServerFacts:
+    """What ``init`` learnt from the server and the model's config."""
+
+    info: EngineInfo
+    metric_names: list[str] = field(default_factory=list)
+    vocab_size: int | None = None
+    config_path: str | None = None
+
+
+def metric_names(text: str | None) -> list[str]:
+    """The engine's own metric families in a /metrics text (vLLM ``vllm:``, SGLang,
+    llama.cpp, TGI prefixes), sorted; none for no text or text that does not parse."""
+    if not text:
+        return []
+    try:
+        families = parse_metrics_text(text)
+    except ValueError:
+        return []
+    return sorted(k for k in families if k.startswith(METRIC_PREFIXES))
+
+
+def read_server(endpoint: str, api_key: str | None, timeout_s: float = 10.0) -> ServerFacts:
+    """Probe the server (see :func:`probe_engine`) and read its metric names.
+
+    Raises:
+        EngineError: the server cannot be reached or lists no models.
+    """
+    import httpx
+
+    info = probe_engine(endpoint, api_key, timeout_s=timeout_s)
+    text = None
+    if info.metrics_available:
+        try:
+            r = httpx.get(f"{server_root_url(endpoint)}/metrics", timeout=3.0)
+            text = r.text if r.status_code == 200 else None
+        except httpx.HTTPError:
+            text = None
+    return ServerFacts(info=info, metric_names=metric_names(text))
+
+
+def model_config_facts(config: Path, out: Path) -> tuple[int | None, str]:
+    """The vocabulary size in a Hugging Face config.json and the file's path as the spec
+    should name it (relative to the current folder, as ``collect`` resolves it, when the
+    file is below it; else absolute).
+
+    Raises:
+        ValueError: the file is not a JSON object (message names the file).
+    """
+    try:
+        data: Any = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{config}: cannot read a JSON config: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{config}: a model config.json must be a JSON object")
+    text_config = data.get("text_config")
+    vocab = data.get("vocab_size")
+    if vocab is None and isinstance(text_config, dict):
+        vocab = text_config.get("vocab_size")
+    del out
+    here, path = Path.cwd().resolve(), config.resolve()
+    named = path.relative_to(here) if path.is_relative_to(here) else path
+    return (vocab if isinstance(vocab, int) and vocab > 0 else None), named.as_posix()
+
+
+def _lengths(context: int | None) -> str:
+    """The workload's token lengths: chat-mix-v1's own when they fit the context length,
+    else shrunk to fit (medians an eighth and a sixteenth of it, p90s twice those)."""
+    if context is None or context >= CHAT_MIX_TOKENS:
+        return ""
+    inp, out = max(1, context // 8), max(1, context // 16)
+    return (
+        f"  # chat-mix-v1's p90s (4,096 in, 1,024 out) exceed the context length ({context:,}):\n"
+        f"  input_tokens: {{median: {inp}, p90: {2 * inp}}}\n"
+        f"  output_tokens: {{median: {out}, p90: {2 * out}}}\n"
+    )
+
+
+def _q(value: str) -> str:
+    """A YAML scalar for any text (JSON strings are YAML)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def spec_text(facts: ServerFacts, *, endpoint: str, name: str, schema: str) -> str:
+    """The commented spec text (YAML). ``schema`` is what the language-server comment
+    points at (a path or URL of spec.schema.json)."""
+    info = facts.info
+    model = info.served_models[0]
+    others = ", ".join(info.served_models[1:])
+    engine = ENGINE_NAMES.get(info.engine_name or "", info.engine_name or "unknown engine")
+    context = info.max_model_len
+    vocab = facts.vocab_size or DEFAULT_VOCAB
+    metrics = facts.metric_names
+    lines = [
+        SCHEMA_COMMENT.format(schema=schema),
+        f"# Written by `tokenwatt init` from {server_root_url(endpoint)}: every field is",
+        "# described on the site's spec reference page. Limits and windows are starting points.",
+        f"name: {_q(name)}",
+        "hardware:",
+        "  adapter: nvidia  # nvidia | amd | none (no GPU read: no board power or clocks)",
+        "engine:",
+        f"  endpoint: {_q(api_base_url(endpoint))}",
+        f"  name: {_q(engine)}",
+        *([f"  version: {_q(info.engine_version)}"] if info.engine_version else []),
+        "  api: completions",
+        f"  model: {_q(model)}" + (f"  # the server also serves: {others}" if others else ""),
+        "  ignore_eos: true",
+        "  # flags: [--kv-cache-dtype, fp8]  # the engine's flags, for readers",
+        "model:",
+        f"  name: {_q(model)}",
+        *([f"  config: {_q(facts.config_path)}"] if facts.config_path else []),
+        "  weight_dtype: bf16  # set to the served weights' dtype",
+        "  kv_dtype: bf16  # per configuration; `collect --kv-dtype` overrides it",
+        f"  vocab_size: {vocab}"
+        + ("" if facts.vocab_size else "  # not read: give --model-config for the real one"),
+        "slo:  # an interactive chat SLO",
+        "  ttft_p99_ms: 2000",
+        "  tpot_p99_ms: 50",
+        "workload:",
+        "  trace: chat-mix-v1",
+    ]
+    text = "\n".join(lines) + "\n" + _lengths(context)
+    text += (
+        "  seed: 0\n"
+        "measurement:  # full-mode windows; `collect --mode quick` shortens them\n"
+        "  warmup_s: 30\n  window_s: 120\n  search_window_s: 60\n  repeats: 3\n"
+        "  request_timeout_s: 300\n  max_concurrency: 4096\n"
+        "sweep:\n  start_rps: 1\n  growth: 2\n  max_rps: 1000\n  bisect_steps: 3\n"
+        "  backoff: 0.9\n  max_backoffs: 4\n"
+        "accuracy:  # no suite: no accuracy gate, so no capacity credit\n"
+        "  # suite: suites/gsm8k-200.jsonl  # from `tokenwatt suites fetch` and `suites build`\n"
+        "  name: gsm8k-5shot\n  max_drop_pts: 1.0\n"
+        "power:\n  source: board  # board | redfish | ipmi | command | prometheus | none\n"
+        "not_covered: []\n"
+    )
+    if context is not None:
+        text += f"# Context length {context:,} tokens ({info.context_length_source}).\n"
+    if metrics:
+        shown = ", ".join(metrics[:12]) + (", ..." if len(metrics) > 12 else "")
+        text += f"# /metrics exposes {len(metrics)} engine metrics: {shown}\n"
+    else:
+        text += "# /metrics exposes no engine metrics: queue and KV-cache figures will be missing\n"
+    return text
