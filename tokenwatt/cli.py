@@ -113,6 +113,14 @@ def _collect_options(func: F) -> F:
         ),
         click.option("--endpoint", default=None, help="Overrides the spec's engine.endpoint."),
         click.option(
+            "--engine-cmd",
+            default=None,
+            metavar="'CMD ARGS'",
+            help="Start the engine with this command (no shell; {port}: a free port the "
+            "endpoint then uses), wait until it answers, measure, stop it. Its log goes "
+            "beside --out (X.engine.log). Overrides engine.launch.cmd.",
+        ),
+        click.option(
             "--kv-dtype",
             type=click.Choice(["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]),
             default=None,
@@ -153,8 +161,11 @@ def _collect(
     no_progress: bool,
     fast_search: bool,
     workers: str | None,
+    engine_cmd: str | None = None,
 ) -> None:
     import shlex
+
+    from tokenwatt.redact import scrub
 
     from tokenwatt.analysis.doubt import run_doubt
     from tokenwatt.analysis.search_story import explain_run
@@ -172,10 +183,11 @@ def _collect(
         endpoint=endpoint,
         kv_dtype=kv_dtype,
         accuracy=not no_accuracy,
-        command=shlex.join(["tokenwatt", *sys.argv[1:]]),
+        command=scrub(shlex.join(["tokenwatt", *sys.argv[1:]])),
         progress=not no_progress,
         fast_search=fast_search,
         workers=workers,
+        engine_cmd=engine_cmd,
     )
     try:
         record = collect(opts)

@@ -34,6 +34,9 @@ class CollectOptions:
             wide. Off by default: the search of methods/goodput.md is the default.
         workers: overrides ``measurement.workers``: load-generator processes sharing each
             window's schedule, a number or ``auto`` (:mod:`tokenwatt.collect.workers`).
+        engine_cmd: the engine's command line: ``collect`` starts it, waits until it is
+            healthy, measures and stops it (:mod:`tokenwatt.collect.engine_proc`); sets
+            ``engine.launch.cmd``.
     """
 
     spec_path: Path
@@ -49,4 +52,5 @@ class CollectOptions:
     progress: bool = True
     fast_search: bool = False
     workers: str | None = None
+    engine_cmd: str | None = None
     environ: dict[str, str] | None = field(default=None, repr=False)

@@ -21,6 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenwatt import __version__
+from tokenwatt.collect.engine_proc import (
+    apply_engine_cmd,
+    check_launch_options,
+    launched_engine,
+    track_engine,
+)
 from tokenwatt.collect.instruments import Instruments
 from tokenwatt.collect.modes import PRESETS
 from tokenwatt.collect.options import CollectOptions
@@ -350,6 +356,7 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     from tokenwatt.sim.server import SIM_VERSION
 
     spec = load_run_spec(opts.spec_path, opts.mode, opts.endpoint, opts.kv_dtype, opts.workers)
+    spec = apply_engine_cmd(spec, opts.engine_cmd)
     api_key = read_api_key(spec, str(opts.spec_path), opts.environ)
     suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
     if suite is not None and not suite.is_file():
@@ -364,8 +371,14 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         suite=suite,
         engine_log=opts.engine_log,
     )
-    with exclusive_lock(opts.out, what="tokenwatt collect"):
-        warnings = scan_engine_log(opts.engine_log) if opts.engine_log is not None else []
+    check_launch_options(spec, opts.engine_log)
+    with (
+        exclusive_lock(opts.out, what="tokenwatt collect"),
+        launched_engine(spec, opts.out, api_key) as engine,
+    ):
+        spec = engine.spec_for(spec) if engine is not None else spec
+        engine_log = engine.plan.log_path if engine is not None else opts.engine_log
+        warnings = scan_engine_log(engine_log) if engine_log is not None else []
         info = probe_engine(spec.engine.endpoint, api_key)
         # Everything that can refuse the run does so before the first request.
         served_warnings = check_served_model(spec, info, opts.spec_path)
@@ -376,6 +389,8 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         fit_notes = check_workload_fits(spec, stream, info, opts.spec_path, count_tokens=counter)
         rec = new_record(opts, spec)
         rec.engine_warnings = warnings + served_warnings
+        if engine is not None:
+            track_engine(engine, rec, lambda: write_record(rec, opts.out), served_warnings)
         rec.not_covered += fit_notes
         sim_name = SIM_VERSION.split()[0]
         is_sim_engine = (info.engine_version or "").startswith(sim_name)

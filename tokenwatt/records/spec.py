@@ -25,6 +25,7 @@ from tokenwatt.records.base import (
     PosInt,
     StrictModel,
 )
+from tokenwatt.records.launch import EngineLaunch
 from tokenwatt.redact import scrub
 
 KvDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
@@ -107,6 +108,12 @@ class EngineSpec(StrictModel):
     ignore_eos: bool = True
     api_key_env: str | None = None
     flags: list[str] = Field(default_factory=list)
+    launch: EngineLaunch | None = Field(
+        default=None,
+        description="Start the engine from collect (and stop it afterwards) instead of "
+        "measuring one that is already running; --engine-cmd sets its command. Outside the "
+        "fingerprint, like everything under engine.",
+    )
 
     @model_validator(mode="after")
     def _endpoint_is_http(self) -> EngineSpec:
