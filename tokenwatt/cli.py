@@ -165,13 +165,12 @@ def _collect(
 ) -> None:
     import shlex
 
-    from tokenwatt.redact import scrub
-
     from tokenwatt.analysis.doubt import run_doubt
     from tokenwatt.analysis.search_story import explain_run
     from tokenwatt.collect.options import CollectOptions
     from tokenwatt.collect.run import collect
     from tokenwatt.collect.stopping import StopSignal, exit_status
+    from tokenwatt.redact import scrub
 
     opts = CollectOptions(
         spec_path=spec_path,
