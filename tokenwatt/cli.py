@@ -553,6 +553,11 @@ def model_info_cmd(
     Console().print(table)
 
 
+from tokenwatt.cli_session import session_command  # noqa: E402 (registered on the group)
+
+cli.add_command(session_command)
+
+
 def main() -> None:
     """Entry point of the ``tokenwatt`` console script."""
     cli()
