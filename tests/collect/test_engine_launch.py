@@ -176,3 +176,24 @@ def test_the_launch_section_is_validated_with_the_field_named(tmp_path: Path) ->
     assert result.exit_code == 2
     assert "engine.launch.env.HF_TOKEN: looks like a secret" in result.output
     assert FAKE_TOKEN not in result.output
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("HF_TOKEN", True),
+        ("VLLM_API_KEY", True),
+        ("DB_PASSWORD", True),
+        ("HUGGINGFACE_HUB_TOKEN", True),
+        ("OPENAI_APIKEY", True),
+        ("PWD", False),  # the working folder: scrubbing it would blank every path in the log
+        ("OLDPWD", False),
+        ("TOKENIZERS_PARALLELISM", False),
+        ("VLLM_CPU_KVCACHE_SPACE", False),
+        ("HF_HUB_OFFLINE", False),
+    ],
+)
+def test_which_variable_names_hold_secrets(name: str, secret: bool) -> None:
+    from tokenwatt.records.launch import secret_name
+
+    assert secret_name(name) is secret
