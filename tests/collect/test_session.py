@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,17 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from engine_launch_helpers import FAKE_SECRET, WAIT_S, env_with_secrets, sim_spec
+from engine_launch_helpers import (
+    FAKE_SECRET,
+    WAIT_S,
+    assert_gone,
+    env_with_secrets,
+    finish,
+    sim_cmd,
+    sim_spec,
+    start,
+    wait_for_file,
+)
 
 SIM = f"{shlex.quote(sys.executable)} -m tokenwatt sim --port {{port}} --time-scale 2"
 
@@ -187,3 +199,27 @@ def test_the_example_session_file_is_valid() -> None:
         ("sim-fp8", "quick"),
     ]
     assert all("{port}" in (s.config.command() or "") for s in steps)
+
+
+def test_sigterm_to_the_session_stops_its_collect_and_engine_and_runs_nothing_more(
+    tmp_path: Path,
+) -> None:
+    pid = tmp_path / "engine.pid"
+    configs = [
+        {"label": "a", "role": "baseline", "engine_cmd": sim_cmd(pid), "accuracy": False},
+        {"label": "b", "role": "tuned", "engine_cmd": SIM, "accuracy": False},
+    ]
+    session = _session(tmp_path, configs)
+    sim_spec(tmp_path, window_s=4.0, search_window_s=4.0)  # _session wrote the short one
+    argv = [sys.executable, "-m", "tokenwatt", "session", str(session), "--no-progress"]
+    proc = start(argv)
+    wait_for_file(tmp_path / "runs" / "a.json", proc)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = finish(proc)
+    assert proc.returncode == 143, stderr
+    assert "session stopped by SIGTERM; no further configuration was run" in stderr
+    assert_gone(pid)
+    record = json.loads((tmp_path / "runs" / "a.json").read_text())
+    assert record["interrupted"] == "sigterm" and record["engine_process"]["stop"] == "sigterm"
+    assert not (tmp_path / "runs" / "b.json").exists()
