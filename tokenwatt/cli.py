@@ -120,6 +120,14 @@ def _collect_options(func: F) -> F:
         ),
         click.option("--endpoint", default=None, help="Overrides the spec's engine.endpoint."),
         click.option(
+            "--engine-cmd",
+            default=None,
+            metavar="'CMD ARGS'",
+            help="Start the engine with this command (no shell; {port}: a free port the "
+            "endpoint then uses), wait until it answers, measure, stop it. Its log goes "
+            "beside --out (X.engine.log). Overrides engine.launch.cmd.",
+        ),
+        click.option(
             "--kv-dtype",
             type=click.Choice(["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]),
             default=None,
@@ -160,6 +168,7 @@ def _collect(
     no_progress: bool,
     fast_search: bool,
     workers: str | None,
+    engine_cmd: str | None = None,
     **point: Any,
 ) -> None:
     import shlex
@@ -169,6 +178,7 @@ def _collect(
     from tokenwatt.collect.options import CollectOptions
     from tokenwatt.collect.run import collect
     from tokenwatt.collect.stopping import StopSignal, exit_status
+    from tokenwatt.redact import scrub
 
     spec_path, label, role, flags = point_inputs(spec_path, label, role, point)
     opts = CollectOptions(
@@ -182,10 +192,11 @@ def _collect(
         endpoint=endpoint,
         kv_dtype=kv_dtype,
         accuracy=not no_accuracy,
-        command=shlex.join(["tokenwatt", *sys.argv[1:]]),
+        command=scrub(shlex.join(["tokenwatt", *sys.argv[1:]])),
         progress=not no_progress,
         fast_search=fast_search,
         workers=workers,
+        engine_cmd=engine_cmd,
     )
     try:
         record = collect(opts)
@@ -602,6 +613,10 @@ def model_info_cmd(
 from tokenwatt.cli_init import init_command  # noqa: E402 (registered after cli exists)
 
 cli.add_command(init_command)
+
+from tokenwatt.cli_session import session_command  # noqa: E402 (registered on the group)
+
+cli.add_command(session_command)
 
 
 def main() -> None:

@@ -38,6 +38,9 @@ class CollectOptions:
         point: the point-and-shoot flags (:mod:`tokenwatt.collect.point`): with
             ``spec_path`` :data:`~tokenwatt.collect.point.FLAGS_SPEC`, the spec is built
             from them; else they override the spec's fields. None: none given.
+        engine_cmd: the engine's command line: ``collect`` starts it, waits until it is
+            healthy, measures and stops it (:mod:`tokenwatt.collect.engine_proc`); sets
+            ``engine.launch.cmd``.
     """
 
     spec_path: Path
@@ -53,5 +56,6 @@ class CollectOptions:
     progress: bool = True
     fast_search: bool = False
     workers: str | None = None
+    engine_cmd: str | None = None
     environ: dict[str, str] | None = field(default=None, repr=False)
     point: PointFlags | None = None

@@ -24,6 +24,12 @@ from typing import Any
 
 from tokenwatt import __version__
 from tokenwatt.collect.closedloop import closed_loop_workers
+from tokenwatt.collect.engine_proc import (
+    apply_engine_cmd,
+    check_launch_options,
+    launched_engine,
+    track_engine,
+)
 from tokenwatt.collect.fixed_loads import measure_fixed
 from tokenwatt.collect.instruments import Instruments
 from tokenwatt.collect.load_search import backed_off_concurrency, concurrency_search
@@ -390,7 +396,7 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     from tokenwatt.collect.probes import probe_engine, scan_engine_log
     from tokenwatt.sim.server import SIM_VERSION
 
-    spec = run_spec(opts)
+    spec = apply_engine_cmd(run_spec(opts), opts.engine_cmd)
     if opts.point is not None and opts.point.any_given:
         # What the flags made of the spec, before anything is sent: the record stores it.
         print("effective spec:\n" + spec_yaml(spec), file=sys.stderr, flush=True)
@@ -408,8 +414,14 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         suite=suite,
         engine_log=opts.engine_log,
     )
-    with exclusive_lock(opts.out, what="tokenwatt collect"):
-        warnings = scan_engine_log(opts.engine_log) if opts.engine_log is not None else []
+    check_launch_options(spec, opts.engine_log)
+    with (
+        exclusive_lock(opts.out, what="tokenwatt collect"),
+        launched_engine(spec, opts.out, api_key) as engine,
+    ):
+        spec = engine.spec_for(spec) if engine is not None else spec
+        engine_log = engine.plan.log_path if engine is not None else opts.engine_log
+        warnings = scan_engine_log(engine_log) if engine_log is not None else []
         info = probe_engine(spec.engine.endpoint, api_key)
         # Everything that can refuse the run does so before the first request.
         served_warnings = check_served_model(spec, info, opts.spec_path)
@@ -420,6 +432,8 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         fit_notes = check_workload_fits(spec, stream, info, opts.spec_path, count_tokens=counter)
         rec = new_record(opts, spec)
         rec.engine_warnings = warnings + served_warnings
+        if engine is not None:
+            track_engine(engine, rec, lambda: write_record(rec, opts.out), served_warnings)
         rec.not_covered += fit_notes
         sim_name = SIM_VERSION.split()[0]
         is_sim_engine = (info.engine_version or "").startswith(sim_name)

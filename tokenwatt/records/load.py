@@ -393,43 +393,50 @@ def load_spec(path: Path) -> Spec:
     Raises:
         SpecError: unreadable file, bad YAML, or schema problems (one per problem).
     """
-    file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(
-            [Problem(file, "", f"cannot read the file: {exc.strerror or exc}")]
-        ) from exc
-    except UnicodeDecodeError as exc:
-        raw = path.read_bytes()
-        line = raw[: exc.start].count(b"\n") + 1
-        message = f"line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); save it as UTF-8"
-        raise SpecError([Problem(file, "", message)]) from None
-    try:
-        data = yaml.load(text, Loader=_StrictYamlLoader)  # noqa: S506 (a SafeLoader subclass)
-    except yaml.YAMLError as exc:
-        raise SpecError([Problem(file, "", f"not valid YAML: {_yaml_message(exc)}")]) from exc
-    except RecursionError as exc:
-        raise SpecError([Problem(file, "", f"not valid YAML: {_TOO_DEEP}")]) from exc
-    except ValueError as exc:  # e.g. an integer of thousands of digits
-        raise SpecError([Problem(file, "", f"not valid YAML: {_plain(exc)}")]) from exc
-    if not isinstance(data, dict):
-        raise SpecError(
-            [
-                Problem(
-                    file,
-                    "",
-                    f"a spec must be a mapping of sections (name, hardware, engine, ...), "
-                    f"got {_json_kind(data)}",
-                )
-            ]
-        )
-    _reject_nonfinite(data, file)
+    data = read_yaml(
+        path, SpecError, "a spec must be a mapping of sections (name, hardware, engine, ...)"
+    )
     try:
         # Strict, as for JSON records: `window_s: "120"` or `repeats: true` is an error.
         return Spec.model_validate(data, strict=True)
     except ValidationError as exc:
-        raise SpecError(problems_from(file, exc)) from exc
+        raise SpecError(problems_from(str(path), exc)) from exc
+
+
+def read_yaml(path: Path, error: type[InputError], what: str) -> dict[str, Any]:
+    """A YAML (or JSON) file that must hold a mapping: duplicate keys, NaN and infinity are
+    refused, as for JSON records.
+
+    Args:
+        path: the file.
+        error: the error class to raise.
+        what: the start of the message when the file holds no mapping ("a spec must be …").
+
+    Raises:
+        error: unreadable file, not UTF-8, bad YAML, not a mapping (naming the file).
+    """
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error([Problem(file, "", f"cannot read the file: {exc.strerror or exc}")]) from exc
+    except UnicodeDecodeError as exc:
+        raw = path.read_bytes()
+        line = raw[: exc.start].count(b"\n") + 1
+        message = f"line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); save it as UTF-8"
+        raise error([Problem(file, "", message)]) from None
+    try:
+        data = yaml.load(text, Loader=_StrictYamlLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as exc:
+        raise error([Problem(file, "", f"not valid YAML: {_yaml_message(exc)}")]) from exc
+    except RecursionError as exc:
+        raise error([Problem(file, "", f"not valid YAML: {_TOO_DEEP}")]) from exc
+    except ValueError as exc:  # e.g. an integer of thousands of digits
+        raise error([Problem(file, "", f"not valid YAML: {_plain(exc)}")]) from exc
+    if not isinstance(data, dict):
+        raise error([Problem(file, "", f"{what}, got {_json_kind(data)}")])
+    _reject_nonfinite(data, file)
+    return data
 
 
 class _StrictYamlLoader(yaml.SafeLoader):

@@ -19,6 +19,7 @@ from tokenwatt.records.base import (
     PosInt,
     StrictModel,
 )
+from tokenwatt.records.launch import EngineProcess
 from tokenwatt.records.power import PowerWindow
 from tokenwatt.records.spec import Spec
 from tokenwatt.records.window import WindowSummary
@@ -273,6 +274,12 @@ class RunRecord(StrictModel):
         default=None,
         description="The per-request timings file beside the record, with its SHA-256 "
         "(None: not written, or a record made before it existed).",
+    )
+    engine_process: EngineProcess | None = Field(
+        default=None,
+        description="The engine collect started and stopped itself (engine.launch, "
+        "--engine-cmd): its command line, log file, start-up time and how it ended. None "
+        "when collect measured an engine that was already running.",
     )
 
     @model_validator(mode="after")

@@ -26,6 +26,7 @@ from tokenwatt.records.base import (
     PosInt,
     StrictModel,
 )
+from tokenwatt.records.launch import EngineLaunch
 from tokenwatt.redact import scrub
 
 KvDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
@@ -131,6 +132,12 @@ class EngineSpec(StrictModel):
     flags: list[str] = Field(default_factory=list)
     """The engine's command-line flags for this configuration, for readers and the configuration
     comparison (e.g. ['--kv-cache-dtype', 'fp8']). Outside the fingerprint."""
+    launch: EngineLaunch | None = Field(
+        default=None,
+        description="Start the engine from collect (and stop it afterwards) instead of "
+        "measuring one that is already running; --engine-cmd sets its command. Outside the "
+        "fingerprint, like everything under engine.",
+    )
 
     @model_validator(mode="after")
     def _endpoint_is_http(self) -> EngineSpec:

@@ -1,0 +1,94 @@
+"""`collect` starting and stopping a real engine itself: llama.cpp's server through
+``--engine-cmd``, vLLM through the spec's ``engine.launch`` (with its ``env``). One smoke
+run each on the generated tiny model; afterwards nothing of the engine is left."""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from engine_servers import HERE, MODEL_NAME, VLLM_ENV, VLLM_KV_BLOCKS, VLLM_MAX_MODEL_LEN
+from tiny_model import TinyModel
+
+from tokenwatt.records import RunRecord, load_spec
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC = REPO / "tests" / "fixtures" / "tiny-engine.spec.yaml"
+
+
+def _spec(tmp_path: Path, launch: dict[str, Any] | None = None) -> Path:
+    data = load_spec(SPEC).model_dump(mode="json")
+    if launch is not None:
+        data["engine"]["launch"] = launch
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _collect(spec: Path, out: Path, *extra: str, timeout_s: float) -> RunRecord:
+    argv = [
+        sys.executable, "-m", "tokenwatt", "collect", "--spec", str(spec), "--label", "launched",
+        "--role", "baseline", "--mode", "smoke", "--out", str(out), "--no-progress", *extra,
+    ]  # fmt: skip
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout_s)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return RunRecord.model_validate_json(out.read_text())
+
+
+def _assert_engine_gone(record: RunRecord) -> None:
+    """Nothing listens on the engine's port, and no process has it on its command line."""
+    ep = record.engine_process
+    assert ep is not None and ep.stop in ("sigterm", "sigkill")
+    port = int(record.spec.engine.endpoint.rsplit(":", 1)[1].split("/")[0])
+    with socket.socket() as s, pytest.raises(OSError):
+        s.settimeout(2)
+        s.connect(("127.0.0.1", port))
+    needle = f"--port\0{port}\0".encode()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            assert needle not in cmdline.read_bytes(), f"{cmdline.parent} still runs"
+        except OSError:
+            continue
+
+
+@pytest.mark.engine
+def test_collect_starts_llamacpp_server_and_stops_it(tiny_model: TinyModel, tmp_path: Path) -> None:
+    pytest.importorskip("xllamacpp", reason="xllamacpp (the test extra) is not installed")
+    serve = [sys.executable, str(HERE / "serve_llamacpp.py"), str(tiny_model.gguf)]
+    cmd = shlex.join([*serve, "--port", "{port}", "--alias", MODEL_NAME, "--parallel", "4"])
+    out = tmp_path / "runs" / "launched.json"
+    record = _collect(_spec(tmp_path), out, "--engine-cmd", cmd, timeout_s=300)
+    assert record.complete and record.environment.engine_name == "llama.cpp"
+    assert record.environment.served_models == [MODEL_NAME] and record.repeats
+    ep = record.engine_process
+    assert ep is not None and ep.argv[:3] == serve and ep.ready_after_s is not None
+    log = tmp_path / "runs" / "launched.engine.log"
+    assert ep.log == log.as_posix() and "READY" in log.read_text()
+    _assert_engine_gone(record)
+
+
+@pytest.mark.engine
+@pytest.mark.vllm
+def test_collect_starts_vllm_from_the_spec_and_stops_it(
+    vllm_python: Path, tiny_model: TinyModel, tmp_path: Path
+) -> None:
+    argv = [
+        str(vllm_python), "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(tiny_model.hf_dir), "--served-model-name", MODEL_NAME,
+        "--host", "127.0.0.1", "--port", "{port}", "--dtype", "float32",
+        "--max-model-len", str(VLLM_MAX_MODEL_LEN), "--max-num-seqs", "16",
+        "--num-gpu-blocks-override", str(VLLM_KV_BLOCKS), "--enforce-eager",
+    ]  # fmt: skip
+    launch = {"argv": argv, "env": VLLM_ENV, "startup_timeout_s": 600, "stop_grace_s": 30}
+    out = tmp_path / "launched.json"
+    record = _collect(_spec(tmp_path, launch), out, timeout_s=900)
+    assert record.complete and record.environment.engine_name == "vllm"
+    assert record.engine_process is not None
+    assert record.engine_process.env_names == sorted(VLLM_ENV)
+    _assert_engine_gone(record)

@@ -1,0 +1,131 @@
+"""The launched engine's log writer and watchdog: ``python -m tokenwatt.collect.engine_log``.
+
+A process of its own (not a thread of ``collect``), so that an engine that logs a line per
+request costs the load generator nothing. It reads the engine's standard output and error
+from its standard input, scrubs each line of credentials
+(:func:`tokenwatt.redact.scrub`, plus the exact values of every environment variable whose
+name says it holds a secret — the engine inherits the same environment), and appends it to
+the log file, flushed line by line so that ``tail -f`` and an error message's tail see it.
+
+It is also the engine's watchdog: if ``collect`` disappears without stopping the engine
+(SIGKILL, a crash of the interpreter), this process is re-parented; it then sends SIGTERM
+to the engine's process group and SIGKILL after the grace period, so that no engine is
+left holding the GPU.
+
+Usage: ``python -m tokenwatt.collect.engine_log LOG PGID GRACE_S`` (PGID 0: no watchdog).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from tokenwatt.records.launch import secret_name
+from tokenwatt.redact import scrub
+
+POLL_S = 0.5
+"""How often the watchdog looks at its parent while the engine is quiet (s)."""
+MAX_LINE_BYTES = 65536
+"""A line longer than this is written in pieces (scrubbed each), so memory stays bounded."""
+
+
+def secret_values(environ: Mapping[str, str]) -> list[str]:
+    """The values of the variables whose names say they hold a secret (4+ characters),
+    longest first, so that a key containing another is removed whole."""
+    values = {v for k, v in environ.items() if secret_name(k) and len(v) >= 4}
+    return sorted(values, key=len, reverse=True)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` is still running (zombies do not count).
+
+    On Linux from ``/proc`` (a zombie whose parent does not reap it would otherwise count);
+    elsewhere ``killpg(pgid, 0)``.
+    """
+    proc = Path("/proc")
+    if not (proc / "self").is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text(encoding="ascii", errors="replace")
+        except OSError:
+            continue
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[0] != "Z" and fields[2] == str(pgid):
+            return True
+    return False
+
+
+def stop_group(pgid: int, grace_s: float) -> bool:
+    """SIGTERM to the group, then SIGKILL to what is left after ``grace_s``.
+
+    Returns:
+        True when SIGKILL was needed.
+    """
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not group_alive(pgid):
+            return False
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _pump(log_path: str, pgid: int, grace_s: float) -> None:
+    secrets = secret_values(os.environ)
+    parent = os.getppid()
+    stdin = sys.stdin.buffer
+    pending = b""
+    with Path(log_path).open("ab") as log:
+        while True:
+            ready, _, _ = select.select([stdin], [], [], POLL_S)
+            if pgid and os.getppid() != parent:
+                stop_group(pgid, grace_s)
+                pgid = 0  # once; keep writing what the engine says while it stops
+            if not ready:
+                continue
+            chunk = os.read(stdin.fileno(), 65536)
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            if len(pending) > MAX_LINE_BYTES or (not chunk and pending):
+                lines.append(pending)  # a progress bar without newlines, or the last line
+                pending = b""
+            for line in lines:
+                text = line.decode("utf-8", errors="replace")
+                log.write((scrub(text, secrets) + "\n").encode())
+            log.flush()
+            if not chunk:
+                return
+
+
+def main(argv: list[str]) -> int:
+    """The process's entry point (see the module docstring); exit status 0 at end of input."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # collect decides when the engine stops
+    log_path, pgid, grace_s = argv[0], int(argv[1]), float(argv[2])
+    _pump(log_path, pgid, grace_s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
