@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenwatt import __version__
 from tokenwatt.collect.instruments import Instruments
-from tokenwatt.collect.modes import PRESETS
+from tokenwatt.collect.modes import PRESETS, apply_mode, mode_lines, mode_overrides
 from tokenwatt.collect.options import CollectOptions
 from tokenwatt.collect.preflight import check_served_model, check_workload_fits
 from tokenwatt.collect.progress import Progress
@@ -32,7 +33,7 @@ from tokenwatt.collect.runfile import (
     check_trace_file,
     environment_from,
     git_commit,
-    load_run_spec,
+    load_spec_before_mode,
     read_api_key,
     suite_path,
     write_record,
@@ -357,7 +358,9 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     from tokenwatt.collect.probes import probe_engine, scan_engine_log
     from tokenwatt.sim.server import SIM_VERSION
 
-    spec = load_run_spec(opts.spec_path, opts.mode, opts.endpoint, opts.kv_dtype, opts.workers)
+    raw = load_spec_before_mode(opts.spec_path, opts.endpoint, opts.kv_dtype, opts.workers)
+    spec = apply_mode(raw, opts.mode)
+    overrides = mode_overrides(raw, spec)
     api_key = read_api_key(spec, str(opts.spec_path), opts.environ)
     suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
     if suite is not None and not suite.is_file():
@@ -372,6 +375,8 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         suite=suite,
         engine_log=opts.engine_log,
     )
+    for line in mode_lines(spec, opts.mode, overrides, accuracy=suite is not None):
+        print(line, file=sys.stderr, flush=True)
     with exclusive_lock(opts.out, what="tokenwatt collect"):
         warnings = scan_engine_log(opts.engine_log) if opts.engine_log is not None else []
         info = probe_engine(spec.engine.endpoint, api_key)
@@ -383,6 +388,7 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         )
         fit_notes = check_workload_fits(spec, stream, info, opts.spec_path, count_tokens=counter)
         rec = new_record(opts, spec)
+        rec.mode_overrides = overrides
         rec.engine_warnings = warnings + served_warnings
         rec.not_covered += fit_notes
         sim_name = SIM_VERSION.split()[0]

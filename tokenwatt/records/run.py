@@ -19,6 +19,7 @@ from tokenwatt.records.base import (
     PosInt,
     StrictModel,
 )
+from tokenwatt.records.mode import ModeOverride
 from tokenwatt.records.power import PowerWindow
 from tokenwatt.records.spec import Spec
 from tokenwatt.records.window import WindowSummary
@@ -267,6 +268,12 @@ class RunRecord(StrictModel):
         default=None,
         description="The per-request timings file beside the record, with its SHA-256 "
         "(None: not written, or a record made before it existed).",
+    )
+    mode_overrides: list[ModeOverride] | None = Field(
+        default=None,
+        description="The spec values the mode (quick, smoke) replaced, with the spec's "
+        "value and the one measured with; empty when the mode changed nothing (full mode "
+        "never does), null in records made before it was recorded.",
     )
 
     @model_validator(mode="after")
