@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenwatt import __version__
+from tokenwatt.collect.dataset import pin_dataset
 from tokenwatt.collect.instruments import Instruments
 from tokenwatt.collect.modes import PRESETS, apply_mode, mode_lines, mode_overrides
 from tokenwatt.collect.options import CollectOptions
@@ -359,7 +360,7 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     from tokenwatt.sim.server import SIM_VERSION
 
     raw = load_spec_before_mode(opts.spec_path, opts.endpoint, opts.kv_dtype, opts.workers)
-    spec = apply_mode(raw, opts.mode)
+    spec = pin_dataset(apply_mode(raw, opts.mode), opts.spec_path)
     overrides = mode_overrides(raw, spec)
     api_key = read_api_key(spec, str(opts.spec_path), opts.environ)
     suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
@@ -384,7 +385,11 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         served_warnings = check_served_model(spec, info, opts.spec_path)
         counter = load_token_counter(spec, opts.spec_path)
         stream = workload_for(
-            spec, base_dir=opts.spec_path.parent, context_length=info.max_model_len
+            spec,
+            base_dir=opts.spec_path.parent,
+            context_length=info.max_model_len,
+            count_tokens=counter,
+            spec_file=opts.spec_path,
         )
         fit_notes = check_workload_fits(spec, stream, info, opts.spec_path, count_tokens=counter)
         rec = new_record(opts, spec)
@@ -503,7 +508,9 @@ def _measure(
         rec.incomplete_reason = str(exc)
     finally:
         rec.finished = dt.datetime.now(dt.UTC)
-        rec.prompts = PromptStats(**stream.counts(), notes=stream.notes())
+        rec.prompts = PromptStats(
+            **stream.counts(), notes=stream.notes(), dataset=stream.dataset_stats()
+        )
         checkpoint()
 
 
