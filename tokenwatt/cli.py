@@ -428,6 +428,7 @@ def suites_build(
 )
 @click.option("--demo", is_flag=True, help="Allow smoke-mode and simulated runs (a demo report).")
 @click.option("--force", is_flag=True, help="Replace the report file if it exists.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @_errors_to_exit
 def report(
     run_files: tuple[Path, ...],
@@ -437,15 +438,16 @@ def report(
     cards: int,
     demo: bool,
     force: bool,
+    as_json: bool,
 ) -> None:
     """Summarise run records (one per configuration) into a report record.
 
-    Prints, per configuration, the sentence that says why its result rate is where it is.
+    Prints the configurations (goodput, tokens/J, accuracy verdict, capacity credit) as a
+    table, the capacity conclusion and, per configuration, the sentence that says why its
+    result rate is where it is; ``--json`` prints the same as JSON.
     """
     from pydantic import ValidationError
 
-    from tokenwatt.analysis.doubt import run_doubt
-    from tokenwatt.analysis.search_story import explain_run
     from tokenwatt.analysis.summarise import report_command, slug, summarise
     from tokenwatt.errors import Problem
     from tokenwatt.records.load import problems_from
@@ -469,30 +471,25 @@ def report(
         raise InputError(problems) from None
     target = out if out is not None else Path("reports") / f"{report_id or slug(title)}.json"
     write_report(record, target, force=force, inputs=list(run_files))
-    click.echo(f"wrote {target} ({len(record.configs)} configurations)")
-    for item in runs:
-        click.echo(f"{item.run.label}: {explain_run(item.run)}")
-        doubt = run_doubt(item.run)
-        if doubt:
-            click.echo(f"{item.run.label}: {doubt}")
-    _echo_band(record)
+    _print_report(record, target, [item.run for item in runs], as_json=as_json)
 
 
-def _echo_band(record: Any) -> None:
-    """The stated and measured variance bands; a warning when the stated one is narrower."""
-    from tokenwatt.analysis.report import analyse_report, band_warning
+def _print_report(record: Any, target: Path, runs: list[Any], *, as_json: bool) -> None:
+    """What ``report`` prints (:func:`tokenwatt.terminal.report_output`): JSON, or tables
+    and sentences; the band warning goes to stderr either way."""
+    import json
 
-    analysis = analyse_report(record)
-    measured = analysis.variance_band_measured_pct
-    if measured is None:
-        return
-    click.echo(
-        f"variance band: stated ±{analysis.variance_band_pct:.2f}%, measured from the "
-        f"repeats ±{measured:.2f}%"
-    )
-    warning = band_warning(analysis)
-    if warning:
-        click.echo(f"warning: {warning}", err=True)
+    from rich.console import Console
+
+    from tokenwatt.terminal import print_report, report_output
+
+    summary = report_output(record, target, runs)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        print_report(summary, Console(soft_wrap=False))
+    if summary["band_warning"]:
+        click.echo(f"warning: {summary['band_warning']}", err=True)
 
 
 @cli.command()

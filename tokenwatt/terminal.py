@@ -23,6 +23,7 @@ from tokenwatt.analysis.run_table import (
     run_rows,
     triple_cell,
 )
+from tokenwatt.analysis.search_story import explain_run
 from tokenwatt.records.run import RunRecord
 from tokenwatt.site.escape import bidi_isolated
 
@@ -135,6 +136,88 @@ def requests_table(title: str, windows: Sequence[dict[str, Any]]) -> Table:
     return _table(title, REQUEST_HEADERS, rows)
 
 
+REPORT_HEADERS = (
+    "configuration",
+    "role",
+    "goodput tok/s [95% CI]",
+    "vs baseline",
+    "tok/J",
+    "SLO repeats",
+    "accuracy",
+    "capacity credit",
+)
+
+
+def report_table(summary: dict[str, Any]) -> Table:
+    """The configurations of :func:`~tokenwatt.analysis.report_table.report_summary`:
+    label, role, goodput with its interval, change from the baseline, tokens per joule,
+    repeats that met the SLO, the accuracy verdict and the capacity credit."""
+    from tokenwatt.analysis.report_table import goodput_cell
+
+    rows = []
+    for row in summary["configs"]:
+        delta = row["goodput_delta_pct"]
+        tpj = row["tokens_per_joule"]
+        rows.append(
+            [
+                row["label"],
+                row["role"],
+                goodput_cell(row),
+                "–" if delta is None else f"{delta:+.1f}%".replace("-", "−"),
+                "–" if tpj is None else f"{tpj:.3g}",
+                f"{row['slo_pass_count']}/{row['repeats']}",
+                row["accuracy"],
+                row["capacity"],
+            ]
+        )
+    title = f"{summary['title']} ({summary['cards']} cards)"
+    return _table(title, REPORT_HEADERS, rows)
+
+
+def report_output(report: Any, target: Path, runs: Sequence[RunRecord]) -> dict[str, Any]:
+    """Everything ``tokenwatt report`` prints, as one JSON-ready mapping (its ``--json``):
+    :func:`~tokenwatt.analysis.report_table.report_summary` plus the file written, each
+    run's explanation of its result rate (and doubt, or None) and the band warning (or
+    None)."""
+    from tokenwatt.analysis.doubt import run_doubt
+    from tokenwatt.analysis.report import analyse_report, band_warning
+    from tokenwatt.analysis.report_table import report_summary
+
+    analysis = analyse_report(report)
+    out = {"file": str(target), **report_summary(report, analysis)}
+    out["explanations"] = [
+        {"label": run.label, "why": explain_run(run), "doubt": run_doubt(run)} for run in runs
+    ]
+    out["band_warning"] = band_warning(analysis)
+    return out
+
+
+def print_report(summary: dict[str, Any], console: Console) -> None:
+    """:func:`report_output` as text: the written file, the configurations table, the
+    capacity conclusion, each run's explanation and doubt, the variance bands. The band
+    warning is left to the caller (stderr)."""
+    console.print(
+        plain(f"wrote {summary['file']} ({len(summary['configs'])} configurations)"),
+        soft_wrap=True,
+    )
+    console.print(report_table(summary))
+    if summary["conclusion"]:
+        console.print(plain(summary["conclusion"]), soft_wrap=True)
+    for item in summary["explanations"]:
+        console.print(plain(f"{item['label']}: {item['why']}"), soft_wrap=True)
+        if item["doubt"]:
+            console.print(plain(f"{item['label']}: {item['doubt']}"), soft_wrap=True)
+    measured = summary["variance_band_measured_pct"]
+    if measured is not None:
+        console.print(
+            plain(
+                f"variance band: stated ±{summary['variance_band_pct']:.2f}%, measured from "
+                f"the repeats ±{measured:.2f}%"
+            ),
+            soft_wrap=True,
+        )
+
+
 def show_run(path: Path, *, with_requests: bool) -> tuple[RunRecord, list[dict[str, Any]] | None]:
     """Read a run record (and, asked for, its per-request file) for ``tokenwatt show``.
 
@@ -179,7 +262,10 @@ def show_run(path: Path, *, with_requests: bool) -> tuple[RunRecord, list[dict[s
 __all__ = [
     "ms_cell",
     "plain",
+    "print_report",
     "print_run",
+    "report_output",
+    "report_table",
     "requests_table",
     "run_table",
     "run_title",

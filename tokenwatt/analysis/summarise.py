@@ -407,6 +407,8 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
             if run.idle_power is not None and run.idle_power.valid and run.idle_power.mean_power_w
             else None
         ),
+        mode=run.mode,
+        mode_overrides=run.mode_overrides,
         prompts_drawn=run.prompts.drawn if run.prompts else None,
         prompts_distinct=run.prompts.distinct_prompts if run.prompts else None,
         power_timeline=_timeline(power[0]) if power else [],

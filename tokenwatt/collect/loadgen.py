@@ -341,6 +341,7 @@ async def run_window(
                 max_tokens=spec.max_tokens,
                 ignore_eos=cfg.ignore_eos,
                 prompt_ids_sent=spec.prompt_tokens,
+                prompt_text_tokens=spec.text_tokens,
             )
             state.results.append(res)
             if in_window:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tokenwatt.records.mode import ModeOverride, overrides_text, value_text
 from tokenwatt.records.spec import Spec
 
 Mode = Literal["smoke", "quick", "full"]
@@ -98,3 +99,62 @@ def apply_mode(spec: Spec, mode: Mode) -> Spec:
     return spec.model_copy(
         update={"measurement": measurement, "accuracy": accuracy, "power": power}
     )
+
+
+MODE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("measurement", "warmup_s"),
+    ("measurement", "window_s"),
+    ("measurement", "search_window_s"),
+    ("measurement", "repeats"),
+    ("accuracy", "limit"),
+    ("accuracy", "seeds"),
+    ("power", "idle_s"),
+)
+"""The spec fields :func:`apply_mode` may change, as (section, field)."""
+
+
+def mode_overrides(raw: Spec, effective: Spec) -> list[ModeOverride]:
+    """The fields of :data:`MODE_FIELDS` whose value differs between the spec as read
+    (``raw``) and the spec the run measures with (``effective``, from :func:`apply_mode`),
+    in that order."""
+    out: list[ModeOverride] = []
+    for section, name in MODE_FIELDS:
+        before = getattr(getattr(raw, section), name)
+        after = getattr(getattr(effective, section), name)
+        if before != after:
+            out.append(
+                ModeOverride(field=f"{section}.{name}", spec_value=before, effective_value=after)
+            )
+    return out
+
+
+def mode_lines(
+    spec: Spec, mode: Mode, overrides: list[ModeOverride], *, accuracy: bool = True
+) -> list[str]:
+    """What ``collect`` prints at the start: the effective windows (s), search bounds,
+    repeats and accuracy sample after ``mode``'s preset (``spec`` is the effective spec),
+    then which spec values the mode replaced (old → new) or that it replaced none."""
+    m, s, a = spec.measurement, spec.sweep, spec.accuracy
+    if s.rates:
+        search = "rates " + ", ".join(f"{r:g}" for r in s.rates) + " req/s"
+    else:
+        search = (
+            f"from {s.start_rps:g} req/s ×{s.growth:g} up to {s.max_rps:g} req/s, "
+            f"{s.bisect_steps} bisection steps"
+        )
+    if not accuracy or not a.suite:
+        acc = "accuracy not run" + (" (--no-accuracy)" if a.suite else " (no suite)")
+    else:
+        items = "every item" if a.limit is None else f"{a.limit} items"
+        acc = f"accuracy {items} × {a.seeds} seed{'s' if a.seeds != 1 else ''}"
+    lines = [
+        f"{mode} mode: warm-up {m.warmup_s:g} s, search window {m.search_window_s:g} s, "
+        f"measurement window {m.window_s:g} s, {m.repeats} repeat"
+        f"{'s' if m.repeats != 1 else ''}; search {search}; {acc}; "
+        f"idle power {value_text(spec.power.idle_s)} s"
+    ]
+    if overrides:
+        lines.append(f"{mode} mode replaced spec values: {overrides_text(overrides)}")
+    else:
+        lines.append(f"{mode} mode replaced no spec value")
+    return lines

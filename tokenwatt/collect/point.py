@@ -271,17 +271,19 @@ def override_spec(spec: Spec, flags: PointFlags) -> Spec:
     return validate(Spec, data, "<flags>", InputError)
 
 
-def run_spec(opts: CollectOptions) -> Spec:
-    """The spec a collect run measures: the spec file's (or one built from the flags when
-    ``opts.spec_path`` is :data:`FLAGS_SPEC`), with the point-and-shoot flags laid over
-    it, then ``--endpoint``, ``--kv-dtype``, ``--workers`` and the mode
-    (:func:`tokenwatt.collect.runfile.adjust_run_spec`).
+def run_spec(opts: CollectOptions) -> tuple[Spec, Spec]:
+    """The spec a collect run measures, before and after the mode: the spec file's (or one
+    built from the flags when ``opts.spec_path`` is :data:`FLAGS_SPEC`), with the
+    point-and-shoot flags laid over it, then ``--endpoint``, ``--kv-dtype`` and
+    ``--workers`` (:func:`tokenwatt.collect.runfile.adjust_run_spec`): that is the first;
+    the second has the mode's preset applied (:func:`tokenwatt.collect.modes.apply_mode`).
 
     Raises:
         SpecError: the spec file cannot be read or is invalid.
         InputError: a bad flag or combination, named.
     """
     from tokenwatt.collect.closedloop import closed_loop_workers
+    from tokenwatt.collect.modes import apply_mode
     from tokenwatt.collect.runfile import adjust_run_spec
     from tokenwatt.records.load import load_spec
 
@@ -296,10 +298,10 @@ def run_spec(opts: CollectOptions) -> Spec:
         spec = load_spec(opts.spec_path)
         if flags.any_given:
             spec = override_spec(spec, flags)
-    spec = adjust_run_spec(spec, opts.mode, opts.endpoint, opts.kv_dtype, opts.workers)
-    asked = spec.measurement.workers
-    closed_loop_workers(spec, asked if isinstance(asked, int) else 1)  # refused before the probe
-    return spec
+    raw = adjust_run_spec(spec, opts.endpoint, opts.kv_dtype, opts.workers)
+    asked = raw.measurement.workers
+    closed_loop_workers(raw, asked if isinstance(asked, int) else 1)  # refused before the probe
+    return raw, apply_mode(raw, opts.mode)
 
 
 def spec_yaml(spec: Spec) -> str:

@@ -186,6 +186,7 @@ class PoolWindow:
                 spec.prompt_tokens or 0,
                 spec.max_tokens,
                 spec.prompt_tokens,
+                spec.text_tokens,
             )
             batches[i % self.n].append(item)
             if in_window:
@@ -211,6 +212,7 @@ class PoolWindow:
             max_tokens=item.max_tokens,
             ignore_eos=self.cfg.ignore_eos,
             prompt_ids_sent=item.prompt_ids_sent,
+            prompt_text_tokens=item.prompt_text_tokens,
         )
 
     def _send(self, k: int, msg: tuple[Any, ...]) -> None:

@@ -51,12 +51,15 @@ class RequestSpec:
         id: optional name from a trace, kept for the per-request record.
         synthetic: the prompt's ids were drawn at random by the workload (a trace entry
             given as lengths), so a later pass over the trace may draw new ones.
+        text_tokens: a text prompt's length measured with the model's tokenizer (tokens,
+            special tokens and chat template not included), or None: not measured.
     """
 
     prompt: list[int] | str
     max_tokens: int
     id: str | None = None
     synthetic: bool = False
+    text_tokens: int | None = None
 
     @property
     def prompt_tokens(self) -> int | None:

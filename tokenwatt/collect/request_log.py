@@ -17,6 +17,11 @@ One JSON object per line, one line per request the load generator sent in a wind
     it did not happen.
 ``input_tokens``, ``output_tokens``
     Prompt and generated tokens (from ``usage``, or counted by the client).
+``prompt``, ``prompt_text_tokens``
+    ``"ids"`` when token ids were sent, ``"text"`` for a text prompt; a text prompt's
+    length measured with the model's tokenizer before sending (tokens, without the chat
+    template; null when not measured or for ids). ``input_tokens`` stays what the server
+    counted, template included.
 ``status``, ``error``
     HTTP status (null when no response came) and the error kind (null when none;
     ``cancelled`` for a request the client cancelled itself).
@@ -83,6 +88,8 @@ def request_row(
         "last_token_s": _at(r.last_token_s, start_s),
         "end_s": _at(end, start_s),
         "input_tokens": r.prompt_tokens,
+        "prompt": "ids" if r.prompt_ids_sent is not None else "text",
+        "prompt_text_tokens": r.prompt_text_tokens,
         "output_tokens": r.output_tokens,
         "status": r.status,
         "error": r.error,
@@ -240,6 +247,8 @@ _KEYS = frozenset(
         *("last_token_s", "end_s", "input_tokens", "output_tokens", "status", "error"),
     ]
 )
+_LATER_KEYS = frozenset(["prompt", "prompt_text_tokens"])
+"""Fields added later: files written before them lack them."""
 
 
 def _row(line: bytes, name: str, number: int) -> dict[str, Any]:
@@ -250,7 +259,7 @@ def _row(line: bytes, name: str, number: int) -> dict[str, Any]:
         row = json.loads(line)
     except (ValueError, RecursionError) as exc:
         raise InputError([Problem(name, where, f"not JSON: {exc}")]) from exc
-    if not isinstance(row, dict) or set(row) != _KEYS:
+    if not isinstance(row, dict) or not _KEYS <= set(row) <= _KEYS | _LATER_KEYS:
         raise InputError([Problem(name, where, "not a request row (fields differ)")])
     if row["kind"] not in ("probe", "repeat") or not isinstance(row["index"], int):
         raise InputError([Problem(name, f"{where}.kind", "not a probe or repeat")])

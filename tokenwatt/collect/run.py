@@ -24,6 +24,7 @@ from typing import Any
 
 from tokenwatt import __version__
 from tokenwatt.collect.closedloop import closed_loop_workers
+from tokenwatt.collect.dataset import pin_dataset
 from tokenwatt.collect.engine_proc import (
     apply_engine_cmd,
     check_launch_options,
@@ -33,7 +34,7 @@ from tokenwatt.collect.engine_proc import (
 from tokenwatt.collect.fixed_loads import measure_fixed
 from tokenwatt.collect.instruments import Instruments
 from tokenwatt.collect.load_search import backed_off_concurrency, concurrency_search
-from tokenwatt.collect.modes import PRESETS
+from tokenwatt.collect.modes import PRESETS, mode_lines, mode_overrides
 from tokenwatt.collect.options import CollectOptions
 from tokenwatt.collect.point import run_spec, spec_yaml
 from tokenwatt.collect.preflight import check_served_model, check_workload_fits
@@ -396,7 +397,9 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     from tokenwatt.collect.probes import probe_engine, scan_engine_log
     from tokenwatt.sim.server import SIM_VERSION
 
-    spec = apply_engine_cmd(run_spec(opts), opts.engine_cmd)
+    raw, spec = run_spec(opts)
+    spec = apply_engine_cmd(pin_dataset(spec, opts.spec_path), opts.engine_cmd)
+    overrides = mode_overrides(raw, spec)
     if opts.point is not None and opts.point.any_given:
         # What the flags made of the spec, before anything is sent: the record stores it.
         print("effective spec:\n" + spec_yaml(spec), file=sys.stderr, flush=True)
@@ -414,6 +417,8 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         suite=suite,
         engine_log=opts.engine_log,
     )
+    for line in mode_lines(spec, opts.mode, overrides, accuracy=suite is not None):
+        print(line, file=sys.stderr, flush=True)
     check_launch_options(spec, opts.engine_log)
     with (
         exclusive_lock(opts.out, what="tokenwatt collect"),
@@ -427,10 +432,15 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         served_warnings = check_served_model(spec, info, opts.spec_path)
         counter = load_token_counter(spec, opts.spec_path)
         stream = workload_for(
-            spec, base_dir=opts.spec_path.parent, context_length=info.max_model_len
+            spec,
+            base_dir=opts.spec_path.parent,
+            context_length=info.max_model_len,
+            count_tokens=counter,
+            spec_file=opts.spec_path,
         )
         fit_notes = check_workload_fits(spec, stream, info, opts.spec_path, count_tokens=counter)
         rec = new_record(opts, spec)
+        rec.mode_overrides = overrides
         rec.engine_warnings = warnings + served_warnings
         if engine is not None:
             track_engine(engine, rec, lambda: write_record(rec, opts.out), served_warnings)
@@ -547,7 +557,9 @@ def _measure(
         rec.incomplete_reason = str(exc)
     finally:
         rec.finished = dt.datetime.now(dt.UTC)
-        rec.prompts = PromptStats(**stream.counts(), notes=stream.notes())
+        rec.prompts = PromptStats(
+            **stream.counts(), notes=stream.notes(), dataset=stream.dataset_stats()
+        )
         checkpoint()
 
 

@@ -86,9 +86,24 @@ def load_run_spec(
     kv_dtype: str | None = None,
     workers: int | str | None = None,
 ) -> Spec:
+    """:func:`load_spec_before_mode`, then the mode applied (:func:`apply_mode`).
+
+    Raises:
+        SpecError, InputError: as :func:`load_spec_before_mode`.
+    """
+    return apply_mode(load_spec_before_mode(path, endpoint, kv_dtype, workers), mode)
+
+
+def load_spec_before_mode(
+    path: Path,
+    endpoint: str | None,
+    kv_dtype: str | None = None,
+    workers: int | str | None = None,
+) -> Spec:
     """Load the spec, override ``engine.endpoint`` with ``endpoint``, ``model.kv_dtype``
     with ``kv_dtype`` (per configuration, outside the fingerprint) and
-    ``measurement.workers`` with ``workers`` (outside the fingerprint), apply the mode.
+    ``measurement.workers`` with ``workers`` (outside the fingerprint); the mode is not
+    applied yet (:func:`tokenwatt.collect.modes.mode_overrides` compares before and after).
 
     Raises:
         SpecError: the spec cannot be read or is invalid.
@@ -96,20 +111,19 @@ def load_run_spec(
             ``kv_dtype`` is not a KV-cache dtype (named ``--kv-dtype``), or ``workers`` is
             neither a positive whole number nor ``auto`` (named ``--workers``).
     """
-    return adjust_run_spec(load_spec(path), mode, endpoint, kv_dtype, workers)
+    return adjust_run_spec(load_spec(path), endpoint, kv_dtype, workers)
 
 
 def adjust_run_spec(
     spec: Spec,
-    mode: Mode,
     endpoint: str | None,
     kv_dtype: str | None = None,
     workers: int | str | None = None,
 ) -> Spec:
-    """:func:`load_run_spec` for a spec already loaded (or built from flags).
+    """:func:`load_spec_before_mode` for a spec already loaded (or built from flags).
 
     Raises:
-        InputError: as :func:`load_run_spec`.
+        InputError: as :func:`load_spec_before_mode`.
     """
     if endpoint is not None:
         data = {**spec.engine.model_dump(), "endpoint": endpoint}
@@ -128,7 +142,7 @@ def adjust_run_spec(
         value = "auto" if text == "auto" else int(text)
         measurement = spec.measurement.model_copy(update={"workers": value})
         spec = spec.model_copy(update={"measurement": measurement})
-    return apply_mode(spec, mode)
+    return spec
 
 
 def suite_path(spec: Spec, spec_path: Path) -> Path | None:

@@ -56,6 +56,7 @@ class Item(NamedTuple):
     prompt_tokens: int
     max_tokens: int | None
     prompt_ids_sent: int | None
+    prompt_text_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -249,6 +250,7 @@ class _WorkerWindow:
                 max_tokens=item.max_tokens,
                 ignore_eos=self.job.cfg.ignore_eos,
                 prompt_ids_sent=item.prompt_ids_sent,
+                prompt_text_tokens=item.prompt_text_tokens,
             )
             state.results.append(res)
             self.results.append((item.seq, res))

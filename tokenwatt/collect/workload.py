@@ -9,12 +9,13 @@ JSON Lines traces in :mod:`.trace`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from tokenwatt.collect.dataset import DatasetLoad, dataset_path, load_sharegpt
 from tokenwatt.collect.prompts import (
     CHAT_MIX_V1,
     DEFAULT_INPUT_TOKENS,
@@ -26,6 +27,8 @@ from tokenwatt.collect.prompts import (
     random_ids,
 )
 from tokenwatt.collect.trace import MAX_TRACE_TOKENS, load_trace
+from tokenwatt.errors import InputError, Problem
+from tokenwatt.records.run import DatasetStats
 from tokenwatt.records.spec import LengthDist
 
 if TYPE_CHECKING:
@@ -143,6 +146,8 @@ class _TraceSource:
             max_tokens=entry.max_tokens,
             id=entry.id,
             synthetic=entry.synthetic,
+            # A prefix in front changes the length the tokenizer measured.
+            text_tokens=entry.text_tokens if not self.prefix.text else None,
         )
 
 
@@ -195,6 +200,7 @@ class WorkloadStream(Iterator[RequestSpec]):
         self.trace_entries = trace_entries
         self.context_length = context_length
         self.prefix = prefix or SharedPrefix(ids=[], text="")
+        self.dataset: DatasetLoad | None = None
         self.drawn = 0
         self.repeated_prompts = 0
         self.redrawn = 0
@@ -250,6 +256,21 @@ class WorkloadStream(Iterator[RequestSpec]):
             "clipped": self.clipped,
         }
 
+    def dataset_stats(self) -> DatasetStats | None:
+        """The dataset replayed and what it used, for the run record (None without one)."""
+        ds = self.dataset
+        if ds is None:
+            return None
+        return DatasetStats(
+            kind="sharegpt",
+            sha256=ds.sha256,
+            entries=ds.total,
+            used=len(ds.entries),
+            skipped=ds.skipped,
+            prompt_tokens=sum(e.text_tokens or 0 for e in ds.entries),
+            output_tokens=sum(e.max_tokens for e in ds.entries),
+        )
+
     def notes(self) -> list[str]:
         """What a reader of the record must know about the prompts sent, in words."""
         out: list[str] = []
@@ -259,8 +280,9 @@ class WorkloadStream(Iterator[RequestSpec]):
                 f"{self.drawn} requests re-sent an earlier prompt on purpose (prefix cache warm)"
             )
         elif self.trace_entries is not None and self.repeated_prompts:
+            what = "dataset" if self.dataset is not None else "trace"
             out.append(
-                f"the trace has {len(self.trace_entries)} requests and the run drew "
+                f"the {what} has {len(self.trace_entries)} requests and the run drew "
                 f"{self.drawn}: {self.repeated_prompts} prompts were sent again, so the "
                 "engine's prefix cache may have served them"
             )
@@ -286,7 +308,12 @@ def context_budget(context_length: int | None, *, text: bool) -> int | None:
 
 
 def workload_for(
-    spec: Spec, *, base_dir: str | Path | None = None, context_length: int | None = None
+    spec: Spec,
+    *,
+    base_dir: str | Path | None = None,
+    context_length: int | None = None,
+    count_tokens: Callable[[str], int] | None = None,
+    spec_file: str | Path | None = None,
 ) -> WorkloadStream:
     """The run's request stream, as the spec asks for: create it once per run.
 
@@ -299,10 +326,19 @@ def workload_for(
         base_dir: folder a relative trace path is read from.
         context_length: the engine's context length (tokens, from the probe); when None,
             ``model.geometry.max_model_len`` if the spec gives it. ``chat-mix-v1``
-            lengths are fitted to it (:class:`~tokenwatt.collect.prompts.ChatMix`).
+            lengths are fitted to it (:class:`~tokenwatt.collect.prompts.ChatMix`);
+            dataset entries that do not fit it are skipped.
+        count_tokens: the model's tokenizer (``model.tokenizer``); a dataset needs it.
+        spec_file: the spec's path, named in errors (a dataset is read relative to
+            ``base_dir`` all the same).
+
+    ``workload.dataset`` replays a ShareGPT file (:mod:`tokenwatt.collect.dataset`) as
+    text prompts, in file order, cycled like a trace.
 
     Raises:
-        InputError: from :func:`load_trace`.
+        InputError: from :func:`load_trace` or :func:`~tokenwatt.collect.dataset.load_sharegpt`;
+            a dataset without ``model.tokenizer``, or whose content is not the SHA-256
+            the spec (pinned by ``collect``) gives.
     """
     workload = spec.workload
     if context_length is None:
@@ -312,6 +348,15 @@ def workload_for(
     prefix = SharedPrefix.seeded(
         workload.seed, spec.model.vocab_size, workload.shared_prefix_tokens
     )
+    if workload.dataset is not None:
+        return _dataset_stream(
+            spec,
+            base_dir=base_dir,
+            context_length=context_length,
+            count_tokens=count_tokens,
+            spec_file=spec_file,
+            prefix=prefix,
+        )
     if workload.trace == CHAT_MIX_V1:
         mix = ChatMix(
             workload.seed,
@@ -344,3 +389,41 @@ def workload_for(
         context_length=context_length,
         prefix=prefix,
     )
+
+
+def _dataset_stream(
+    spec: Spec,
+    *,
+    base_dir: str | Path | None,
+    context_length: int | None,
+    count_tokens: Callable[[str], int] | None,
+    spec_file: str | Path | None,
+    prefix: SharedPrefix,
+) -> WorkloadStream:
+    """The stream of ``workload.dataset`` (see :func:`workload_for`)."""
+    ds = spec.workload.dataset
+    assert ds is not None
+    file = str(spec_file) if spec_file is not None else "<spec>"
+    if count_tokens is None:
+        message = "a dataset needs model.tokenizer to measure prompt and reply lengths"
+        raise InputError([Problem(file, "workload.dataset", message)])
+    path = dataset_path(spec, base_dir)
+    budget = context_budget(context_length, text=True)
+    if budget is not None:
+        budget -= len(prefix.ids)
+    loaded = load_sharegpt(path, count_tokens, max_total_tokens=budget, file=file)
+    if ds.sha256 is not None and ds.sha256 != loaded.sha256:
+        message = f"{path} changed since the run started (SHA-256 {loaded.sha256})"
+        raise InputError([Problem(file, "workload.dataset.sha256", message)])
+    source = _TraceSource(loaded.entries, spec.workload.seed, spec.model.vocab_size, prefix)
+    stream = WorkloadStream(
+        source,
+        kind=f"{ds.kind} dataset",
+        redraw=False,
+        prompt_pool=spec.workload.prompt_pool,
+        trace_entries=loaded.entries,
+        context_length=context_length,
+        prefix=prefix,
+    )
+    stream.dataset = loaded
+    return stream

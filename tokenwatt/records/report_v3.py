@@ -25,6 +25,7 @@ from tokenwatt.records.base import (
     StrictModel,
 )
 from tokenwatt.records.interval import MeanCI, QuantileCI
+from tokenwatt.records.mode import ModeOverride, RunMode
 from tokenwatt.records.report_v1 import ReportV1, check_configs
 from tokenwatt.records.report_v2 import (
     ConfigDetail,
@@ -190,6 +191,17 @@ class ConfigV3(ConfigDetail):
         default=None,
         description="The same for tokens per joule, from each repeat's goodput tokens ÷ "
         "energy; null without every repeat's energy.",
+    )
+    mode: RunMode | None = Field(
+        default=None,
+        description="The run's mode preset (smoke, quick or full); null in reports made "
+        "before it was recorded.",
+    )
+    mode_overrides: list[ModeOverride] | None = Field(
+        default=None,
+        description="The spec values the mode replaced, from the run record (spec value → "
+        "value measured with); empty when it replaced none, null when the run record did "
+        "not say.",
     )
 
 

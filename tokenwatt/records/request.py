@@ -48,6 +48,9 @@ class RequestResult:
         max_tokens: the ``max_tokens`` asked for, or None when unknown.
         ignore_eos: the request asked for exactly ``max_tokens`` (``ignore_eos``).
         prompt_ids_sent: the number of prompt token ids sent, or None for a text prompt.
+        prompt_text_tokens: a text prompt's length measured with the model's tokenizer
+            before sending (tokens, without the chat template), or None: ids were sent, or
+            the text was not measured.
         first_content_s: arrival of the first chunk carrying *content* (not reasoning)
             text (s), or None; equals ``first_token_s`` for a model that does not reason.
         reasoning: True when the stream carried reasoning text (``reasoning_content`` or
@@ -72,6 +75,7 @@ class RequestResult:
     max_tokens: int | None = None
     ignore_eos: bool = False
     prompt_ids_sent: int | None = None
+    prompt_text_tokens: int | None = None
     first_content_s: float | None = None
     reasoning: bool = False
     output_text: list[str] | None = None

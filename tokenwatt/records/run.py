@@ -20,6 +20,7 @@ from tokenwatt.records.base import (
     StrictModel,
 )
 from tokenwatt.records.launch import EngineProcess
+from tokenwatt.records.mode import ModeOverride
 from tokenwatt.records.power import PowerWindow
 from tokenwatt.records.spec import Spec
 from tokenwatt.records.window import WindowSummary
@@ -178,6 +179,28 @@ class SearchResult(StrictModel):
     )
 
 
+class DatasetStats(StrictModel):
+    """The conversation dataset a run replayed (``workload.dataset``) and what it used."""
+
+    kind: Literal["sharegpt"] = Field(description="The dataset's format.")
+    sha256: NonEmptyStr = Field(description="SHA-256 (hex) of the file's bytes.")
+    entries: NonNegInt = Field(description="Entries in the file.")
+    used: NonNegInt = Field(description="Entries that became requests (text prompts).")
+    skipped: dict[str, NonNegInt] = Field(
+        default_factory=dict,
+        description="Entries left out, by reason (malformed, too short, longer than the "
+        "engine's context).",
+    )
+    prompt_tokens: NonNegInt = Field(
+        description="Prompt tokens of the used entries, summed, as the model's tokenizer "
+        "measured them (no chat template)."
+    )
+    output_tokens: NonNegInt = Field(
+        description="Output tokens asked for by the used entries, summed: each reply's "
+        "length by the model's tokenizer."
+    )
+
+
 class PromptStats(StrictModel):
     """The prompts a run sent, from its one workload stream (so a reader can tell whether
     an engine's prefix cache could have served repeats)."""
@@ -200,6 +223,11 @@ class PromptStats(StrictModel):
     )
     notes: list[str] = Field(
         default_factory=list, description="What a reader must know about the prompts, in words."
+    )
+    dataset: DatasetStats | None = Field(
+        default=None,
+        description="The conversation dataset replayed (workload.dataset); null for "
+        "synthetic prompts and traces.",
     )
 
 
@@ -280,6 +308,12 @@ class RunRecord(StrictModel):
         description="The engine collect started and stopped itself (engine.launch, "
         "--engine-cmd): its command line, log file, start-up time and how it ended. None "
         "when collect measured an engine that was already running.",
+    )
+    mode_overrides: list[ModeOverride] | None = Field(
+        default=None,
+        description="The spec values the mode (quick, smoke) replaced, with the spec's "
+        "value and the one measured with; empty when the mode changed nothing (full mode "
+        "never does), null in records made before it was recorded.",
     )
 
     @model_validator(mode="after")

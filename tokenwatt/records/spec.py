@@ -221,6 +221,27 @@ class LengthDist(StrictModel):
         return self
 
 
+class DatasetSpec(StrictModel):
+    """A conversation file replayed as the workload, instead of synthetic prompts."""
+
+    kind: Literal["sharegpt"] = Field(
+        description="The file's format. 'sharegpt': a JSON list of {'id', 'conversations': "
+        "[{'from': 'human' | 'gpt', 'value': text}, ...]}; the first human turn is the "
+        "prompt, the length of the gpt reply after it (tokens, by model.tokenizer) the "
+        "output length."
+    )
+    path: NonEmptyStr = Field(
+        description="The file, relative to the spec file's folder (or absolute). Outside "
+        "the fingerprint: the content's sha256 identifies it."
+    )
+    sha256: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="SHA-256 (hex) of the file's bytes. collect fills it in the run "
+        "record's spec; written in a spec file, a file with other content is refused.",
+    )
+
+
 class WorkloadSpec(StrictModel):
     """What the requests ask for.
 
@@ -255,6 +276,19 @@ class WorkloadSpec(StrictModel):
     prompt_pool: PosInt | None = None
     """Draw this many requests, then send them again in order, deliberately warming the prefix
     cache; null: never re-send a prompt."""
+    dataset: DatasetSpec | None = Field(
+        default=None,
+        description="A conversation file to replay (text prompts; needs model.tokenizer to "
+        "measure lengths); null: trace decides. Only with trace chat-mix-v1 (the default).",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> WorkloadSpec:
+        if self.dataset is not None and self.trace != "chat-mix-v1":
+            raise FieldValueError(
+                "dataset", "give either a dataset or a trace other than chat-mix-v1, not both"
+            )
+        return self
 
 
 class MeasurementSpec(StrictModel):
@@ -584,6 +618,7 @@ class Spec(StrictModel):
 _WORKLOAD_DEFAULTS_OUTSIDE_FINGERPRINT: dict[str, Any] = {
     "shared_prefix_tokens": 0,
     "prompt_pool": None,
+    "dataset": None,
 }
 
 
@@ -598,10 +633,11 @@ def fingerprint_fields(spec: Spec) -> dict[str, Any]:
     and so is the arrival process (``measurement.arrivals``: the same mean load; each window
     records which it used),
     so that a BF16-vs-FP8 KV comparison is allowed (seed lab note, change 1). The model's
-    tokenizer path is left out too (a path on one machine); the workload's
-    ``shared_prefix_tokens`` and ``prompt_pool`` count only when set, and so does the load
-    profile (``measurement.profile``: constant-rate and closed-loop runs measure something
-    else than Poisson ones; Poisson, the default, leaves older fingerprints unchanged).
+    tokenizer path is left out too (a path on one machine), and so is a dataset's path (its
+    content hash counts); the workload's ``shared_prefix_tokens`` and ``prompt_pool`` count
+    only when set, and so does the load profile (``measurement.profile``: constant-rate and
+    closed-loop runs measure something else than Poisson ones; Poisson, the default, leaves
+    older fingerprints unchanged).
 
     Returns:
         A flat mapping ``dotted.path -> value``.
@@ -621,6 +657,9 @@ def fingerprint_fields(spec: Spec) -> dict[str, Any]:
         # stay what they were.
         if workload.get(key) == default:
             del workload[key]
+    if workload.get("dataset") is not None:
+        # The content identifies a dataset; its path on one machine does not.
+        del workload["dataset"]["path"]
     parts: dict[str, Any] = {
         "hardware": spec.hardware.model_dump(exclude={"host"}),
         "model": model,

@@ -6,6 +6,7 @@ from typing import Any
 
 from tokenwatt.analysis import ReportAnalysis
 from tokenwatt.records import ReportV3
+from tokenwatt.records.mode import overrides_text
 from tokenwatt.site.escape import trusted
 from tokenwatt.site.fmt import DASH, num, seconds
 from tokenwatt.site.intervals import band_rows
@@ -128,6 +129,7 @@ def setup_sections(
                         trusted(f"{num(s.start_rps, 2)} req/s × {num(s.growth, 2)}"),
                     ),
                     ("Bisection steps", num(s.bisect_steps, 0)),
+                    *mode_rows(report),
                 ],
             }
         )
@@ -168,4 +170,32 @@ def throttle_rows(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
                 else trusted(f"{count:,} of {total:,} samples ({100 * count / total:.0f}%)")
             )
             rows.append({"name": name, "reason": reason, "count": num(count, 0), "share": share})
+    return rows
+
+
+def _per_config(report: ReportV3, texts: list[str]) -> str:
+    """One text when every configuration has it, else ``label: text`` for each."""
+    if len(set(texts)) == 1:
+        return texts[0]
+    return "; ".join(f"{c.label}: {t}" for c, t in zip(report.configs, texts, strict=True))
+
+
+def mode_rows(report: ReportV3) -> list[Row]:
+    """The mode preset of the runs and the spec values it replaced (spec → measured with),
+    per configuration where they differ; none for reports made before they were kept.
+
+    The values are record text (escaped by the page)."""
+    rows: list[Row] = []
+    if any(c.mode is not None for c in report.configs):
+        rows.append(
+            ("Mode", _per_config(report, [c.mode or "not recorded" for c in report.configs]))
+        )
+    if any(c.mode_overrides is not None for c in report.configs):
+        texts = [
+            "not recorded"
+            if c.mode_overrides is None
+            else (overrides_text(c.mode_overrides) or "none")
+            for c in report.configs
+        ]
+        rows.append(("Spec values the mode replaced", _per_config(report, texts)))
     return rows

@@ -1,0 +1,90 @@
+"""A report's configurations and capacity conclusion as rows, for ``tokenwatt report``'s
+table and its ``--json`` (pure).
+
+Every figure is the report analysis's own (:func:`tokenwatt.analysis.report.analyse_report`):
+goodput (tok/s) with the 95% Student t-interval of its repeats where the report keeps one
+(``goodput_ci_tok_s``), tokens per joule = goodput / mean board power (methods/energy.md),
+the accuracy gate's verdict (methods/accuracy.md) and the capacity credit
+(methods/capacity.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenwatt.analysis.report import ConfigAnalysis, ReportAnalysis, conclusion
+from tokenwatt.records.report_v3 import ReportV3
+
+
+def accuracy_verdict(c: ConfigAnalysis) -> str:
+    """The accuracy column in words: the score, and the gate's verdict against the baseline."""
+    acc = c.config.accuracy
+    if acc is None:
+        return "no accuracy result"
+    if c.is_baseline:
+        return f"{acc.score:.1f}% (baseline)"
+    if c.gate is None:
+        return f"{acc.score:.1f}% (no baseline score to gate on)"
+    shown = f"{c.gate.delta_pts:+.1f}".replace("-", "−")
+    word = "passes" if c.gate.passed else "fails"
+    return f"{acc.score:.1f}%: {word} the {c.gate.threshold_pts:g}-point gate ({shown} points)"
+
+
+def capacity_credit(c: ConfigAnalysis) -> str:
+    """The capacity column in words: baseline, the cards saved, or why there is no credit."""
+    if c.is_baseline:
+        return "baseline"
+    cap = c.capacity
+    if cap is None:
+        return "none: no baseline goodput to compare with"
+    if cap.credited:
+        return f"saves {cap.saved} of {cap.cards} cards ({cap.cards_needed} needed)"
+    return "none: " + "; ".join(reason.value for reason in cap.reasons)
+
+
+def config_row(c: ConfigAnalysis) -> dict[str, Any]:
+    """One configuration as a JSON-ready row (goodput in tok/s, its interval's ends in
+    tok/s, tokens per joule, the goodput change from the baseline in %)."""
+    cfg = c.config
+    ci = cfg.goodput_ci_tok_s
+    cap = c.capacity
+    return {
+        "label": cfg.label,
+        "role": cfg.effective_role,
+        "goodput_tok_s": cfg.goodput_tok_s,
+        "goodput_ci_tok_s": None if ci is None else {"low": ci.low, "high": ci.high},
+        "goodput_delta_pct": None if c.is_baseline else c.goodput_delta_pct,
+        "tokens_per_joule": c.tokens_per_joule,
+        "slo_pass_count": cfg.slo_pass_count,
+        "repeats": cfg.repeats,
+        "accuracy_score_pct": None if cfg.accuracy is None else cfg.accuracy.score,
+        "accuracy_gate_passed": None if c.gate is None or c.is_baseline else c.gate.passed,
+        "accuracy": accuracy_verdict(c),
+        "cards_saved": None if cap is None else cap.saved,
+        "capacity_credited": None if cap is None else cap.credited,
+        "capacity": capacity_credit(c),
+    }
+
+
+def report_summary(report: ReportV3, analysis: ReportAnalysis) -> dict[str, Any]:
+    """What ``tokenwatt report`` prints, as JSON: the report's identity, one row per
+    configuration (:func:`config_row`), the capacity conclusion and the variance bands
+    (stated and measured, ± %)."""
+    return {
+        "id": report.id,
+        "title": report.title,
+        "cards": report.fleet.cards,
+        "configs": [config_row(c) for c in analysis.configs],
+        "conclusion": conclusion(analysis, report.fleet.cards),
+        "variance_band_pct": analysis.variance_band_pct,
+        "variance_band_measured_pct": analysis.variance_band_measured_pct,
+    }
+
+
+def goodput_cell(row: dict[str, Any]) -> str:
+    """``goodput`` or ``goodput [low–high]`` (tok/s) for the table."""
+    text = f"{row['goodput_tok_s']:,.1f}"
+    ci = row["goodput_ci_tok_s"]
+    if ci is not None:
+        text += f" [{ci['low']:,.1f}–{ci['high']:,.1f}]"
+    return text
