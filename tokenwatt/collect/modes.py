@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from tokenwatt.records.spec import Spec
+from tokenwatt.records import Spec
 
 Mode = Literal["smoke", "quick", "full"]
 MODES: tuple[Mode, ...] = ("smoke", "quick", "full")

@@ -26,10 +26,10 @@ from tokenwatt.collect.prompts import (
     random_ids,
 )
 from tokenwatt.collect.trace import MAX_TRACE_TOKENS, load_trace
-from tokenwatt.records.spec import LengthDist
+from tokenwatt.records import LengthDist
 
 if TYPE_CHECKING:
-    from tokenwatt.records.spec import Spec
+    from tokenwatt.records import Spec
 
 __all__ = [
     "CHAT_MIX_V1",
