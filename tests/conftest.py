@@ -1,9 +1,13 @@
 """Suite-wide fixtures and the strict-skip rule for CI.
 
 Tests that need a part this machine may lack (Debian's chromium, the vLLM virtual
-environment, the GSM8K copy in ``../shared`` beside the clone) skip with a reason on a
-developer's machine. Under ``TOKENWATT_STRICT_SKIPS=1``
+environment) skip with a reason on a developer's machine. Under ``TOKENWATT_STRICT_SKIPS=1``
 (set by ``.ci/run``) such a skip fails the run instead, so CI cannot go green without them.
+
+The GSM8K tests run on the excerpt committed in ``tests/fixtures/gsm8k/``. The few tests
+that check the project's full data copies (marker ``shared``: the full GSM8K test split
+against its pinned hash, the seed report against its original) are deselected by default
+and run by ``.ci/run`` with ``-m shared``.
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.gsm8k_splits import EXCERPT_SPLITS, Gsm8kSplits
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
 
-_STRICT_MARKERS = ("browser", "engine", "vllm", "gsm8k")
+_STRICT_MARKERS = ("browser", "engine", "vllm", "shared")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -39,16 +45,25 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
-    """``../shared`` beside the clone (CI lays it there); skips when absent."""
+    """The project's shared data folder beside the clone, for tests marked ``shared``.
+
+    Skips when absent (such tests are deselected by default; ``.ci/run`` runs them strictly).
+    """
     if not SHARED.is_dir():
-        pytest.skip(f"{SHARED} is absent (the project's shared folder beside the clone)")
+        pytest.skip(f"{SHARED} is absent (the project's shared data folder beside the clone)")
     return SHARED
 
 
 @pytest.fixture(scope="session")
-def gsm8k_dir(shared_dir: Path) -> Path:
-    """The GSM8K copy for tests (never committed into the project)."""
+def gsm8k() -> Gsm8kSplits:
+    """The committed excerpt: GSM8K's first 45 test rows and first 5 train rows (MIT)."""
+    return EXCERPT_SPLITS
+
+
+@pytest.fixture(scope="session")
+def gsm8k_full(shared_dir: Path) -> Gsm8kSplits:
+    """The full GSM8K test split (and the first 200 train rows) in the shared data folder."""
     path = shared_dir / "data" / "gsm8k"
-    if not path.is_dir():
-        pytest.skip(f"{path} is absent")
-    return path
+    if not (path / "test.jsonl").is_file():
+        pytest.skip(f"{path} must hold GSM8K's test.jsonl and train-first200.jsonl")
+    return Gsm8kSplits(path / "test.jsonl", path / "train-first200.jsonl")

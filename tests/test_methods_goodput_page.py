@@ -28,3 +28,21 @@ def test_the_page_and_the_record_document_that_choice() -> None:
     assert "measured again" in text
     doc = " ".join((WindowSummary.__doc__ or "").split())
     assert "dispatched − scheduled" in doc and "concurrency slot" in doc
+
+
+def test_the_page_states_the_arrival_processes_and_their_noise_as_the_code_does() -> None:
+    import math
+
+    from tokenwatt.collect.arrivals import arrival_count
+    from tokenwatt.records.spec import MeasurementSpec
+
+    text = " ".join(PAGE.read_text(encoding="utf-8").split())
+    assert "`measurement.arrivals`" in text
+    assert MeasurementSpec.model_fields["arrivals"].default == "conditioned"
+    assert "**`conditioned`** (the default)" in text and "**`poisson`**" in text
+    # The figures the page quotes.
+    assert arrival_count(6.0, 60.0) == 360 and "(360 arrivals expected)" in text
+    assert f"±{100 / math.sqrt(360):.1f}% at 6 req/s over 60 s" in text
+    assert f"±{100 / math.sqrt(3000):.1f}% at 3,000" in text
+    assert arrival_count(2.5, 1.0) == 3 and "(halves rounded up)" in text
+    assert "`--num-prompts` N requests at `--request-rate` R" in text

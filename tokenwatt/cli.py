@@ -182,6 +182,7 @@ def _collect(
     except KeyboardInterrupt:
         click.echo("interrupted (Ctrl-C) before the first window; no record written", err=True)
         sys.exit(130)
+    _print_run_table(record)
     r = record.result
     if r is not None:
         click.echo(
@@ -207,6 +208,52 @@ def _collect(
         signals = {"ctrl-c": "SIGINT", "sigterm": "SIGTERM", "sighup": "SIGHUP"}
         name = signals.get(record.interrupted or "")
         sys.exit(exit_status(name) if name else 1)
+
+
+def _print_run_table(record: Any) -> None:
+    """The run's windows as a table on stdout (:mod:`tokenwatt.terminal`)."""
+    from rich.console import Console
+
+    from tokenwatt.terminal import run_table
+
+    Console(soft_wrap=False).print(run_table(record))
+
+
+@cli.command()
+@click.argument("run_file", metavar="RUN.json", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@click.option(
+    "--requests",
+    "with_requests",
+    is_flag=True,
+    help="Also the per-window TTFT/TPOT/E2E distributions from the per-request file "
+    "beside the record, checked against the SHA-256 the record keeps.",
+)
+@_errors_to_exit
+def show(run_file: Path, as_json: bool, with_requests: bool) -> None:
+    """Print a run record's windows: rate, errors, latency percentiles, tok/s, verdict."""
+    import json
+
+    from rich.console import Console
+
+    from tokenwatt.analysis import run_json
+    from tokenwatt.terminal import plain, print_run, requests_table, show_run
+
+    record, windows = show_run(run_file, with_requests=with_requests)
+    if as_json:
+        data = run_json(record)
+        if windows is not None:
+            data["requests"] = windows
+        click.echo(json.dumps(data, indent=2))
+        return
+    console = Console(soft_wrap=False)
+    print_run(record, console)
+    if windows is not None:
+        log = record.requests_log
+        assert log is not None
+        title = f"per-request file {log.file} (SHA-256 checked, {log.requests} requests)"
+        console.print(requests_table(title, windows))
+        console.print(plain("failed requests count as infinite; cancelled and warm-up ones not"))
 
 
 @cli.command()

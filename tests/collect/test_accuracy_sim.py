@@ -20,36 +20,31 @@ from pathlib import Path
 
 import pytest
 
+from tests.gsm8k_splits import Gsm8kSplits
 from tokenwatt.analysis.paired import accuracy_summary
 from tokenwatt.collect.accuracy import run_suite_async
 from tokenwatt.collect.suites import build_suite_file, load_suite
 from tokenwatt.records import Spec, load_spec
 
 REPO = Path(__file__).resolve().parents[2]
-# Skips without ../shared/data/gsm8k; under TOKENWATT_STRICT_SKIPS=1 (CI) that fails.
-pytestmark = pytest.mark.gsm8k
-
-GSM8K = REPO / ".." / "shared" / "data" / "gsm8k"
 SPEC = REPO / "specs" / "lambda-qwen3-30b-a3b-fp8-tp1-dp1.spec.yaml"
 SIM_SEED = 1
 STARTUP_S = 60.0
 
 
 @pytest.fixture(scope="module")
-def suites(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The real 5-shot GSM8K suite (200 items, seed 0) and a zero-shot copy of it.
+def suites(tmp_path_factory: pytest.TempPathFactory, gsm8k: Gsm8kSplits) -> tuple[Path, Path]:
+    """A real 5-shot GSM8K suite (the excerpt's 45 items, seed 0) and a zero-shot copy of it.
 
     The simulated engine's KV cache is scaled down (4,096 tokens) so an SLO search runs in
     seconds; it holds only three 5-shot prompts (~1,100 tokens each) at a time. The
-    zero-shot copy has the same ids, questions and golds with prompts of ~60 tokens, so 50
+    zero-shot copy has the same ids, questions and golds with prompts of ~60 tokens, so 45
     items take about a second.
     """
-    if not (GSM8K / "test.jsonl").is_file():
-        pytest.skip(f"{GSM8K} must hold GSM8K's test.jsonl and train-first200.jsonl")
     folder = tmp_path_factory.mktemp("suites")
-    five_shot = folder / "gsm8k-200.jsonl"
-    build_suite_file(GSM8K / "test.jsonl", GSM8K / "train-first200.jsonl", 200, 0, five_shot)
-    zero_shot = folder / "gsm8k-200-0shot.jsonl"
+    five_shot = folder / "gsm8k-45.jsonl"
+    build_suite_file(gsm8k.test, gsm8k.train, 45, 0, five_shot)
+    zero_shot = folder / "gsm8k-45-0shot.jsonl"
     lines = []
     for item in load_suite(five_shot):
         prompt = f"Question: {item.question.strip()}\nAnswer:"
@@ -112,7 +107,8 @@ def sims(suites: tuple[Path, Path]) -> Iterator[dict[str, str]]:
 
 
 def seed_spec() -> Spec:
-    """The seed run's spec: 50 items, one seed, greedy, threshold 1 point; short answers."""
+    """The seed run's spec: 50 items (all 45 of the excerpt), one seed, greedy, threshold 1
+    point; short answers."""
     spec = load_spec(SPEC)
     assert spec.accuracy.limit == 50 and spec.accuracy.seeds == 1
     assert spec.accuracy.max_drop_pts == 1.0
@@ -136,27 +132,30 @@ async def test_gate_fails_at_p_088_passes_at_p_096_with_hand_computed_statistics
         run_suite_async(spec, sims["0.88"], None, zero_shot),
         run_suite_async(spec, sims["0.96"], None, zero_shot),
     )
-    # The coin on the first 50 items puts 48 below 0.96 and 44 below 0.88: the seed lab
-    # note's 96% -> 88%, and the four lost items are the only discordant ones (b=4, c=0).
-    ids = [it.id for it in load_suite(zero_shot)[:50]]
-    assert sum(coin(i) < 0.96 for i in ids) == 48
-    assert sum(coin(i) < 0.88 for i in ids) == 44
+    # The coin on the excerpt's 45 items puts 42 below 0.96 and 37 below 0.88: 93.3% ->
+    # 82.2%, and the five lost items are the only discordant ones (b=5, c=0).
+    ids = [it.id for it in load_suite(zero_shot)]
+    assert len(ids) == 45
+    assert sum(coin(i) < 0.96 for i in ids) == 42
+    assert sum(coin(i) < 0.88 for i in ids) == 37
     assert [it.correct for it in baseline.seeds[0].items] == [coin(i) < 0.96 for i in ids]
-    assert baseline.score_pct == pytest.approx(96.0)
-    assert tuned.score_pct == pytest.approx(88.0)
+    assert baseline.score_pct == pytest.approx(4200 / 45)
+    assert tuned.score_pct == pytest.approx(3700 / 45)
     assert all(it.error is None for it in tuned.seeds[0].items)
 
     fail = accuracy_summary(baseline, tuned, spec.accuracy.max_drop_pts)
-    assert fail.record.delta_pts == pytest.approx(-8.0)
+    assert fail.record.delta_pts == pytest.approx(-500 / 45)
     assert not fail.verdict.passed
     assert fail.table is not None
-    assert (fail.table.baseline_only, fail.table.tuned_only) == (4, 0)
-    # McNemar exact, two-sided: 2 * P(X = 0 | X ~ Binomial(4, 1/2)) = 2 / 16 = 0.125.
-    assert fail.record.mcnemar_p == pytest.approx(0.125, abs=1e-12)
-    # Bootstrap: resampled Δ = -2 K points, K ~ Binomial(50, 4/50); its 2.5% and 97.5%
-    # quantiles are K = 1 and K = 8, so the interval is [-16, -2]: wholly below -1 point,
-    # so no "needs the full suite" note.
-    assert (fail.record.ci_low_pts, fail.record.ci_high_pts) == (-16.0, -2.0)
+    assert (fail.table.baseline_only, fail.table.tuned_only) == (5, 0)
+    # McNemar exact, two-sided: 2 * P(X = 0 | X ~ Binomial(5, 1/2)) = 2 / 32 = 0.0625.
+    assert fail.record.mcnemar_p == pytest.approx(0.0625, abs=1e-12)
+    # Bootstrap: resampled Δ = -K·100/45 points, K ~ Binomial(45, 5/45). P(K <= 1) = 0.033
+    # puts the upper end at K = 1; P(K >= 10) = 0.0237 is within the 10,000 seeded
+    # resamples' noise (±0.0015) of 2.5%, and they put the lower end at K = 10. The interval
+    # [-22.2, -2.22] is wholly below -1 point, so no "needs the full suite" note.
+    assert fail.record.ci_low_pts == pytest.approx(-1000 / 45)
+    assert fail.record.ci_high_pts == pytest.approx(-100 / 45)
     assert fail.note is None and not fail.needs_full_suite
 
     same = accuracy_summary(baseline, again, spec.accuracy.max_drop_pts)

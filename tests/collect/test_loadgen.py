@@ -289,7 +289,7 @@ async def test_concurrency_cap_holds_and_waiting_counts_from_schedule(
 async def test_warmup_is_excluded_and_in_window_matches_schedule(server: ScriptedServer) -> None:
     script(server, tokens_stream(2))
     result = await run_window(
-        config(server.base),
+        config(server.base, arrivals="poisson"),
         rate_rps=50,
         duration_s=0.3,
         warmup_s=0.2,
@@ -303,7 +303,34 @@ async def test_warmup_is_excluded_and_in_window_matches_schedule(server: Scripte
     for r, offset in zip(result.requests, offsets, strict=True):
         assert r.scheduled_s == pytest.approx(t0 + offset)
         assert r.in_window == (offset >= 0.2)
-    assert result.summary.requests == window_request_count(50, 0.2, 0.3, 9)
+    assert result.summary.requests == window_request_count(50, 0.2, 0.3, 9, "poisson")
+    assert result.summary.arrivals == "poisson"
+
+
+@pytest.mark.parametrize(
+    ("rate", "expected", "warm_expected"), [(37.0, 19, 11), (50.0, 25, 15), (41.0, 21, 12)]
+)
+async def test_a_conditioned_window_sends_exactly_rate_times_duration(
+    server: ScriptedServer, rate: float, expected: int, warm_expected: int
+) -> None:
+    # 0.5 s windows: 18.5 rounds up to 19, 20.5 to 21; the warm-up holds its own 0.3 × rate
+    # rounded, and the keep-load tail goes on past the window while it drains.
+    script(server, tokens_stream(2))
+    result = await run_window(
+        config(server.base),
+        rate_rps=rate,
+        duration_s=0.5,
+        warmup_s=0.3,
+        requests=same(),
+        seed=9,
+    )
+    s = result.summary
+    assert s.arrivals == "conditioned"
+    assert s.requests == sum(r.in_window for r in result.requests) == expected
+    assert s.requests == window_request_count(rate, 0.3, 0.5, 9)
+    assert s.completed == expected and s.achieved_rps == pytest.approx(expected / 0.5)
+    warm = [r for r in result.requests if r.scheduled_s < result.window_start_s]
+    assert len(warm) == warm_expected
 
 
 async def test_progress_snapshots(server: ScriptedServer) -> None:
@@ -366,7 +393,7 @@ async def test_no_drift_in_sent_times(server: ScriptedServer) -> None:
     script(server, tokens_stream(1))
     result = await run_window(
         # The server answers at once: a timeout would only measure a starved machine.
-        config(server.base, max_concurrency=64, request_timeout_s=30.0),
+        config(server.base, max_concurrency=64, request_timeout_s=30.0, arrivals="poisson"),
         rate_rps=rate, duration_s=seconds,
         warmup_s=0.0, requests=same(), seed=11, keep_load_until_done=False,
     )  # fmt: skip
@@ -479,7 +506,7 @@ async def test_wire_arrivals_are_exponential_at_200_per_second(instant_server: s
     """
     rate, seconds = 200.0, 5.0
     result = await run_window(
-        config(instant_server, max_concurrency=64, request_timeout_s=30.0),
+        config(instant_server, max_concurrency=64, request_timeout_s=30.0, arrivals="poisson"),
         rate_rps=rate, duration_s=seconds, warmup_s=0.0, requests=same(), seed=21,
         keep_load_until_done=False,
     )  # fmt: skip

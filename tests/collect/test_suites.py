@@ -14,6 +14,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from click.testing import CliRunner
 
+from tests.gsm8k_splits import Gsm8kSplits
 from tokenwatt.cli import cli
 from tokenwatt.collect import suites
 from tokenwatt.collect.suites import (
@@ -30,38 +31,45 @@ from tokenwatt.collect.suites import (
 )
 from tokenwatt.errors import InputError
 
-# Skips without ../shared/data/gsm8k; under TOKENWATT_STRICT_SKIPS=1 (CI) that fails.
-pytestmark = pytest.mark.gsm8k
-
-GSM8K = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "gsm8k"
-
-
-@pytest.fixture(scope="module")
-def gsm8k() -> Path:
-    """The GSM8K copy beside the clone (never committed); CI always has it."""
-    if not (GSM8K / "test.jsonl").is_file():
-        pytest.skip(f"{GSM8K} must hold GSM8K's test.jsonl and train-first200.jsonl")
-    return GSM8K
+# The tests run on the committed excerpt (tests/fixtures/gsm8k: 45 test rows, 5 train rows);
+# only the check of the full test split against its pin needs the shared copy.
 
 
 def pinned(name: str) -> PinnedFile:
     return next(p for p in GSM8K_FILES if p.name == name)
 
 
-def test_the_shared_test_split_is_the_pinned_upstream_file(gsm8k: Path) -> None:
-    data = (gsm8k / "test.jsonl").read_bytes()
+def pin_of(name: str, path: Path) -> PinnedFile:
+    """A pin for ``path``'s bytes under the upstream ``name``: the excerpt stands in."""
+    data = path.read_bytes()
+    return PinnedFile(name, hashlib.sha256(data).hexdigest(), len(data), data.count(b"\n"))
+
+
+@pytest.mark.shared
+def test_the_shared_test_split_is_the_pinned_upstream_file(gsm8k_full: Gsm8kSplits) -> None:
+    data = gsm8k_full.test.read_bytes()
     pin = pinned("test.jsonl")
     assert hashlib.sha256(data).hexdigest() == pin.sha256
     assert len(data) == pin.size_bytes
     assert data.count(b"\n") == pin.lines == 1319
 
 
-def build(gsm8k: Path, out: Path, *, n: int = 200, seed: int = 0) -> bytes:
-    build_suite_file(gsm8k / "test.jsonl", gsm8k / "train-first200.jsonl", n, seed, out)
+def test_the_excerpt_is_the_first_rows_of_the_pinned_splits(gsm8k: Gsm8kSplits) -> None:
+    """45 + 5 rows; the hashes are those of the first lines of the pinned upstream files."""
+    test, train = gsm8k.test.read_bytes(), gsm8k.train.read_bytes()
+    assert (test.count(b"\n"), train.count(b"\n")) == (45, 5)
+    assert hashlib.sha256(test).hexdigest() == (
+        "451bd9c9065551732734647b86df4e9d6b79482ae48d620fb1e3f4baea5d57f7"
+    )
+    assert read_gsm8k(gsm8k.test)[0].question.startswith("Janet\u2019s ducks lay 16 eggs")
+
+
+def build(gsm8k: Gsm8kSplits, out: Path, *, n: int = 30, seed: int = 0) -> bytes:
+    build_suite_file(gsm8k.test, gsm8k.train, n, seed, out)
     return out.read_bytes()
 
 
-def test_same_inputs_and_seed_give_the_same_bytes(gsm8k: Path, tmp_path: Path) -> None:
+def test_same_inputs_and_seed_give_the_same_bytes(gsm8k: Gsm8kSplits, tmp_path: Path) -> None:
     first = build(gsm8k, tmp_path / "a.jsonl")
     second = build(gsm8k, tmp_path / "b.jsonl")
     assert first == second
@@ -70,14 +78,14 @@ def test_same_inputs_and_seed_give_the_same_bytes(gsm8k: Path, tmp_path: Path) -
 
 
 def test_suite_items_are_a_sorted_sample_with_gold_from_the_test_split(
-    gsm8k: Path, tmp_path: Path
+    gsm8k: Gsm8kSplits, tmp_path: Path
 ) -> None:
     build(gsm8k, tmp_path / "s.jsonl")
     items = load_suite(tmp_path / "s.jsonl")
-    assert len(items) == 200
+    assert len(items) == 30
     ids = [it.id for it in items]
-    assert ids == sorted(ids) and len(set(ids)) == 200
-    test_rows = read_gsm8k(gsm8k / "test.jsonl")
+    assert ids == sorted(ids) and len(set(ids)) == 30
+    test_rows = read_gsm8k(gsm8k.test)
     for it in items:
         index = int(it.id.removeprefix("gsm8k-test-"))
         row = test_rows[index]
@@ -88,11 +96,11 @@ def test_suite_items_are_a_sorted_sample_with_gold_from_the_test_split(
 
 
 def test_every_prompt_is_five_shot_and_ends_with_the_open_question(
-    gsm8k: Path, tmp_path: Path
+    gsm8k: Gsm8kSplits, tmp_path: Path
 ) -> None:
     build(gsm8k, tmp_path / "s.jsonl", n=20)
     items = load_suite(tmp_path / "s.jsonl")
-    train = read_gsm8k(gsm8k / "train-first200.jsonl")
+    train = read_gsm8k(gsm8k.train)
     train_questions = {r.question for r in train}
     prefixes = set()
     for it in items:
@@ -110,7 +118,7 @@ def test_every_prompt_is_five_shot_and_ends_with_the_open_question(
     assert len(prefixes) == 1  # the same five exemplars for the whole suite
 
 
-def test_the_file_is_one_compact_json_object_per_line(gsm8k: Path, tmp_path: Path) -> None:
+def test_the_file_is_one_compact_json_object_per_line(gsm8k: Gsm8kSplits, tmp_path: Path) -> None:
     data = build(gsm8k, tmp_path / "s.jsonl", n=3)
     lines = data.decode("utf-8").split("\n")
     assert lines[-1] == "" and len(lines) == 4
@@ -177,22 +185,24 @@ def test_load_suite_checks_each_line(tmp_path: Path) -> None:
     assert [p.field for p in err.value.problems] == ["line 2.gold", "line 3.prompt", "line 4.id"]
 
 
-def test_cli_build_writes_the_suite_and_reports_its_hash(gsm8k: Path, tmp_path: Path) -> None:
-    out = tmp_path / "suites" / "gsm8k-200.jsonl"
-    args = ["suites", "build", "gsm8k", "--test", str(gsm8k / "test.jsonl")]
-    args += ["--train", str(gsm8k / "train-first200.jsonl"), "--n", "200", "--seed", "0"]
+def test_cli_build_writes_the_suite_and_reports_its_hash(
+    gsm8k: Gsm8kSplits, tmp_path: Path
+) -> None:
+    out = tmp_path / "suites" / "gsm8k-30.jsonl"
+    args = ["suites", "build", "gsm8k", "--test", str(gsm8k.test)]
+    args += ["--train", str(gsm8k.train), "--n", "30", "--seed", "0"]
     result = CliRunner().invoke(cli, [*args, "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert hashlib.sha256(out.read_bytes()).hexdigest() in result.output
-    assert "200 items" in result.output
+    assert "30 items" in result.output
 
 
-def test_cli_build_bad_n_exits_2(gsm8k: Path, tmp_path: Path) -> None:
-    args = ["suites", "build", "gsm8k", "--test", str(gsm8k / "test.jsonl")]
-    args += ["--train", str(gsm8k / "train-first200.jsonl"), "--n", "5000"]
+def test_cli_build_bad_n_exits_2(gsm8k: Gsm8kSplits, tmp_path: Path) -> None:
+    args = ["suites", "build", "gsm8k", "--test", str(gsm8k.test)]
+    args += ["--train", str(gsm8k.train), "--n", "5000"]
     result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "s.jsonl")])
     assert result.exit_code == 2
-    assert "--n" in result.output and "1319" in result.output
+    assert "--n" in result.output and "between 1 and 45" in result.output
     assert not (tmp_path / "s.jsonl").exists()
 
 
@@ -209,12 +219,9 @@ def test_cli_fetch_offline_fails_cleanly(tmp_path: Path, unused_tcp_port: int) -
 
 
 @pytest.fixture
-async def mirror(gsm8k: Path) -> AsyncIterator[str]:
-    """A GSM8K mirror on 127.0.0.1: the real test split and a train split of 200 lines."""
-    files = {
-        "test.jsonl": (gsm8k / "test.jsonl").read_bytes(),
-        "train.jsonl": (gsm8k / "train-first200.jsonl").read_bytes(),
-    }
+async def mirror(gsm8k: Gsm8kSplits) -> AsyncIterator[str]:
+    """A GSM8K mirror on 127.0.0.1 serving the excerpt's test and train rows."""
+    files = {"test.jsonl": gsm8k.test.read_bytes(), "train.jsonl": gsm8k.train.read_bytes()}
 
     async def serve(request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -232,43 +239,38 @@ async def mirror(gsm8k: Path) -> AsyncIterator[str]:
         await http.close()
 
 
-async def test_fetch_verifies_the_pinned_hashes(mirror: str, tmp_path: Path) -> None:
-    import asyncio
-
+async def test_fetch_verifies_the_pinned_hashes(
+    mirror: str, tmp_path: Path, gsm8k: Gsm8kSplits, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The test split's pin is the excerpt's; the train split keeps the real upstream pin,
+    # which the mirror's 5 train rows cannot match.
+    test_pin = pin_of("test.jsonl", gsm8k.test)
+    monkeypatch.setattr(suites, "GSM8K_FILES", (test_pin, pinned("train.jsonl")))
     dest = tmp_path / "gsm8k"
-    # The mirror's train file is only the first 200 lines: its hash cannot match the pin.
     with pytest.raises(FetchError, match="does not match the pinned"):
         await asyncio.to_thread(fetch_gsm8k, dest, base_url=mirror)
     # The test split was verified and kept; no train file and no temporary file remain.
     assert sorted(p.name for p in dest.iterdir()) == ["test.jsonl"]
-    assert (
-        hashlib.sha256((dest / "test.jsonl").read_bytes()).hexdigest()
-        == pinned("test.jsonl").sha256
-    )
+    assert hashlib.sha256((dest / "test.jsonl").read_bytes()).hexdigest() == test_pin.sha256
 
 
 async def test_fetch_keeps_verified_files_and_downloads_the_rest(
-    mirror: str, tmp_path: Path, gsm8k: Path, monkeypatch: pytest.MonkeyPatch
+    mirror: str, tmp_path: Path, gsm8k: Gsm8kSplits, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import asyncio
-
-    first200 = (gsm8k / "train-first200.jsonl").read_bytes()
-    fake_pin = PinnedFile("train.jsonl", hashlib.sha256(first200).hexdigest(), len(first200), 200)
-    monkeypatch.setattr(suites, "GSM8K_FILES", (pinned("test.jsonl"), fake_pin))
+    pins = (pin_of("test.jsonl", gsm8k.test), pin_of("train.jsonl", gsm8k.train))
+    monkeypatch.setattr(suites, "GSM8K_FILES", pins)
     dest = tmp_path / "gsm8k"
     dest.mkdir()
-    (dest / "test.jsonl").write_bytes((gsm8k / "test.jsonl").read_bytes())
+    (dest / "test.jsonl").write_bytes(gsm8k.test.read_bytes())
     got = await asyncio.to_thread(fetch_gsm8k, dest, base_url=mirror)
     assert [(g.path.name, g.already_present) for g in got] == [
         ("test.jsonl", True),
         ("train.jsonl", False),
     ]
-    assert (dest / "train.jsonl").read_bytes() == first200
+    assert (dest / "train.jsonl").read_bytes() == gsm8k.train.read_bytes()
 
 
 async def test_fetch_reports_an_http_error_status(mirror: str, tmp_path: Path) -> None:
-    import asyncio
-
     with pytest.raises(FetchError, match="HTTP 404"):
         await asyncio.to_thread(fetch_gsm8k, tmp_path, base_url=mirror + "/missing")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -34,6 +35,15 @@ def seed_v1(seed_file: Path) -> ReportV1:
     return report
 
 
+SEED_SHA256 = "454004427b155c77691118841bd4d50059ed5626a2b67ba550361508c0d1f6a0"
+"""SHA-256 of the seed report as the project received it (hashed when it was copied in)."""
+
+
+def test_fixture_is_the_seed_byte_for_byte(seed_file: Path) -> None:
+    assert hashlib.sha256(seed_file.read_bytes()).hexdigest() == SEED_SHA256
+
+
+@pytest.mark.shared
 def test_fixture_is_byte_identical_to_the_shared_seed(seed_file: Path, shared_dir: Path) -> None:
     original = shared_dir / "seeds" / f"{SEED_NAME}.report.json"
     assert seed_file.read_bytes() == original.read_bytes()

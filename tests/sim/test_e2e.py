@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tokenwatt.collect.arrivals import poisson_schedule
+from tokenwatt.collect.arrivals import window_schedule
 from tokenwatt.collect.run import RETRIED_PREFIX
 from tokenwatt.records import RunRecord, load_spec
 from tokenwatt.records.spec import Spec
@@ -127,9 +127,10 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Co
 def model_first_miss(profile: Profile, spec: Spec, seed: int) -> float:
     """The lowest rate (req/s, steps of 0.5 / TIME_SCALE) at which the model misses the SLO.
 
-    Same schedule as the load generator (``poisson_schedule`` with the probe seed, arrivals
-    continuing past the window while it drains), same constant lengths as the spec's
-    workload, same p99 (numpy's default linear interpolation, type 7).
+    Same schedule as the load generator (``window_schedule`` with the probe seed and the
+    spec's arrival process, arrivals continuing past the window while it drains), same
+    constant lengths as the spec's workload, same p99 (numpy's default linear
+    interpolation, type 7).
     """
     m = spec.measurement
     assert spec.workload.input_tokens is not None and spec.workload.output_tokens is not None
@@ -137,7 +138,14 @@ def model_first_miss(profile: Profile, spec: Spec, seed: int) -> float:
     assert spec.workload.input_tokens.p90 == prompt and spec.workload.output_tokens.p90 == out
     warm, win = m.warmup_s, m.search_window_s
     for rate in np.arange(10.0, 150.0, 0.5) / TIME_SCALE:
-        t = poisson_schedule(float(rate), warm + win + 3.0, seed)
+        t = window_schedule(
+            float(rate),
+            warmup_s=warm,
+            duration_s=win,
+            tail_s=3.0,
+            seed=seed,
+            arrivals=m.arrivals,
+        )
         reqs = simulate(profile, [(x * 1e3, prompt, out) for x in t])
         inside = [r for r, x in zip(reqs, t, strict=True) if warm <= x < warm + win]
         ttft = [r.first_token_ms - r.arrival_ms for r in inside if r.first_token_ms is not None]

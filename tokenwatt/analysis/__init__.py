@@ -67,12 +67,22 @@ from tokenwatt.analysis.report import (
     band_warning,
     conclusion,
 )
+from tokenwatt.analysis.run_table import (
+    LATENCIES,
+    errors_cell,
+    ms_cell,
+    request_percentiles,
+    run_json,
+    run_rows,
+    triple_cell,
+)
 from tokenwatt.analysis.scoring import ScoredAnswer, extract_answer, score_completion
 from tokenwatt.analysis.search_story import explain_config, explain_run, rate_text
 from tokenwatt.analysis.summarise import report_command, slug, summarise
 from tokenwatt.analysis.variance import variance_band_pct
 
 __all__ = [
+    "LATENCIES",
     "AccuracySummary",
     "Capacity",
     "ConfigAnalysis",
@@ -102,6 +112,7 @@ __all__ = [
     "decode_steps_per_s",
     "delta_pct",
     "doubt_sentence",
+    "errors_cell",
     "expected_distinct_experts",
     "explain_config",
     "explain_run",
@@ -120,13 +131,17 @@ __all__ = [
     "missed_beyond_doubt",
     "misses_allowed",
     "model_info",
+    "ms_cell",
     "not_covered_text",
     "paired_verdict",
     "parameter_counts",
     "percentile",
     "rate_text",
     "report_command",
+    "request_percentiles",
     "run_doubt",
+    "run_json",
+    "run_rows",
     "score_completion",
     "send_lag_ms",
     "slug",
@@ -141,6 +156,7 @@ __all__ = [
     "tokens_per_joule_from_energy",
     "tpot_ms",
     "trapezoid_energy_j",
+    "triple_cell",
     "ttft_ms",
     "variance_band_pct",
     "verdict_words",

@@ -11,6 +11,7 @@ stays fast.
 """
 
 from tokenwatt.collect.options import CollectOptions
+from tokenwatt.collect.request_log import read_rows
 from tokenwatt.collect.run import collect
 from tokenwatt.collect.stopping import StopSignal, exit_status
 from tokenwatt.collect.suites import GSM8K_BASE_URL, build_suite_file, fetch_gsm8k
@@ -23,4 +24,5 @@ __all__ = [
     "collect",
     "exit_status",
     "fetch_gsm8k",
+    "read_rows",
 ]

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from tokenwatt.collect.http import keeps_streams_alive
 from tokenwatt.collect.workload import RequestSpec
 from tokenwatt.errors import InputError, Problem
-from tokenwatt.records import SloSpec, Spec
+from tokenwatt.records import ArrivalProcess, SloSpec, Spec
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,9 @@ class LoadConfig:
             :mod:`tokenwatt.collect.http`).
         count_tokens: the model's tokenizer (text -> tokens), used after the window to
             count outputs of a server that sends no ``usage``; None: chunks, an estimate.
+        arrivals: how each window's arrival times are drawn (``measurement.arrivals``):
+            ``conditioned``, an exact count in the window, or ``poisson``
+            (:func:`tokenwatt.collect.arrivals.window_schedule`).
     """
 
     endpoint: str
@@ -50,6 +53,7 @@ class LoadConfig:
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     keep_alive: bool = True
     count_tokens: Callable[[str], int] | None = field(default=None, repr=False)
+    arrivals: ArrivalProcess = "conditioned"
 
     @classmethod
     def from_spec(
@@ -104,6 +108,7 @@ class LoadConfig:
             request_timeout_s=spec.measurement.request_timeout_s,
             keep_alive=keeps_streams_alive(engine_name),
             count_tokens=count_tokens,
+            arrivals=spec.measurement.arrivals,
         )
 
     @property

@@ -1,6 +1,7 @@
 """The load generator: one measurement window of Poisson arrivals, streamed over HTTP.
 
-Every request's send time is fixed in advance (``arrivals.poisson_schedule``), so a client
+Every request's send time is fixed in advance (``arrivals.window_schedule``: by default a
+Poisson process conditioned on an exact count in the window), so a client
 that falls behind shows up as send lag, not as a lower rate. Requests stream
 ``/v1/completions`` (or ``/v1/chat/completions``) with ``stream_options.include_usage``,
 exact ``max_tokens`` and ``ignore_eos``; each keeps its raw timings in a
@@ -42,7 +43,7 @@ from typing import Literal
 import aiohttp
 
 from tokenwatt.analysis import percentile, send_lag_ms, summarise_window, tpot_ms, ttft_ms
-from tokenwatt.collect.arrivals import SEND_SPIN_S, poisson_schedule, sleep_until
+from tokenwatt.collect.arrivals import SEND_SPIN_S, sleep_until, window_schedule
 from tokenwatt.collect.http import Sender, open_session
 from tokenwatt.collect.loadconfig import LoadConfig
 from tokenwatt.collect.workload import RequestSpec
@@ -201,7 +202,7 @@ def window_summary(
     stop, at least 1 ms) instead of ``duration_s``. Call :func:`drain_ran_out` first on a
     window that was not stopped.
     """
-    return summarise_window(
+    summary = summarise_window(
         window_results,
         rate_rps=rate_rps,
         duration_s=max(measured_s, 1e-3) if stopped else duration_s,
@@ -209,6 +210,8 @@ def window_summary(
         stopped_early=stopped,
         count_tokens=cfg.count_tokens,
     )
+    summary.arrivals = cfg.arrivals
+    return summary
 
 
 async def run_window(
@@ -239,7 +242,8 @@ async def run_window(
 
     Args:
         cfg: endpoint, model, limits.
-        rate_rps: Poisson arrival rate (req/s).
+        rate_rps: Poisson arrival rate (req/s); with ``cfg.arrivals`` ``conditioned`` the
+            window gets exactly ``round(rate_rps × duration_s)`` arrivals.
         duration_s: measured window (s); the goodput denominator.
         warmup_s: load before the window (s), not summarised.
         requests: the workload (consumed one request per arrival; a finite iterator that
@@ -269,7 +273,14 @@ async def run_window(
     if not rate_rps > 0 or not duration_s > 0 or not warmup_s >= 0:
         raise ValueError("rate_rps and duration_s must be positive and warmup_s non-negative")
     tail_s = cfg.request_timeout_s if keep_load_until_done else 0.0
-    offsets = poisson_schedule(rate_rps, warmup_s + duration_s + tail_s, seed)
+    offsets = window_schedule(
+        rate_rps,
+        warmup_s=warmup_s,
+        duration_s=duration_s,
+        tail_s=tail_s,
+        seed=seed,
+        arrivals=cfg.arrivals,
+    )
     window_end_offset = warmup_s + duration_s
     own_session = session is None
     http = (

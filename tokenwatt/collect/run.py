@@ -26,6 +26,7 @@ from tokenwatt.collect.modes import PRESETS
 from tokenwatt.collect.options import CollectOptions
 from tokenwatt.collect.preflight import check_served_model, check_workload_fits
 from tokenwatt.collect.progress import Progress
+from tokenwatt.collect.request_log import RequestLogWriter, log_path, log_window
 from tokenwatt.collect.runfile import (
     check_run_options,
     check_trace_file,
@@ -169,6 +170,12 @@ class Measurement:
         self.checkpoint = checkpoint
         self.check_engine = check_engine
         self.history: list[tuple[float, bool]] = []
+        self.request_log: RequestLogWriter | None = None
+
+    def _log_requests(self, outcome: WindowOutcome) -> None:
+        """Add the window just stored to the per-request file (:func:`log_window`)."""
+        if not log_window(self.request_log, self.record, outcome):
+            self.request_log = None
 
     def _measured(
         self, step: str, plan: WindowPlan, store: Callable[[WindowOutcome], None]
@@ -197,6 +204,7 @@ class Measurement:
                     f"measured again: {summary.failure_reason}"
                 )
             store(outcome)
+            self._log_requests(outcome)
             self.checkpoint()
             self.runner.stop.raise_if_requested()
             # Nothing answered, or the connection failed: is the engine still there? (One
@@ -448,6 +456,7 @@ def _measure(
         checkpoint=checkpoint,
         check_engine=lambda: _check_engine(spec.engine.endpoint, api_key),
     )
+    measurement.request_log = RequestLogWriter(log_path(opts.out))
     try:
         checkpoint()
         with progress:

@@ -73,12 +73,17 @@ class WindowOutcome:
             source failed or was late.
         warnings: human-readable flags of the window (not idle at its start, power or
             metrics invalid).
+        requests: every request the window sent (warm-up and drain ones included), for
+            the per-request file; emptied once written there.
+        window_start_s: the window's start on the client's monotonic clock (s).
     """
 
     summary: WindowSummary
     metrics: EngineMetrics | None
     power: PowerWindow | None
     warnings: list[str] = field(default_factory=list)
+    requests: list[RequestResult] = field(default_factory=list)
+    window_start_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -158,7 +163,12 @@ class WindowRunner:
         # The instruments' flags belong to the window the record and the page show.
         summary.warnings.extend(w for w in warnings if w not in summary.warnings)
         return WindowOutcome(
-            summary=summary, metrics=metrics, power=readings.power, warnings=warnings
+            summary=summary,
+            metrics=metrics,
+            power=readings.power,
+            warnings=warnings,
+            requests=loaded.result.requests,
+            window_start_s=loaded.result.window_start_s,
         )
 
     def idle_power(self, seconds: float) -> PowerWindow | None:
@@ -228,7 +238,9 @@ class WindowRunner:
         from tokenwatt.analysis import missed_beyond_doubt
         from tokenwatt.collect.arrivals import window_request_count
 
-        expected = window_request_count(plan.rate_rps, plan.warmup_s, plan.duration_s, plan.seed)
+        expected = window_request_count(
+            plan.rate_rps, plan.warmup_s, plan.duration_s, plan.seed, self.config.arrivals
+        )
         slo = self.spec.slo
 
         def stop(requests: Sequence[RequestResult], _elapsed_s: float) -> bool:

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tokenwatt.collect.arrivals import SEND_SPIN_S, poisson_schedule
+from tokenwatt.collect.arrivals import SEND_SPIN_S, window_schedule
 from tokenwatt.collect.loadconfig import LoadConfig
 from tokenwatt.collect.pool_window import PoolWindow
 from tokenwatt.collect.worker_proc import worker_main
@@ -232,7 +232,14 @@ class WorkerPool:
         self.start()
         tail_s = cfg.request_timeout_s if keep_load_until_done else 0.0
         # The same schedule as loadgen.run_window computes for one process.
-        offsets = poisson_schedule(rate_rps, warmup_s + duration_s + tail_s, seed)
+        offsets = window_schedule(
+            rate_rps,
+            warmup_s=warmup_s,
+            duration_s=duration_s,
+            tail_s=tail_s,
+            seed=seed,
+            arrivals=cfg.arrivals,
+        )
         handles = [h for h in self.handles if h is not None]
         window = PoolWindow(
             cfg,

@@ -7,7 +7,7 @@ importing the records never brings them along.
 """
 
 from tokenwatt.records.accuracy import AccuracyResult, ItemResult, SeedResult
-from tokenwatt.records.base import NonNegInt, PlainName, StrictModel, clip_text
+from tokenwatt.records.base import ArrivalProcess, NonNegInt, PlainName, StrictModel, clip_text
 from tokenwatt.records.interval import LatencyBound, MeanCI, QuantileCI
 from tokenwatt.records.load import (
     NEWEST_REPORT_VERSION,
@@ -62,6 +62,7 @@ from tokenwatt.records.run import (
     Probe,
     PromptStats,
     Repeat,
+    RequestsLog,
     RunRecord,
     SearchResult,
     ToolInfo,
@@ -111,6 +112,7 @@ __all__ = [
     "SIM_VERSION",
     "AccuracyResult",
     "AccuracySuiteV1",
+    "ArrivalProcess",
     "ConfigAccuracyV2",
     "ConfigDetail",
     "ConfigV1",
@@ -154,6 +156,7 @@ __all__ = [
     "ReportV2",
     "ReportV3",
     "RequestResult",
+    "RequestsLog",
     "RunFileV2",
     "RunInput",
     "RunRecord",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -54,6 +54,12 @@ NonNegInt = Annotated[int, Field(ge=0, le=int(MAX_QUANTITY))]
 PosInt = Annotated[int, Field(ge=1, le=int(MAX_QUANTITY))]
 Percent = Annotated[float, Field(ge=0, le=100)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
+
+ArrivalProcess = Literal["conditioned", "poisson"]
+"""How a window's arrival times are drawn: ``conditioned`` — exactly round(rate × window)
+arrivals in the window, a Poisson process conditioned on that count; ``poisson`` — the
+unconditioned Poisson process, whose count in the window is itself random
+(:mod:`tokenwatt.collect.arrivals`)."""
 
 # C0 and C1 controls, DEL, and Unicode's directional formatting characters (UAX #9).
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")

@@ -205,6 +205,22 @@ class PromptStats(StrictModel):
     )
 
 
+class RequestsLog(StrictModel):
+    """The per-request file written beside the run record (compressed JSON Lines).
+
+    One line per request the load generator sent in a probe or repeat (warm-up and drain
+    requests included, marked ``in_window: false``); the format is described in
+    :mod:`tokenwatt.collect.request_log`.
+    """
+
+    file: NonEmptyStr = Field(
+        description="The file's name, in the run record's folder (RUN.requests.jsonl.gz)."
+    )
+    sha256: NonEmptyStr = Field(description="SHA-256 (hex) of the file's bytes as written.")
+    requests: NonNegInt = Field(description="Lines in the file: requests of every window.")
+    windows: NonNegInt = Field(description="Windows (probes and repeats) the file covers.")
+
+
 Interruption = Literal["ctrl-c", "sigterm", "sighup", "engine-died"]
 """What stopped a run early (:attr:`RunRecord.interrupted`)."""
 
@@ -255,6 +271,11 @@ class RunRecord(StrictModel):
     )
     prompts: PromptStats | None = Field(
         default=None, description="The prompts the run sent (None: records before 0.2)."
+    )
+    requests_log: RequestsLog | None = Field(
+        default=None,
+        description="The per-request timings file beside the record, with its SHA-256 "
+        "(None: not written, or a record made before it existed).",
     )
 
     @model_validator(mode="after")

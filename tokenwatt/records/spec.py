@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, model_validator
 
 from tokenwatt.records.base import (
+    ArrivalProcess,
     FieldValueError,
     NonEmptyStr,
     NonNegFloat,
@@ -195,7 +196,7 @@ class WorkloadSpec(StrictModel):
 
 
 class MeasurementSpec(StrictModel):
-    """Window lengths (s), repeats, and the client's limits."""
+    """Window lengths (s), repeats, the client's limits, and how arrivals are drawn."""
 
     warmup_s: NonNegFloat
     window_s: PosFloat
@@ -209,6 +210,17 @@ class MeasurementSpec(StrictModel):
         "(round-robin by arrival); 'auto' picks from the CPU cores and the expected chunk "
         "rate (tokenwatt.collect.workers.auto_workers). 1: one process, one event loop. "
         "How the client drives the load, not what is measured: outside the fingerprint.",
+    )
+    arrivals: ArrivalProcess = Field(
+        default="conditioned",
+        description="How each window's arrival times are drawn. 'conditioned' (default): "
+        "exactly round(rate × window) arrivals in the measured window, placed as a Poisson "
+        "process conditioned on that count, so the achieved rate is the target and goodput "
+        "carries no count noise. 'poisson': the unconditioned Poisson process, whose count "
+        "is random (about 1/sqrt(rate × window) relative noise). Outside the spec "
+        "fingerprint: both load the engine at the same mean rate. Runs made before this "
+        "field existed used 'poisson' whatever their spec reads; each window records the "
+        "process it used (WindowSummary.arrivals).",
     )
 
 
@@ -391,6 +403,8 @@ def fingerprint_fields(spec: Spec) -> dict[str, Any]:
 
     Hardware, model identity, workload, SLO and measurement windows (README, Commands).
     Per-configuration settings -- KV-cache dtype, engine flags, label, role -- are left out,
+    and so is the arrival process (``measurement.arrivals``: the same mean load; each window
+    records which it used),
     so that a BF16-vs-FP8 KV comparison is allowed (seed lab note, change 1). The model's
     tokenizer path is left out too (a path on one machine); the workload's
     ``shared_prefix_tokens`` and ``prompt_pool`` count only when set.
@@ -399,6 +413,11 @@ def fingerprint_fields(spec: Spec) -> dict[str, Any]:
         A flat mapping ``dotted.path -> value``.
     """
     model = spec.model.model_dump(exclude={"kv_dtype", "config", "geometry", "tokenizer"})
+    # The arrival process changes a window's sampling noise, not the load it measures (the
+    # same mean rate), and records made before it existed cannot say which they used in
+    # their spec: it is outside the fingerprint, and each window records it instead. How
+    # many client processes drive the load is not what is measured either.
+    measurement = spec.measurement.model_dump(exclude={"arrivals", "workers"})
     workload = spec.workload.model_dump()
     for key, default in _WORKLOAD_DEFAULTS_OUTSIDE_FINGERPRINT.items():
         # Options added later count only when used, so that older records' fingerprints
@@ -410,8 +429,7 @@ def fingerprint_fields(spec: Spec) -> dict[str, Any]:
         "model": model,
         "workload": workload,
         "slo": spec.slo.model_dump(),
-        # How many client processes drive the load is not what is measured.
-        "measurement": spec.measurement.model_dump(exclude={"workers"}),
+        "measurement": measurement,
     }
     flat: dict[str, Any] = {}
     for section, values in parts.items():

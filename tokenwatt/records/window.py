@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from tokenwatt.records.base import (
+    ArrivalProcess,
     NonNegFloat,
     NonNegInt,
     Percent,
@@ -249,6 +250,14 @@ class WindowSummary(StrictModel):
         default_factory=list,
         description="Send lag and the client-bound flag per worker process (empty with "
         "one worker).",
+    )
+    arrivals: ArrivalProcess = Field(
+        default="poisson",
+        description="How the window's arrival times were drawn: 'conditioned' — exactly "
+        "round(rate_rps × duration_s) arrivals in the window, a Poisson process conditioned "
+        "on that count; 'poisson' — the unconditioned process, whose count in the window is "
+        "random (about 1/sqrt(rate × duration) relative noise on goodput). Records made "
+        "before this field existed read as 'poisson', which is what they used.",
     )
 
 

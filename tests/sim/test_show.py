@@ -1,0 +1,213 @@
+"""``collect`` prints a table of its windows and writes the per-request file; ``show`` reads
+both back (tables, ``--json``, ``--requests`` with its hash check), and refuses bad input.
+
+A real ``tokenwatt collect`` against ``tokenwatt sim`` in child processes, quick mode, no
+accuracy suite.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.runs_factory import make_run
+from tests.sim.sim_process import REPO, start_sim
+from tokenwatt.analysis.run_table import request_percentiles, run_rows
+from tokenwatt.cli import cli
+from tokenwatt.collect.request_log import SUFFIX
+from tokenwatt.records import RunRecord
+from tokenwatt.records.window import ErrorSample, WindowSummary
+
+SPEC = REPO / "tests" / "fixtures" / "sim.spec.yaml"
+WIDE = {"COLUMNS": "250"}
+
+
+@dataclass(frozen=True)
+class Collected:
+    path: Path
+    record: RunRecord
+    stdout: str
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
+    out = tmp_path_factory.mktemp("show") / "sim-run.json"
+    sim = start_sim("--profile", "fp8-kv", "--seed", "0")
+    try:
+        cmd = [sys.executable, "-m", "tokenwatt", "collect", "--spec", str(SPEC)]
+        cmd += ["--label", "sim-fp8", "--role", "baseline", "--out", str(out)]
+        cmd += ["--endpoint", sim.endpoint, "--no-progress", "--no-accuracy"]
+        env = {**os.environ, **WIDE, "PYTHONPATH": str(REPO)}
+        done = subprocess.run(
+            cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240, check=False
+        )
+    finally:
+        sim.stop()
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = RunRecord.model_validate_json(out.read_text(encoding="utf-8"))
+    yield Collected(out, record, done.stdout)
+
+
+def test_collect_prints_one_row_per_window(collected: Collected) -> None:
+    rows = run_rows(collected.record)
+    assert len(rows) == len(collected.record.probes) + len(collected.record.repeats) >= 2
+    lines = collected.stdout.splitlines()
+    for row in rows:
+        # Each window's name, rate and request count sit on one table line, in that order.
+        hits = [
+            line
+            for line in lines
+            if f" {row['window']} " in line and f" {row['requests']} " in line
+        ]
+        assert len(hits) == 1, row["window"]
+        assert hits[0].index(row["window"]) < hits[0].index(f"{row['rate_rps']:.4g}")
+    assert "TTFT ms p50/p90/p99" in collected.stdout
+
+
+def test_the_request_file_matches_the_record(collected: Collected) -> None:
+    rec = collected.record
+    log = rec.requests_log
+    assert log is not None
+    path = collected.path.with_name("sim-run" + SUFFIX)
+    assert log.file == path.name
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == log.sha256
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh]
+    assert len(rows) == log.requests
+    assert log.windows == len(rec.probes) + len(rec.repeats)
+    # Every window's in-window requests are its summary's requests (the cancelled ones of
+    # an early stop included, as there).
+    for kind, windows in (
+        ("probe", [p.window for p in rec.probes]),
+        ("repeat", [r.window for r in rec.repeats]),
+    ):
+        for i, w in enumerate(windows):
+            mine = [r for r in rows if (r["kind"], r["index"]) == (kind, i)]
+            inside = [r for r in mine if r["in_window"]]
+            assert len(inside) == w.requests, (kind, i)
+            cancelled = sum(r["error"] == "cancelled" for r in inside)
+            assert cancelled == w.cancelled_by_client, (kind, i)
+            assert {r["rate_rps"] for r in mine} == {w.rate_rps}
+    # The per-request distributions agree with the record's own percentiles (a window run
+    # to its end: an early stop's percentiles are the classification's view).
+    dists = request_percentiles(rows)
+    assert len(dists) == log.windows
+    full = [(d, w) for d, w in zip(dists, all_windows(rec), strict=True) if not w.stopped_early]
+    assert full
+    # The file's times are rounded to the microsecond: a difference of two is off by 1 µs.
+    for dist, w in full:
+        for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
+            assert dist[key] == pytest.approx(getattr(w, key).model_dump(), abs=2e-3), key
+
+
+def all_windows(rec: RunRecord) -> list[WindowSummary]:
+    return [p.window for p in rec.probes] + [r.window for r in rec.repeats]
+
+
+def test_show_json_is_the_record_rows(collected: Collected) -> None:
+    result = CliRunner().invoke(cli, ["show", "--json", str(collected.path)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["label"] == "sim-fp8" and data["mode"] == "quick" and data["simulated"]
+    assert data["windows"] == json.loads(json.dumps(run_rows(collected.record)))
+
+
+def test_show_requests_checks_the_hash_and_prints_distributions(
+    collected: Collected, tmp_path: Path
+) -> None:
+    result = CliRunner().invoke(cli, ["show", "--requests", str(collected.path)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "SHA-256 checked" in result.output
+    log = collected.record.requests_log
+    assert log is not None
+    # A copy whose per-request file lost its last byte: the hash check names the file.
+    run = tmp_path / "sim-run.json"
+    shutil.copy(collected.path, run)
+    data = collected.path.with_name(log.file).read_bytes()
+    (tmp_path / log.file).write_bytes(data[:-1])
+    bad = CliRunner().invoke(cli, ["show", "--requests", str(run)])
+    assert bad.exit_code == 2
+    assert f"error: {tmp_path / log.file}: requests_log.sha256: the file's SHA-256 is" in bad.output
+    assert "sim-fp8" not in bad.output  # nothing printed before the error
+    (tmp_path / log.file).unlink()
+    gone = CliRunner().invoke(cli, ["show", "--requests", str(run)])
+    assert gone.exit_code == 2
+    assert f"error: {tmp_path / log.file}: requests_log: cannot read the file" in gone.output
+
+
+def known_record() -> RunRecord:
+    """The report tests' run, with an error kind, a hostile label text and a hostile reason."""
+    run = make_run()
+    w = run.repeats[1].window
+    w.errors, w.error_kinds = 3, {"timeout": 1, "http_503": 2}
+    w.error_samples = {"http_503": [ErrorSample(kind="http_503", body="\x1b[31mred")]}
+    run.probes[0].window.failure_reason = "queueing \x1b]0;owned\x07 [bold]x[/bold]"
+    run.probes[0].window.slo_pass = False
+    return run
+
+
+def test_show_table_rows_of_a_known_record(tmp_path: Path) -> None:
+    run = known_record()
+    path = tmp_path / "known.json"
+    path.write_text(run.model_dump_json(), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["show", str(path)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "repeat 2" in line]
+    assert len(lines) == 1
+    cells = [c.strip() for c in lines[0].strip().strip("│").split("│")]
+    w = run.repeats[1].window
+    assert w.ttft_ms.p50 is not None and w.tpot_ms.p50 is not None
+    assert cells == [
+        "repeat 2",
+        f"{w.rate_rps:.4g}",
+        str(w.requests),
+        "3 (http_503 2, timeout 1)",
+        "113 / 340 / 340",
+        "30.7 / 39.5 / 43.9",
+        "- / - / -",
+        "- / - / -",
+        "4,544.6",
+        "meets the SLO",
+    ]
+    assert "\x1b" not in result.output and "\x07" not in result.output
+    assert "\\x1b]0;owned\\x07 [bold]x[/bold]" in result.output
+
+
+@pytest.mark.parametrize(
+    ("content", "field"),
+    [
+        (None, "cannot read the file"),
+        ("{not json", ""),
+        ('{"configs": [], "title": "t"}', "configs: is a report record"),
+        ('{"label": "x"}', "tool"),
+    ],
+)
+def test_show_bad_input_exits_2_naming_the_file(
+    tmp_path: Path, content: str | None, field: str
+) -> None:
+    path = tmp_path / "bad.json"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    result = CliRunner().invoke(cli, ["show", str(path)])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: {path}: ")
+    assert field in result.output
+
+
+def test_show_requests_of_a_record_without_the_file_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "known.json"
+    path.write_text(known_record().model_dump_json(), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["show", "--requests", str(path)])
+    assert result.exit_code == 2
+    assert result.output == (f"error: {path}: requests_log: the record names no per-request file\n")

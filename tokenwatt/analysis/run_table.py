@@ -1,0 +1,193 @@
+"""A run record's windows as table rows, for the terminal and for ``--json`` (pure).
+
+One row per measured window, in the order measured: the search probes, then the repeats.
+The figures are the window summary's own (:class:`~tokenwatt.records.window.WindowSummary`):
+p50/p90/p99 of TTFT, TPOT, ITL and E2E in ms (``"inf"`` where failed requests reach the
+percentile, None without samples), and output tokens per second = output tokens /
+window duration (the summary's ``goodput_tok_s``, methods/goodput.md). The per-request
+distributions of ``show --requests`` come from the per-request file instead
+(:func:`request_percentiles`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from tokenwatt.analysis.latency import PERCENTILES, percentile
+from tokenwatt.records import LatencyMs, Percentiles, RunRecord, WindowSummary, retried
+
+LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+"""The latency fields shown, each as p50/p90/p99 (ms)."""
+
+
+def verdict(w: WindowSummary) -> str:
+    """The window's verdict in words: meets, misses (why), invalid (why) or retried."""
+    if retried(w):
+        return "retried: the client lagged; the next window's verdict counts"
+    if not w.valid:
+        return f"invalid: {w.invalid_reason or 'see warnings'}"
+    if w.slo_pass:
+        return "meets the SLO"
+    early = " (stopped early)" if w.stopped_early else ""
+    return f"misses{early}: {w.failure_reason or 'SLO attainment too low'}"
+
+
+def _percentiles(p: Percentiles) -> dict[str, LatencyMs]:
+    return {"p50": p.p50, "p90": p.p90, "p99": p.p99}
+
+
+def window_row(name: str, w: WindowSummary) -> dict[str, Any]:
+    """One window as a JSON-ready row (numbers as stored; latencies in ms)."""
+    row: dict[str, Any] = {
+        "window": name,
+        "rate_rps": w.rate_rps,
+        "duration_s": w.duration_s,
+        "requests": w.requests,
+        "completed": w.completed,
+        "errors": w.errors,
+        "error_kinds": dict(sorted(w.error_kinds.items())),
+        "cancelled_by_client": w.cancelled_by_client,
+    }
+    for key in LATENCIES:
+        row[key] = _percentiles(getattr(w, key))
+    row["output_tok_s"] = w.goodput_tok_s
+    row["slo_pass"] = w.slo_pass
+    row["valid"] = w.valid
+    row["verdict"] = verdict(w)
+    return row
+
+
+def run_rows(record: RunRecord) -> list[dict[str, Any]]:
+    """Every window of the run as :func:`window_row`, probes first, then repeats.
+
+    Names: ``"<phase> probe N"`` and ``"repeat N"`` (from 1), with ``", back-off K"`` for a
+    repeat measured after K back-offs.
+    """
+    rows = [window_row(f"{p.phase} probe {i}", p.window) for i, p in enumerate(record.probes, 1)]
+    for i, r in enumerate(record.repeats, 1):
+        name = f"repeat {i}" + (f", back-off {r.backoff}" if r.backoff else "")
+        rows.append(window_row(name, r.window))
+    return rows
+
+
+def run_json(record: RunRecord) -> dict[str, Any]:
+    """What ``tokenwatt show --json`` prints: the run's identity, result and window rows."""
+    result = record.result
+    return {
+        "label": record.label,
+        "role": record.role,
+        "mode": record.mode,
+        "simulated": record.simulated,
+        "complete": record.complete,
+        "workload": record.spec.workload.trace,
+        "slo": {
+            "ttft_p99_ms": record.spec.slo.ttft_p99_ms,
+            "tpot_p99_ms": record.spec.slo.tpot_p99_ms,
+        },
+        "result": None if result is None else result.model_dump(mode="json"),
+        "windows": run_rows(record),
+    }
+
+
+def ms_cell(value: LatencyMs) -> str:
+    """A latency (ms) for a table cell: ``"-"`` without samples, ``"inf"``, one decimal
+    below 100 ms, else whole ms (e.g. ``"12.3"``, ``"1234"``)."""
+    if value is None:
+        return "-"
+    if value == "inf":
+        return "inf"
+    return f"{value:.1f}" if value < 100 else f"{value:.0f}"
+
+
+def triple_cell(p: dict[str, LatencyMs]) -> str:
+    """p50 / p90 / p99 in one cell."""
+    return " / ".join(ms_cell(p[k]) for k in ("p50", "p90", "p99"))
+
+
+def errors_cell(row: dict[str, Any]) -> str:
+    """Error count with its kinds, e.g. ``"3 (http_503 2, timeout 1)"``; ``"0"`` without."""
+    kinds: dict[str, int] = row["error_kinds"]
+    if not row["errors"]:
+        return "0"
+    return f"{row['errors']} (" + ", ".join(f"{k} {n}" for k, n in kinds.items()) + ")"
+
+
+def _p(values: list[float]) -> dict[str, LatencyMs]:
+    out: dict[str, LatencyMs] = {}
+    for q in PERCENTILES:
+        v = percentile(values, q)
+        out[f"p{q}"] = None if v is None else ("inf" if math.isinf(v) else round(v, 4))
+    return out
+
+
+def _request_latencies(row: dict[str, Any]) -> tuple[float, float | None, float]:
+    """TTFT, TPOT and E2E (ms) of one request row, as ``analysis.latency`` defines them
+    (a failed request infinite; a timeout's E2E until the client gave up)."""
+    inf = math.inf
+    first, last, end = row["first_token_s"], row["last_token_s"], row["end_s"]
+    sched = row["scheduled_s"]
+    ok = row["error"] is None and first is not None
+    ttft = (first - sched) * 1e3 if ok else inf
+    tpot: float | None = inf
+    if ok and last is not None:
+        out = row["output_tokens"]
+        tpot = None if out <= 1 else (last - first) / (out - 1) * 1e3
+    if row["error"] == "timeout" and end is not None:
+        e2e = (end - sched) * 1e3
+    else:
+        e2e = (end - sched) * 1e3 if ok and end is not None else inf
+    return ttft, tpot, e2e
+
+
+def request_percentiles(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-window p50/p90/p99 of TTFT, TPOT and E2E (ms) from per-request rows.
+
+    Only in-window requests the client did not cancel count, as in the window summary
+    (methods/goodput.md); failures are infinite. Rows of one window are consecutive in the
+    file, so only one window's values are held at a time.
+
+    Returns:
+        One dict per window: ``kind``, ``index``, ``rate_rps``, ``requests`` (lines of the
+        window), ``counted``, ``errors``, and ``ttft_ms``/``tpot_ms``/``e2e_ms``.
+    """
+    out: list[dict[str, Any]] = []
+    key: tuple[str, int] | None = None
+    acc: dict[str, Any] = {}
+
+    def flush() -> None:
+        if key is None:
+            return
+        out.append(
+            {
+                "kind": key[0],
+                "index": key[1],
+                "rate_rps": acc["rate_rps"],
+                "requests": acc["requests"],
+                "counted": len(acc["ttft"]),
+                "errors": acc["errors"],
+                "ttft_ms": _p(acc["ttft"]),
+                "tpot_ms": _p(acc["tpot"]),
+                "e2e_ms": _p(acc["e2e"]),
+            }
+        )
+
+    for row in rows:
+        this = (row["kind"], row["index"])
+        if this != key:
+            flush()
+            key = this
+            acc = {"rate_rps": row["rate_rps"], "requests": 0, "errors": 0}
+            acc.update(ttft=[], tpot=[], e2e=[])
+        acc["requests"] += 1
+        if not row["in_window"] or row["error"] == "cancelled":
+            continue
+        ttft, tpot, e2e = _request_latencies(row)
+        acc["errors"] += row["error"] is not None
+        acc["ttft"].append(ttft)
+        acc["e2e"].append(e2e)
+        if tpot is not None:
+            acc["tpot"].append(tpot)
+    flush()
+    return out

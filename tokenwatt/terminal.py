@@ -1,0 +1,188 @@
+"""Tables on the terminal (rich) for ``collect``, ``show`` and ``report``.
+
+Text from records is data: every cell is a :class:`rich.text.Text` made by :func:`plain`,
+never rich markup, and control characters (C0, DEL, C1: the escape that starts a terminal
+sequence among them) are shown as ``\\xNN`` instead of reaching the terminal. Unicode's
+directional controls are isolated as on the pages (:func:`tokenwatt.site.escape.bidi_isolated`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tokenwatt.analysis import (
+    LATENCIES,
+    errors_cell,
+    ms_cell,
+    run_rows,
+    triple_cell,
+)
+from tokenwatt.records import RunRecord
+from tokenwatt.site import bidi_isolated
+
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(32), *range(0x7F, 0xA0)]}
+
+
+def plain(value: object) -> Text:
+    """``value`` as inert terminal text: control characters shown as ``\\xNN``, no markup."""
+    return Text(bidi_isolated(str(value).translate(_CONTROL)))
+
+
+def _table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> Table:
+    table = Table(title=plain(title), title_justify="left")
+    for i, header in enumerate(headers):
+        table.add_column(plain(header), justify="left" if i == 0 else "right", overflow="fold")
+    table.columns[-1].justify = "left"
+    for row in rows:
+        table.add_row(*(plain(cell) for cell in row))
+    return table
+
+
+WINDOW_HEADERS = (
+    "window",
+    "req/s",
+    "requests",
+    "errors",
+    "TTFT ms p50/p90/p99",
+    "TPOT ms p50/p90/p99",
+    "ITL ms p50/p90/p99",
+    "E2E ms p50/p90/p99",
+    "out tok/s",
+    "verdict",
+)
+
+
+def window_cells(row: dict[str, Any]) -> list[str]:
+    """One :func:`~tokenwatt.analysis.run_table.window_row` as the table's cells."""
+    return [
+        row["window"],
+        f"{row['rate_rps']:.4g}",
+        str(row["requests"]),
+        errors_cell(row),
+        *(triple_cell(row[key]) for key in LATENCIES),
+        f"{row['output_tok_s']:,.1f}",
+        row["verdict"],
+    ]
+
+
+def run_title(record: RunRecord) -> str:
+    """``label (role, mode, workload)`` with the simulated and incomplete flags."""
+    flags = [record.role, f"{record.mode} mode", f"workload {record.spec.workload.trace}"]
+    if record.simulated:
+        flags.append("simulated")
+    if not record.complete:
+        flags.append("incomplete")
+    return f"{record.label} ({', '.join(flags)})"
+
+
+def run_table(record: RunRecord) -> Table:
+    """Every window of ``record``: rate, requests, errors by kind, latency percentiles,
+    output tokens/s and the verdict."""
+    rows = [window_cells(row) for row in run_rows(record)]
+    return _table(run_title(record), WINDOW_HEADERS, rows)
+
+
+def result_line(record: RunRecord) -> str:
+    """The run's result in one line (rate and goodput), or why there is none."""
+    r = record.result
+    if r is None:
+        return "result: none (the search did not finish)"
+    if r.rate_rps == 0:
+        return "result: no rate met the SLO; goodput 0"
+    return (
+        f"result: {r.rate_rps:.4g} req/s, goodput {r.goodput_tok_s:,.1f} tok/s "
+        f"({r.slo_pass_count}/{r.repeats} repeats met the SLO)"
+    )
+
+
+def print_run(record: RunRecord, console: Console) -> None:
+    """The window table and the result line of one run record."""
+    console.print(run_table(record))
+    console.print(plain(result_line(record)))
+
+
+REQUEST_HEADERS = (
+    "window",
+    "req/s",
+    "lines",
+    "counted",
+    "errors",
+    "TTFT ms p50/p90/p99",
+    "TPOT ms p50/p90/p99",
+    "E2E ms p50/p90/p99",
+)
+
+
+def requests_table(title: str, windows: Sequence[dict[str, Any]]) -> Table:
+    """The per-window distributions of :func:`~tokenwatt.analysis.run_table.request_percentiles`."""
+    rows = [
+        [
+            f"{w['kind']} {w['index'] + 1}",
+            f"{w['rate_rps']:.4g}",
+            str(w["requests"]),
+            str(w["counted"]),
+            str(w["errors"]),
+            *(triple_cell(w[key]) for key in ("ttft_ms", "tpot_ms", "e2e_ms")),
+        ]
+        for w in windows
+    ]
+    return _table(title, REQUEST_HEADERS, rows)
+
+
+def show_run(path: Path, *, with_requests: bool) -> tuple[RunRecord, list[dict[str, Any]] | None]:
+    """Read a run record (and, asked for, its per-request file) for ``tokenwatt show``.
+
+    Everything is read and checked before anything is printed, so bad input prints only
+    the error.
+
+    Returns:
+        The record, and the per-window request distributions (None unless asked for).
+
+    Raises:
+        InputError: the file is missing, unreadable, not JSON, a report record or not a
+            valid run record; with ``with_requests``, the record names no per-request
+            file, or the file is missing, changed (SHA-256) or malformed. Each message
+            names the file and the field.
+    """
+    from tokenwatt.analysis import request_percentiles
+    from tokenwatt.collect import read_rows
+    from tokenwatt.errors import InputError, Problem
+    from tokenwatt.records import read_json
+    from tokenwatt.records_io import load_run
+
+    name = str(path)
+    if path.is_file():
+        data = read_json(path)
+        if isinstance(data, dict) and "configs" in data and "probes" not in data:
+            raise InputError(
+                [Problem(name, "configs", "is a report record; `show` reads run records")]
+            )
+    record = load_run(path).run
+    if not with_requests:
+        return record, None
+    log = record.requests_log
+    if log is None:
+        raise InputError([Problem(name, "requests_log", "the record names no per-request file")])
+    if Path(log.file).name != log.file:
+        raise InputError(
+            [Problem(name, "requests_log.file", f"{log.file!r} is not a plain file name")]
+        )
+    return record, request_percentiles(read_rows(path.parent / log.file, log))
+
+
+__all__ = [
+    "ms_cell",
+    "plain",
+    "print_run",
+    "requests_table",
+    "run_table",
+    "run_title",
+    "show_run",
+    "window_cells",
+]
