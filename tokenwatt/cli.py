@@ -67,7 +67,7 @@ def cli() -> None:
 @_errors_to_exit
 def build(reports_dir: Path, docs_dir: Path, check: bool) -> None:
     """Validate report records and write the lab-notes site's pages."""
-    from tokenwatt.site.build import build_site
+    from tokenwatt.site import build_site
 
     result = build_site(reports_dir, docs_dir, check=check)
     for warning in result.warnings:
@@ -173,11 +173,8 @@ def _collect(
 ) -> None:
     import shlex
 
-    from tokenwatt.analysis.doubt import run_doubt
-    from tokenwatt.analysis.search_story import explain_run, gpu_minutes
-    from tokenwatt.collect.options import CollectOptions
-    from tokenwatt.collect.run import collect
-    from tokenwatt.collect.stopping import StopSignal, exit_status
+    from tokenwatt.analysis import explain_run, gpu_minutes, run_doubt
+    from tokenwatt.collect import CollectOptions, StopSignal, collect, exit_status
     from tokenwatt.redact import scrub
 
     spec_path, label, role, flags = point_inputs(spec_path, label, role, point)
@@ -260,7 +257,7 @@ def show(run_file: Path, as_json: bool, with_requests: bool) -> None:
 
     from rich.console import Console
 
-    from tokenwatt.analysis.run_table import run_json
+    from tokenwatt.analysis import run_json
     from tokenwatt.terminal import plain, print_run, requests_table, show_run
 
     record, windows = show_run(run_file, with_requests=with_requests)
@@ -339,9 +336,9 @@ def sim(
     time_scale: float,
 ) -> None:
     """Serve a simulated engine (OpenAI-compatible API, /metrics) for trying the pipeline."""
-    from tokenwatt.sim.serve import make_server, serve
+    from tokenwatt import sim as simulator
 
-    server = make_server(
+    server = simulator.make_server(
         profile,
         seed=seed,
         model=model,
@@ -349,7 +346,7 @@ def sim(
         accuracy_p=accuracy_p,
         time_scale=time_scale,
     )
-    serve(server, host, port)
+    simulator.serve(server, host, port)
 
 
 @cli.group()
@@ -374,7 +371,7 @@ def suites() -> None:
 @_errors_to_exit
 def suites_fetch(name: str, dest: Path, base_url: str | None) -> None:
     """Download a suite's source files, verified against pinned SHA-256 hashes."""
-    from tokenwatt.collect.suites import GSM8K_BASE_URL, fetch_gsm8k
+    from tokenwatt.collect import GSM8K_BASE_URL, fetch_gsm8k
 
     for got in fetch_gsm8k(dest, base_url=base_url or GSM8K_BASE_URL):
         how = "already present" if got.already_present else "downloaded"
@@ -405,7 +402,7 @@ def suites_build(
     name: str, test_path: Path, train_path: Path, n: int, seed: int, out: Path
 ) -> None:
     """Build a seeded 5-shot suite file (JSON Lines: id, question, prompt, gold)."""
-    from tokenwatt.collect.suites import build_suite_file
+    from tokenwatt.collect import build_suite_file
 
     built = build_suite_file(test_path, train_path, n, seed, out)
     click.echo(
@@ -448,10 +445,11 @@ def report(
     """
     from pydantic import ValidationError
 
-    from tokenwatt.analysis.summarise import report_command, slug, summarise
+    from tokenwatt import analysis
+    from tokenwatt.analysis import report_command, slug
     from tokenwatt.errors import Problem
-    from tokenwatt.records.load import problems_from
-    from tokenwatt.records.runs_io import load_runs, write_report
+    from tokenwatt.records import problems_from
+    from tokenwatt.records_io import load_runs, write_report
 
     runs = load_runs(list(run_files))
     command = report_command(
@@ -463,7 +461,7 @@ def report(
         demo=demo,
     )
     try:
-        record = summarise(
+        record = analysis.summarise(
             runs, title=title, report_id=report_id, cards=cards, demo=demo, command=command
         )
     except ValidationError as exc:  # from the options (--title, --id) the record carries
@@ -505,7 +503,7 @@ def _print_report(record: Any, target: Path, runs: list[Any], *, as_json: bool) 
 @_errors_to_exit
 def schema(out_dir: Path, check: bool) -> None:
     """Export the JSON Schema of every record (report, run, spec)."""
-    from tokenwatt.records.schema import export_schemas
+    from tokenwatt.records_io import export_schemas
 
     result = export_schemas(out_dir, check=check)
     for path in result.written:
@@ -581,11 +579,11 @@ def model_info_cmd(
     """Geometry, parameters, weight bytes, KV bytes per token and KV capacity of a model."""
     import json
 
-    from tokenwatt.analysis.model_info import info_rows, model_info
-    from tokenwatt.records.load import read_json
+    from tokenwatt import analysis
+    from tokenwatt.records import read_json
 
     config = read_json(config_path, InputError)
-    info = model_info(
+    info = analysis.model_info(
         config,
         str(config_path),
         weight_dtype=weight_dtype,
@@ -602,7 +600,7 @@ def model_info_cmd(
     table = Table(title="model-info", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value", overflow="fold")
-    for label, value in info_rows(info):
+    for label, value in analysis.info_rows(info):
         table.add_row(label, value)
     Console().print(table)
 

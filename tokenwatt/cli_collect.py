@@ -17,7 +17,7 @@ import click
 from tokenwatt.errors import InputError, Problem
 
 if TYPE_CHECKING:
-    from tokenwatt.collect.point import PointFlags
+    from tokenwatt.collect import PointFlags
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -111,7 +111,7 @@ def point_flags(values: dict[str, Any]) -> PointFlags:
             increasing order (named).
     """
     # Imported here: the CLI starts without loading the record models.
-    from tokenwatt.collect.point import PointFlags, parse_list
+    from tokenwatt.collect import PointFlags, parse_list
 
     rate, rates = values.get("rate"), values.get("rates")
     if rate is not None and rates is not None:
@@ -148,7 +148,7 @@ def point_inputs(
     Raises:
         InputError: a missing ``--label``/``--role`` with ``--spec``, or bad flags (named).
     """
-    from tokenwatt.collect.point import FLAGS_SPEC
+    from tokenwatt.collect import FLAGS_SPEC
 
     flags = point_flags(values)
     if spec_path is not None:

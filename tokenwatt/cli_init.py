@@ -53,11 +53,10 @@ def init_command(
     import yaml
     from pydantic import ValidationError
 
-    from tokenwatt.collect.init_spec import model_config_facts, read_server, spec_text
+    from tokenwatt.collect import model_config_facts, read_server, spec_text
     from tokenwatt.errors import EngineError
     from tokenwatt.files import atomic_write_text
-    from tokenwatt.records.load import problems_from
-    from tokenwatt.records.spec import Spec
+    from tokenwatt.records import Spec, problems_from
 
     api_key = os.environ.get(api_key_env) if api_key_env else None
     if api_key_env and api_key is None:

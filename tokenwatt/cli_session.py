@@ -41,9 +41,9 @@ def _session(session_file: Path, *, progress: bool) -> None:
     import shlex
     import subprocess
 
-    from tokenwatt.analysis.summarise import slug
-    from tokenwatt.collect.session import check_session, run_session
-    from tokenwatt.records.session import load_session
+    from tokenwatt.analysis import slug
+    from tokenwatt.collect import check_session, run_session
+    from tokenwatt.records import load_session
 
     session = load_session(session_file)
     check_session(session, session_file)

@@ -16,16 +16,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tokenwatt.analysis.run_table import (
+from tokenwatt.analysis import (
     LATENCIES,
     errors_cell,
+    explain_run,
     ms_cell,
     run_rows,
     triple_cell,
 )
-from tokenwatt.analysis.search_story import explain_run
-from tokenwatt.records.run import RunRecord
-from tokenwatt.site.escape import bidi_isolated
+from tokenwatt.records import RunRecord
+from tokenwatt.site import bidi_isolated
 
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(32), *range(0x7F, 0xA0)]}
 
@@ -152,7 +152,7 @@ def report_table(summary: dict[str, Any]) -> Table:
     """The configurations of :func:`~tokenwatt.analysis.report_table.report_summary`:
     label, role, goodput with its interval, change from the baseline, tokens per joule,
     repeats that met the SLO, the accuracy verdict and the capacity credit."""
-    from tokenwatt.analysis.report_table import goodput_cell
+    from tokenwatt.analysis import goodput_cell
 
     rows = []
     for row in summary["configs"]:
@@ -179,9 +179,7 @@ def report_output(report: Any, target: Path, runs: Sequence[RunRecord]) -> dict[
     :func:`~tokenwatt.analysis.report_table.report_summary` plus the file written, each
     run's explanation of its result rate (and doubt, or None) and the band warning (or
     None)."""
-    from tokenwatt.analysis.doubt import run_doubt
-    from tokenwatt.analysis.report import analyse_report, band_warning
-    from tokenwatt.analysis.report_table import report_summary
+    from tokenwatt.analysis import analyse_report, band_warning, report_summary, run_doubt
 
     analysis = analyse_report(report)
     out = {"file": str(target), **report_summary(report, analysis)}
@@ -233,11 +231,11 @@ def show_run(path: Path, *, with_requests: bool) -> tuple[RunRecord, list[dict[s
             file, or the file is missing, changed (SHA-256) or malformed. Each message
             names the file and the field.
     """
-    from tokenwatt.analysis.run_table import request_percentiles
-    from tokenwatt.collect.request_log import read_rows
+    from tokenwatt.analysis import request_percentiles
+    from tokenwatt.collect import read_rows
     from tokenwatt.errors import InputError, Problem
-    from tokenwatt.records.load import read_json
-    from tokenwatt.records.runs_io import load_run
+    from tokenwatt.records import read_json
+    from tokenwatt.records_io import load_run
 
     name = str(path)
     if path.is_file():

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from tokenwatt.analysis.power import (
-    PowerSample,
     not_covered_text,
     sample_gaps,
     sum_throttle_counts,
@@ -18,6 +17,7 @@ from tokenwatt.analysis.power import (
     trapezoid_energy_j,
     window_tokens_per_joule,
 )
+from tokenwatt.records.power import PowerSample
 
 SEED = Path(__file__).resolve().parents[1] / "fixtures" / "seed.report.json"
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tokenwatt.analysis.power import PowerSample, summarize_window
+from tokenwatt.analysis.power import summarize_window
 from tokenwatt.analysis.power_validity import (
     CEILING_FACTOR,
     FLOOR_W_PER_DEVICE,
     plausibility_problems,
 )
-from tokenwatt.records.power import PowerScope, PowerWindow
+from tokenwatt.records.power import PowerSample, PowerScope, PowerWindow
 
 
 def steady(

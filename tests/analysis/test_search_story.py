@@ -12,7 +12,7 @@ from tokenwatt.analysis.search_windows import search_windows
 from tokenwatt.analysis.summarise import summarise
 from tokenwatt.records.report_v3 import SearchWindowV3
 from tokenwatt.records.run import Repeat
-from tokenwatt.records.runs_io import RunInput
+from tokenwatt.records.run_input import RunInput
 
 STORY = SearchStory(ttft_limit_ms=500.0, tpot_limit_ms=50.0, repeats_planned=2)
 STOPPED = SearchStory(

@@ -251,7 +251,7 @@ def test_the_exit_status_comes_from_the_typed_interruption(
 ) -> None:
     import datetime as dt
 
-    import tokenwatt.collect.run as run
+    import tokenwatt.collect as run  # the face: the CLI takes collect() from there
     from tokenwatt.cli import cli
     from tokenwatt.records.run import ToolInfo
     from tokenwatt.records.spec import fingerprint

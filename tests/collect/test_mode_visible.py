@@ -13,9 +13,8 @@ from tests.runs_factory import make_run, tuned_run
 from tokenwatt.analysis.summarise import summarise
 from tokenwatt.collect.modes import apply_mode, mode_lines, mode_overrides
 from tokenwatt.collect.runfile import load_spec_before_mode
-from tokenwatt.records import ReportV3, RunRecord
+from tokenwatt.records import ReportV3, RunInput, RunRecord
 from tokenwatt.records.mode import ModeOverride
-from tokenwatt.records.runs_io import RunInput
 from tokenwatt.site.setup import mode_rows, setup_sections
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from test_probes import Scripted
 
+from tests.scripted_http import ScriptedServer
 from tokenwatt.collect.engine_metrics import (
     Scrape,
     parse_metrics_text,
@@ -62,9 +62,9 @@ def old_sglang_page(rate: float) -> str:
 def scrape_window(pages: list[str]) -> EngineMetrics:
     """Scrape a scripted ``/metrics`` once per page over HTTP and summarise the window."""
     script = iter(pages)
-    routes = {"/metrics": lambda: (200, "text/plain; version=0.0.4", next(script))}
+    routes = {"/metrics": lambda _query: (200, next(script))}  # a str: Prometheus text
     scrapes: list[Scrape] = []
-    with Scripted(routes) as srv, httpx.Client(timeout=5) as client:  # type: ignore[arg-type]
+    with ScriptedServer(routes) as srv, httpx.Client(timeout=5) as client:
         for t in range(len(pages)):
             text = client.get(srv.url + "/metrics").text
             scrapes.append(reduce_families(parse_metrics_text(text), t_s=float(t)))

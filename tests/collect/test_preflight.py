@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-from test_probes import Scripted, _json
 
+from tests.scripted_http import ScriptedServer, fixed
 from tokenwatt.collect.preflight import check_served_model, check_workload_fits
 from tokenwatt.collect.probes import EngineInfo, probe_engine
 from tokenwatt.collect.runfile import environment_from
@@ -38,18 +38,18 @@ def models(*names: str, owner: str = "vllm", max_len: int | None = None) -> obje
         if max_len is not None:
             entry["max_model_len"] = max_len
         entries.append(entry)
-    return _json({"object": "list", "data": entries})
+    return fixed({"object": "list", "data": entries})
 
 
 ENGINES = {
     "vllm": (
-        {"/v1/models": models("m", max_len=4096), "/version": _json({"version": "0.32.0"})},
+        {"/v1/models": models("m", max_len=4096), "/version": fixed({"version": "0.32.0"})},
         "/v1/models max_model_len",
     ),
     "sglang": (
         {
             "/v1/models": models("m", owner="sglang"),
-            "/server_info": _json(
+            "/server_info": fixed(
                 {
                     "model_path": "m",
                     "context_length": 4096,
@@ -63,14 +63,14 @@ ENGINES = {
     "tgi": (
         {
             "/v1/models": models("m", owner="tgi"),
-            "/info": _json({"model_id": "m", "version": "3.3.6", "max_total_tokens": 4096}),
+            "/info": fixed({"model_id": "m", "version": "3.3.6", "max_total_tokens": 4096}),
         },
         "TGI /info max_total_tokens",
     ),
     "llama.cpp": (
         {
             "/v1/models": models("m", owner="llamacpp"),
-            "/props": _json(
+            "/props": fixed(
                 {
                     "total_slots": 4,
                     "build_info": "b1",
@@ -86,7 +86,7 @@ ENGINES = {
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_each_engines_context_length_is_read_and_recorded(engine: str) -> None:
     routes, source = ENGINES[engine]
-    with Scripted(routes) as srv:  # type: ignore[arg-type]
+    with ScriptedServer(routes) as srv:  # type: ignore[arg-type]
         info = probe_engine(srv.url, None)
     assert (info.engine_name, info.max_model_len, info.context_length_source) == (
         engine,

@@ -16,7 +16,7 @@ from tokenwatt.analysis.summarise import summarise
 from tokenwatt.cli import cli
 from tokenwatt.errors import InputError
 from tokenwatt.records import RunRecord, load_report
-from tokenwatt.records.runs_io import load_runs, write_report
+from tokenwatt.records_io import load_runs, write_report
 
 TWO = ["report", "runs/vllm-default.json", "runs/vllm-fp8kv.json"]
 

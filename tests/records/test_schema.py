@@ -11,13 +11,8 @@ import yaml
 from click.testing import CliRunner
 
 from tokenwatt.cli import cli
-from tokenwatt.records.schema import (
-    StaleSchemaError,
-    export_schemas,
-    json_schemas,
-    schema_files,
-    schema_text,
-)
+from tokenwatt.records.schema import json_schemas, schema_files, schema_text
+from tokenwatt.records_io import StaleSchemaError, export_schemas
 
 
 def test_committed_schemas_are_current(repo_root: Path) -> None:

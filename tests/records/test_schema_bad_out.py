@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tokenwatt.errors import InputError
-from tokenwatt.records.schema import export_schemas
+from tokenwatt.records_io import export_schemas
 
 
 def test_out_below_a_file_is_an_input_error(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from tests.runs_factory import make_run, tuned_run
 from tokenwatt.analysis.summarise import summarise
 from tokenwatt.records.interval import QuantileCI
 from tokenwatt.records.run import RunRecord
-from tokenwatt.records.runs_io import RunInput
+from tokenwatt.records.run_input import RunInput
 from tokenwatt.site.build import build_site
 
 

@@ -12,9 +12,9 @@ from sitecase import HOSTILE
 from tests.runs_factory import make_run, tuned_run
 from tokenwatt.analysis.search_story import gpu_minutes
 from tokenwatt.analysis.summarise import summarise
+from tokenwatt.records import RunInput
 from tokenwatt.records.report_v3 import ReportV3
 from tokenwatt.records.run import RunRecord
-from tokenwatt.records.runs_io import RunInput
 from tokenwatt.site.pages import render_report, unique_items
 
 

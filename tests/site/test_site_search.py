@@ -12,7 +12,7 @@ from tokenwatt.analysis.search_windows import error_samples
 from tokenwatt.analysis.summarise import summarise
 from tokenwatt.records.report_v3 import ErrorSampleV3, ReportV3
 from tokenwatt.records.run import Repeat, RunRecord
-from tokenwatt.records.runs_io import RunInput
+from tokenwatt.records.run_input import RunInput
 from tokenwatt.records.window import ErrorSample
 from tokenwatt.site.build import build_site
 

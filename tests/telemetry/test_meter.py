@@ -15,10 +15,11 @@ from tests.telemetry.conftest import run_window
 from tests.telemetry.fake_nvml import FakeGpu, FakeNvml, SineTrace
 from tokenwatt.analysis.power import sum_throttle_counts, window_tokens_per_joule
 from tokenwatt.errors import TelemetryError
+from tokenwatt.records.power import PowerSample
 from tokenwatt.records.run import Repeat
 from tokenwatt.records.spec import Spec
 from tokenwatt.telemetry import ManualClock, PowerMeter, open_meter
-from tokenwatt.telemetry.base import ReadError, Reading
+from tokenwatt.telemetry.base import ReadError
 from tokenwatt.telemetry.null import NullSource
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,11 +124,11 @@ class Flaky(NullSource):
         self.notes = []
         self.n = 0
 
-    def read(self) -> Reading:
+    def read(self) -> PowerSample:
         self.n += 1
         if self.n % 3 == 0:
             raise ReadError("HTTP 503")
-        return Reading(power_w=100.0)
+        return PowerSample(power_w=100.0)
 
 
 def test_failed_reads_are_noted_not_patched(clock: ManualClock) -> None:

@@ -1,10 +1,14 @@
 """Pure analysis functions: no I/O, numbers in and numbers out.
 
-Imports nothing from the other stages but :mod:`tokenwatt.records`.
+Imports nothing from the other stages but :mod:`tokenwatt.records` (``lint-imports``
+checks it). The other stages and the CLI import analysis from here, not from its modules.
 """
 
 from tokenwatt.analysis.capacity import Capacity, NoCredit, capacity, cards_needed
+from tokenwatt.analysis.config_settings import SETTING_LABELS, differing_settings
+from tokenwatt.analysis.doubt import ci_side, ci_text, doubt_sentence, run_doubt, verdict_words
 from tokenwatt.analysis.efficiency import delta_pct, tokens_per_joule, tokens_per_joule_from_energy
+from tokenwatt.analysis.failure import classify_failure
 from tokenwatt.analysis.gate import GateVerdict, accuracy_delta_pts, gate_verdict, spread_pts
 from tokenwatt.analysis.geometry import (
     ModelGeometry,
@@ -13,9 +17,21 @@ from tokenwatt.analysis.geometry import (
     geometry_from_config,
     parameter_counts,
 )
+from tokenwatt.analysis.intervals import Interval
+from tokenwatt.analysis.latency import (
+    missed_beyond_doubt,
+    misses_allowed,
+    percentile,
+    send_lag_ms,
+    summarise_window,
+    tpot_ms,
+    ttft_ms,
+    worker_lags,
+)
 from tokenwatt.analysis.mbu import (
     StepBytes,
     bytes_per_decode_step,
+    decode_steps_per_s,
     expected_distinct_experts,
     kv_bytes_per_token,
     kv_capacity_tokens,
@@ -23,8 +39,10 @@ from tokenwatt.analysis.mbu import (
     mbu_from_measurements,
     mbu_pct,
     mbu_result,
+    mean_decode_context_tokens,
     weight_bytes,
 )
+from tokenwatt.analysis.model_info import info_rows, model_info
 from tokenwatt.analysis.paired import (
     AccuracySummary,
     PairedVerdict,
@@ -32,9 +50,9 @@ from tokenwatt.analysis.paired import (
     bootstrap_delta_ci_pts,
     mcnemar_exact_p,
     paired_verdict,
+    straddles_threshold,
 )
 from tokenwatt.analysis.power import (
-    PowerSample,
     not_covered_text,
     sum_throttle_counts,
     summarize_window,
@@ -47,23 +65,37 @@ from tokenwatt.analysis.report import (
     Disagreement,
     ReportAnalysis,
     analyse_report,
+    band_warning,
     conclusion,
 )
+from tokenwatt.analysis.report_table import goodput_cell, report_summary
+from tokenwatt.analysis.run_table import (
+    LATENCIES,
+    errors_cell,
+    ms_cell,
+    request_percentiles,
+    run_json,
+    run_rows,
+    triple_cell,
+)
 from tokenwatt.analysis.scoring import ScoredAnswer, extract_answer, score_completion
+from tokenwatt.analysis.search_story import explain_config, explain_run, gpu_minutes, rate_text
 from tokenwatt.analysis.summarise import report_command, slug, summarise
 from tokenwatt.analysis.variance import variance_band_pct
 
 __all__ = [
+    "LATENCIES",
+    "SETTING_LABELS",
     "AccuracySummary",
     "Capacity",
     "ConfigAnalysis",
     "Disagreement",
     "GateVerdict",
+    "Interval",
     "ModelGeometry",
     "NoCredit",
     "PairedVerdict",
     "ParameterCounts",
-    "PowerSample",
     "ReportAnalysis",
     "ScoredAnswer",
     "StepBytes",
@@ -71,16 +103,29 @@ __all__ = [
     "accuracy_summary",
     "active_parameters_per_token",
     "analyse_report",
+    "band_warning",
     "bootstrap_delta_ci_pts",
     "bytes_per_decode_step",
     "capacity",
     "cards_needed",
+    "ci_side",
+    "ci_text",
+    "classify_failure",
     "conclusion",
+    "decode_steps_per_s",
     "delta_pct",
+    "differing_settings",
+    "doubt_sentence",
+    "errors_cell",
     "expected_distinct_experts",
+    "explain_config",
+    "explain_run",
     "extract_answer",
     "gate_verdict",
     "geometry_from_config",
+    "goodput_cell",
+    "gpu_minutes",
+    "info_rows",
     "kv_bytes_per_token",
     "kv_capacity_tokens",
     "mbu_breakdown",
@@ -88,21 +133,41 @@ __all__ = [
     "mbu_pct",
     "mbu_result",
     "mcnemar_exact_p",
+    "mean_decode_context_tokens",
+    "missed_beyond_doubt",
+    "misses_allowed",
+    "model_info",
+    "ms_cell",
     "not_covered_text",
     "paired_verdict",
     "parameter_counts",
+    "percentile",
+    "rate_text",
     "report_command",
+    "report_summary",
+    "request_percentiles",
+    "run_doubt",
+    "run_json",
+    "run_rows",
     "score_completion",
+    "send_lag_ms",
     "slug",
     "spread_pts",
+    "straddles_threshold",
     "sum_throttle_counts",
     "summarise",
+    "summarise_window",
     "summarize_window",
     "throttle_share_pct",
     "tokens_per_joule",
     "tokens_per_joule_from_energy",
+    "tpot_ms",
     "trapezoid_energy_j",
+    "triple_cell",
+    "ttft_ms",
     "variance_band_pct",
+    "verdict_words",
     "weight_bytes",
     "window_tokens_per_joule",
+    "worker_lags",
 ]

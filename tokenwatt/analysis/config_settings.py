@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tokenwatt.records.run import RunRecord
+from tokenwatt.records import RunRecord
 
 SETTING_LABELS: dict[str, str] = {
     "engine": "Engine",

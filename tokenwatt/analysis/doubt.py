@@ -24,9 +24,7 @@ from collections.abc import Sequence
 
 from tokenwatt.analysis.intervals import limit_side, quantile_interval
 from tokenwatt.analysis.search_story import rate_text
-from tokenwatt.records.interval import LatencyBound, QuantileCI
-from tokenwatt.records.report_v3 import SearchWindowV3
-from tokenwatt.records.run import RunRecord
+from tokenwatt.records import LatencyBound, QuantileCI, RunRecord, SearchWindowV3
 
 LATENCY_REASONS = frozenset({"ttft", "tpot", "errors"})
 """Failure reasons the p99 intervals speak to (failed requests are infinite TTFT/TPOT)."""

@@ -14,8 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Final
 
-from tokenwatt.records.request import RequestResult
-from tokenwatt.records.window import ErrorSample
+from tokenwatt.records import ErrorSample, RequestResult
 
 CANCELLED: Final = "cancelled"
 """Error kind of a request the client cancelled itself."""

@@ -35,9 +35,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from tokenwatt.records.run import EngineMetrics
-from tokenwatt.records.spec import SloSpec
-from tokenwatt.records.window import LatencyMs, WindowSummary
+from tokenwatt.records import EngineMetrics, LatencyMs, SloSpec, WindowSummary
 
 QUEUEING_KV_BOUND: Final = "queueing/KV-bound"
 PER_TOKEN_LATENCY_BOUND: Final = "per-token-latency-bound"  # noqa: S105 (a label)

@@ -52,9 +52,15 @@ from tokenwatt.analysis.window_checks import (
     slot_wait_ms,
     sustained_check,
 )
-from tokenwatt.records.request import RequestResult
-from tokenwatt.records.spec import SloSpec
-from tokenwatt.records.window import LatencyMs, Percentiles, Spread, WindowSummary, WorkerLag
+from tokenwatt.records import (
+    LatencyMs,
+    Percentiles,
+    RequestResult,
+    SloSpec,
+    Spread,
+    WindowSummary,
+    WorkerLag,
+)
 
 INF = math.inf
 PERCENTILES = (50, 90, 99)

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 
 from tokenwatt.analysis.geometry import ModelGeometry, ParameterCounts, parameter_counts
 from tokenwatt.errors import InputError, Problem
-from tokenwatt.records.report_v2 import MbuBreakdownV2
-from tokenwatt.records.run import MbuResult
+from tokenwatt.records import MbuBreakdownV2, MbuResult
 
 GIB = 2**30
 """Bytes in a GiB (vLLM logs "Available KV cache memory" in GiB)."""

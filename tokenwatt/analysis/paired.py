@@ -25,8 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tokenwatt.analysis.gate import GateVerdict, gate_verdict, spread_pts
-from tokenwatt.records.accuracy import AccuracyResult
-from tokenwatt.records.report_v2 import ConfigAccuracyV2
+from tokenwatt.records import AccuracyResult, ConfigAccuracyV2
 
 BOOTSTRAP_RESAMPLES = 10_000
 """Resamples for the bootstrap interval: enough for a stable 95% percentile interval."""

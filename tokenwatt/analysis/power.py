@@ -21,14 +21,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 import numpy as np
 
 from tokenwatt.analysis.power_validity import plausibility_problems
-from tokenwatt.records.power import PowerScope, PowerWindow
+from tokenwatt.records import PowerMethod, PowerSample, PowerScope, PowerWindow
 
 MAX_SAMPLE_GAP_S = 3.0
 """Longest allowed gap between power samples (s); longer gaps invalidate the power figure."""
@@ -40,8 +39,6 @@ late, so its span can be much shorter than the window)."""
 
 MAX_TIMELINE_POINTS = 1800
 """Timeline points kept per window; longer timelines are thinned evenly (30 min at 1 Hz)."""
-
-PowerMethod = Literal["instant", "average", "reading"]
 
 NOT_COVERED_BY_SCOPE: dict[str, str] = {
     "board": (
@@ -67,33 +64,6 @@ def not_covered_text(scope: PowerScope) -> str:
     ``node``: the BMC's node reading; ``sim``: modelled, not measured.
     """
     return NOT_COVERED_BY_SCOPE[scope]
-
-
-@dataclass(frozen=True)
-class PowerSample:
-    """One reading of a power source at ``t_s`` seconds after the window's start.
-
-    Attributes:
-        t_s: time since the window started (s).
-        power_w: power summed over the devices (W), or None when it could not be read.
-        counters_j: cumulative energy counter per device id (J), or None when the source has
-            no counter. Differences over the window give the energy.
-        sm_clock_mhz: mean SM (graphics) clock over the devices (MHz).
-        mem_clock_mhz: mean memory clock over the devices (MHz).
-        temperature_c: hottest device (°C).
-        throttle: clock-event (throttle) reasons active on any device.
-        counted: False for the baseline reading taken at the window's start; it anchors the
-            integral and the counters but is not one of the window's sampling intervals.
-    """
-
-    t_s: float
-    power_w: float | None
-    counters_j: Mapping[str, float] | None = None
-    sm_clock_mhz: float | None = None
-    mem_clock_mhz: float | None = None
-    temperature_c: float | None = None
-    throttle: frozenset[str] = field(default_factory=frozenset)
-    counted: bool = True
 
 
 def trapezoid_energy_j(times_s: Sequence[float], power_w: Sequence[float]) -> float:

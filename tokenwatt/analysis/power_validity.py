@@ -25,10 +25,8 @@ that cannot be physical are refused:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from tokenwatt.analysis.power import PowerSample
+from tokenwatt.records import PowerSample
 
 FLOOR_W_PER_DEVICE = 5.0
 """Lowest plausible board power per device (W); see the module docstring."""

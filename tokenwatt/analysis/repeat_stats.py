@@ -22,8 +22,7 @@ from collections.abc import Sequence
 
 from tokenwatt.analysis.intervals import Interval, t_interval, welch_interval
 from tokenwatt.analysis.variance import variance_band_pct
-from tokenwatt.records.interval import MeanCI
-from tokenwatt.records.report_v2 import ConfigDetail, RepeatV2
+from tokenwatt.records import ConfigDetail, MeanCI, RepeatV2
 
 
 def _all_passed(repeats: Sequence[RepeatV2]) -> bool:

@@ -20,8 +20,7 @@ from tokenwatt.analysis.repeat_stats import (
     repeat_goodputs,
     repeat_tpjs,
 )
-from tokenwatt.records.interval import MeanCI
-from tokenwatt.records.report_v3 import ConfigV3, ReportV3
+from tokenwatt.records import ConfigV3, MeanCI, ReportV3
 
 # Stored deltas and spreads carry one decimal; a difference below this is rounding.
 _TOLERANCE_PTS = 0.05

@@ -9,13 +9,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tokenwatt.analysis.gate import gate_verdict
-from tokenwatt.records.power import PowerWindow
-from tokenwatt.records.report_v1 import HardwareV1, ModelV1, PowerV1, WorkloadV1
-from tokenwatt.records.report_v3 import ConfigV3
-from tokenwatt.records.run import Repeat, RunRecord
-from tokenwatt.records.runs_io import RunInput
-from tokenwatt.records.spec import Spec
-from tokenwatt.records.window import retried
+from tokenwatt.records import (
+    ConfigV3,
+    HardwareV1,
+    ModelV1,
+    PowerV1,
+    PowerWindow,
+    Repeat,
+    RunInput,
+    RunRecord,
+    Spec,
+    WorkloadV1,
+    retried,
+)
 
 # chat-mix-v1's lengths when a spec does not restate them (README, What the numbers mean).
 _CHAT_MIX_V1 = ("median 1,024 · p90 4,096", "median 256 · p90 1,024")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenwatt.analysis.report import ConfigAnalysis, ReportAnalysis, conclusion
-from tokenwatt.records.report_v3 import ReportV3
+from tokenwatt.records import ReportV3
 
 
 def accuracy_verdict(c: ConfigAnalysis) -> str:

@@ -16,8 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tokenwatt.analysis.latency import PERCENTILES, percentile
-from tokenwatt.records.run import RunRecord
-from tokenwatt.records.window import LatencyMs, Percentiles, WindowSummary, retried
+from tokenwatt.records import LatencyMs, Percentiles, RunRecord, WindowSummary, retried
 
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 """The latency fields shown, each as p50/p90/p99 (ms)."""

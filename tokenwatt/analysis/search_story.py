@@ -34,8 +34,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tokenwatt.records.report_v3 import ConfigV3, LatencyMsV3, ReportV3, SearchWindowV3
-from tokenwatt.records.run import RunRecord
+from tokenwatt.records import ConfigV3, LatencyMsV3, ReportV3, RunRecord, SearchWindowV3
 
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
 

@@ -10,9 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tokenwatt.records.report_v3 import ErrorSampleV3, LatencyMsV3, SearchWindowV3
-from tokenwatt.records.run import EngineMetrics, RunRecord
-from tokenwatt.records.window import ErrorSample, LatencyMs, WindowSummary, retried
+from tokenwatt.records import (
+    EngineMetrics,
+    ErrorSample,
+    ErrorSampleV3,
+    LatencyMs,
+    LatencyMsV3,
+    RunRecord,
+    SearchWindowV3,
+    WindowSummary,
+    retried,
+)
 
 SAMPLES_PER_KIND = 3
 """Error samples kept per error kind and window in a report (the run may keep more)."""

@@ -54,26 +54,27 @@ from tokenwatt.analysis.report_setup import (
 from tokenwatt.analysis.search_windows import search_windows
 from tokenwatt.analysis.variance import variance_band_pct
 from tokenwatt.errors import Problem, RecordError
-from tokenwatt.records.interval import QuantileCI
-from tokenwatt.records.power import PowerWindow
-from tokenwatt.records.report_v1 import (
+from tokenwatt.records import (
     AccuracySuiteV1,
-    FleetV1,
-    SloV1,
-    SoftwareV1,
-)
-from tokenwatt.records.report_v2 import (
     ConfigAccuracyV2,
+    ConfigV3,
+    FleetV1,
+    LatencyMs,
     MbuBreakdownV2,
     PowerSampleV2,
+    PowerWindow,
+    QuantileCI,
+    Repeat,
     RepeatV2,
+    ReportV3,
     RunFileV2,
+    RunInput,
+    RunRecord,
+    SloV1,
+    SoftwareV1,
+    fingerprint_diff,
+    fingerprint_fields,
 )
-from tokenwatt.records.report_v3 import ConfigV3, ReportV3
-from tokenwatt.records.run import Repeat, RunRecord
-from tokenwatt.records.runs_io import RunInput
-from tokenwatt.records.spec import fingerprint_diff, fingerprint_fields
-from tokenwatt.records.window import LatencyMs
 
 # At most this many points of power timeline per configuration (one repeat's window).
 _TIMELINE_POINTS = 600

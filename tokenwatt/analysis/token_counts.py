@@ -14,8 +14,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from tokenwatt.records.request import RequestResult
-from tokenwatt.records.window import TokenCountSource
+from tokenwatt.records import RequestResult, TokenCountSource
 
 CountTokens = Callable[[str], int]
 """Counts the tokens of a text with the model's tokenizer (no special tokens added)."""

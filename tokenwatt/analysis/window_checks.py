@@ -55,7 +55,7 @@ from typing import Final
 import numpy as np
 
 from tokenwatt.analysis.errors import cancelled
-from tokenwatt.records.request import RequestResult
+from tokenwatt.records import RequestResult
 
 SUSTAINED_MIN_RATIO: Final = 0.95
 """Completion rate / arrival rate below which a window is not sustained (5%)."""

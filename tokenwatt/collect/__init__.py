@@ -1,1 +1,39 @@
-"""Stage package: collect."""
+"""Stage package: collect, the measurement of one engine configuration (``tokenwatt collect``).
+
+The CLI calls :func:`collect` with :class:`CollectOptions` and maps :class:`StopSignal` to
+an exit status with :func:`exit_status`; ``tokenwatt suites`` uses :func:`fetch_gsm8k` and
+:func:`build_suite_file`. The load generator, the SLO search, the windows and the
+instruments are internal: their modules import each other directly.
+
+Importing this package loads the whole collector (aiohttp, httpx, the power sources'
+interface); the CLI imports it inside the commands that need it, so ``tokenwatt --help``
+stays fast.
+"""
+
+from tokenwatt.collect.init_spec import model_config_facts, read_server, spec_text
+from tokenwatt.collect.options import CollectOptions
+from tokenwatt.collect.point import FLAGS_SPEC, PointFlags, parse_list
+from tokenwatt.collect.request_log import read_rows
+from tokenwatt.collect.run import collect
+from tokenwatt.collect.session import check_session, run_session
+from tokenwatt.collect.stopping import StopSignal, exit_status
+from tokenwatt.collect.suites import GSM8K_BASE_URL, build_suite_file, fetch_gsm8k
+
+__all__ = [
+    "FLAGS_SPEC",
+    "GSM8K_BASE_URL",
+    "CollectOptions",
+    "PointFlags",
+    "StopSignal",
+    "build_suite_file",
+    "check_session",
+    "collect",
+    "exit_status",
+    "fetch_gsm8k",
+    "model_config_facts",
+    "parse_list",
+    "read_rows",
+    "read_server",
+    "run_session",
+    "spec_text",
+]

@@ -16,13 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tokenwatt.analysis.gate import spread_pts
-from tokenwatt.analysis.scoring import score_completion
+from tokenwatt.analysis import score_completion, spread_pts
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.files import file_sha256
-from tokenwatt.records.accuracy import AccuracyResult, ItemResult, SeedResult
-from tokenwatt.records.spec import Spec
-from tokenwatt.records.suite import SuiteItem, load_suite
+from tokenwatt.records import AccuracyResult, ItemResult, SeedResult, Spec, SuiteItem, load_suite
 
 _ERROR_BODY_CHARS = 200
 

@@ -33,7 +33,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from tokenwatt.records.base import ArrivalProcess, LoadProfile
+from tokenwatt.records import ArrivalProcess, LoadProfile
 
 SEND_SPIN_S = 0.0015
 """How long before a send time :func:`sleep_until` stops sleeping and starts yielding (s).

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 
 import aiohttp
 
-from tokenwatt.analysis.latency import tpot_ms, ttft_ms
+from tokenwatt.analysis import tpot_ms, ttft_ms
 from tokenwatt.collect.http import open_session
 from tokenwatt.collect.loadconfig import LoadConfig
 from tokenwatt.collect.loadgen import (
@@ -49,9 +49,7 @@ from tokenwatt.collect.loadgen import (
 )
 from tokenwatt.collect.workload import RequestSpec
 from tokenwatt.errors import InputError, Problem
-from tokenwatt.records.base import MIN_POSITIVE
-from tokenwatt.records.request import RequestResult
-from tokenwatt.records.spec import Spec
+from tokenwatt.records import MIN_POSITIVE, RequestResult, Spec
 
 
 class _ClosedLoop:

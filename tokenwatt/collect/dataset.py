@@ -27,7 +27,7 @@ from typing import Any
 from tokenwatt.collect.prompts import RequestSpec
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.files import check_regular_file
-from tokenwatt.records.spec import Spec
+from tokenwatt.records import Spec
 
 MIN_TOKENS = 4
 """Shortest prompt and reply kept (tokens): vLLM's ``is_valid_sequence`` ``min_len``."""

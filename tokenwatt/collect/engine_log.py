@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from tokenwatt.records.launch import secret_name
+from tokenwatt.records import secret_name
 from tokenwatt.redact import scrub
 
 POLL_S = 0.5

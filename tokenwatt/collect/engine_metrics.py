@@ -44,7 +44,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tokenwatt.collect.endpoints import server_root_url
-from tokenwatt.records.run import EngineMetrics
+from tokenwatt.records import EngineMetrics
 
 # sample name -> list of (labels, value)
 Families = dict[str, list[tuple[dict[str, str], float]]]

@@ -37,10 +37,14 @@ import httpx
 from tokenwatt.collect.endpoints import server_root_url
 from tokenwatt.collect.engine_log import group_alive, secret_values, stop_group
 from tokenwatt.errors import EngineError, InputError, Problem, TokenwattError
-from tokenwatt.records.launch import PORT_PLACEHOLDER, EngineLaunch, EngineProcess
-from tokenwatt.records.load import validate
-from tokenwatt.records.run import RunRecord
-from tokenwatt.records.spec import Spec
+from tokenwatt.records import (
+    PORT_PLACEHOLDER,
+    EngineLaunch,
+    EngineProcess,
+    RunRecord,
+    Spec,
+    validate,
+)
 from tokenwatt.redact import scrub
 
 HEALTH_POLL_S = 0.5

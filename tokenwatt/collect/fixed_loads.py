@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING
 
 from tokenwatt.collect.load_search import fixed_loads
 from tokenwatt.collect.search import monotonicity_warnings
-from tokenwatt.records.run import Repeat, SearchResult
-from tokenwatt.records.window import WindowSummary, retried
+from tokenwatt.records import Repeat, SearchResult, WindowSummary, retried
 
 if TYPE_CHECKING:
     from tokenwatt.collect.run import Measurement

@@ -56,7 +56,7 @@ from typing import Any
 import aiohttp
 
 from tokenwatt.collect.stream import StreamError, read_stream
-from tokenwatt.records.request import RequestResult
+from tokenwatt.records import RequestResult
 from tokenwatt.redact import scrub_capped
 
 KEEPALIVE_TIMEOUT_S = 4.0

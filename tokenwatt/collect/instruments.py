@@ -37,9 +37,8 @@ import httpx
 from tokenwatt.collect.engine_metrics import SCRAPE_DEADLINE_S, MetricsScraper, ScrapeError
 from tokenwatt.collect.loadgen import LEAD_S
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.power import PowerWindow
-from tokenwatt.records.run import EngineMetrics, IdleStart
-from tokenwatt.telemetry.meter import PowerMeter
+from tokenwatt.records import EngineMetrics, IdleStart, PowerWindow
+from tokenwatt.telemetry import PowerMeter
 
 T = TypeVar("T")
 

@@ -23,8 +23,7 @@ from tokenwatt.collect.search import (
     SearchTrace,
     monotonicity_warnings,
 )
-from tokenwatt.records.base import LoadProfile
-from tokenwatt.records.spec import SweepSpec
+from tokenwatt.records import LoadProfile, SweepSpec
 
 
 def next_concurrency(current: int, growth: float, ceiling: int) -> int:

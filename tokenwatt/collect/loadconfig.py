@@ -12,8 +12,7 @@ from typing import Any, Literal
 from tokenwatt.collect.http import keeps_streams_alive
 from tokenwatt.collect.workload import RequestSpec
 from tokenwatt.errors import InputError, Problem
-from tokenwatt.records.base import ArrivalProcess, LoadProfile
-from tokenwatt.records.spec import SloSpec, Spec
+from tokenwatt.records import ArrivalProcess, LoadProfile, SloSpec, Spec
 
 
 @dataclass(frozen=True)

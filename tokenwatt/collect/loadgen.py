@@ -42,13 +42,12 @@ from typing import Literal
 
 import aiohttp
 
-from tokenwatt.analysis.latency import percentile, send_lag_ms, summarise_window, tpot_ms, ttft_ms
+from tokenwatt.analysis import percentile, send_lag_ms, summarise_window, tpot_ms, ttft_ms
 from tokenwatt.collect.arrivals import SEND_SPIN_S, load_schedule, sleep_until
 from tokenwatt.collect.http import Sender, open_session
 from tokenwatt.collect.loadconfig import LoadConfig
 from tokenwatt.collect.workload import RequestSpec
-from tokenwatt.records.request import RequestResult
-from tokenwatt.records.window import WindowSummary
+from tokenwatt.records import RequestResult, WindowSummary
 
 Phase = Literal["warmup", "window", "drain"]
 LEAD_S = 0.05

@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from tokenwatt.errors import InputError
-from tokenwatt.records.run import MbuResult, RunRecord
-from tokenwatt.records.spec import Spec
+from tokenwatt.records import MbuResult, RunRecord, Spec
 
 
 def _config(spec: Spec) -> tuple[dict[str, Any] | None, str]:
-    from tokenwatt.records.load import read_json
+    from tokenwatt.records import read_json
 
     if spec.model.geometry:
         return dict(spec.model.geometry), "spec: model.geometry"
@@ -34,10 +33,10 @@ def mbu_for(spec: Spec, record: RunRecord) -> tuple[MbuResult | None, str | None
     Never raises for missing inputs: a run without geometry, bandwidth or ``/metrics``
     simply has no MBU, and the note says why.
     """
-    from tokenwatt.analysis.geometry import geometry_from_config
-    from tokenwatt.analysis.mbu import (
+    from tokenwatt.analysis import (
         bytes_per_decode_step,
         decode_steps_per_s,
+        geometry_from_config,
         mbu_result,
         mean_decode_context_tokens,
     )

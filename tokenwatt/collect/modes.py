@@ -22,8 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from tokenwatt.records.mode import ModeOverride, overrides_text, value_text
-from tokenwatt.records.spec import Spec
+from tokenwatt.records import ModeOverride, Spec, overrides_text, value_text
 
 Mode = Literal["smoke", "quick", "full"]
 MODES: tuple[Mode, ...] = ("smoke", "quick", "full")

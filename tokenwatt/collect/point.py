@@ -49,8 +49,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from tokenwatt.errors import InputError, Problem
-from tokenwatt.records.load import validate
-from tokenwatt.records.spec import Spec
+from tokenwatt.records import Spec, validate
 
 if TYPE_CHECKING:
     from tokenwatt.collect.options import CollectOptions
@@ -285,7 +284,7 @@ def run_spec(opts: CollectOptions) -> tuple[Spec, Spec]:
     from tokenwatt.collect.closedloop import closed_loop_workers
     from tokenwatt.collect.modes import apply_mode
     from tokenwatt.collect.runfile import adjust_run_spec
-    from tokenwatt.records.load import load_spec
+    from tokenwatt.records import load_spec
 
     flags = opts.point or PointFlags()
     from_flags = opts.spec_path == FLAGS_SPEC

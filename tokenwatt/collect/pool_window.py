@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from tokenwatt.analysis.latency import percentile, tpot_ms, ttft_ms, worker_lags
+from tokenwatt.analysis import percentile, tpot_ms, ttft_ms, worker_lags
 from tokenwatt.collect.loadconfig import LoadConfig
 from tokenwatt.collect.loadgen import (
     LEAD_S,
@@ -33,8 +33,7 @@ from tokenwatt.collect.loadgen import (
 from tokenwatt.collect.worker_proc import Item, Update, worker_job
 from tokenwatt.collect.workload import RequestSpec
 from tokenwatt.errors import TokenwattError
-from tokenwatt.records.request import RequestResult
-from tokenwatt.records.window import WindowSummary
+from tokenwatt.records import RequestResult, WindowSummary
 
 if TYPE_CHECKING:
     from tokenwatt.collect.workers import WorkerHandle

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from tokenwatt.collect.probes import EngineInfo
     from tokenwatt.collect.workload import WorkloadStream
-    from tokenwatt.records.spec import LengthDist, Spec
+    from tokenwatt.records import LengthDist, Spec
 
 MODEL_NAME_IGNORED_BY = frozenset({"llama.cpp", "tgi"})
 """Engines that serve their one model whatever ``model`` a request names (llama.cpp's

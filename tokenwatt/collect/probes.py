@@ -34,8 +34,7 @@ from tokenwatt.collect.engine_metrics import (
 )
 from tokenwatt.errors import EngineError, InputError, Problem
 from tokenwatt.files import check_regular_file
-from tokenwatt.records.base import NonNegInt, StrictModel
-from tokenwatt.records.run import Environment
+from tokenwatt.records import Environment, NonNegInt, StrictModel
 from tokenwatt.redact import scrub_capped
 
 __all__ = [

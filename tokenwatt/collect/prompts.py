@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenwatt.records.spec import LengthDist
+from tokenwatt.records import LengthDist
 
 CHAT_MIX_V1 = "chat-mix-v1"
 DEFAULT_INPUT_TOKENS = LengthDist(median=1024, p90=4096)

@@ -52,8 +52,7 @@ from typing import Any, Literal
 from tokenwatt.collect.window import WindowOutcome
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.files import atomic_file
-from tokenwatt.records.request import RequestResult
-from tokenwatt.records.run import RequestsLog, RunRecord
+from tokenwatt.records import RequestResult, RequestsLog, RunRecord
 
 SUFFIX = ".requests.jsonl.gz"
 """What replaces the run record's ``.json`` in the per-request file's name."""

@@ -66,17 +66,19 @@ from tokenwatt.collect.workers import WorkerPool, resolve_workers
 from tokenwatt.collect.workload import WorkloadStream, workload_for
 from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError
 from tokenwatt.files import exclusive_lock
-from tokenwatt.records.run import (
+from tokenwatt.records import (
+    SIM_VERSION,
     Probe,
     PromptStats,
     Repeat,
     RunRecord,
     SearchResult,
+    Spec,
     ToolInfo,
+    WindowSummary,
+    fingerprint,
 )
-from tokenwatt.records.spec import Spec, fingerprint
-from tokenwatt.records.window import WindowSummary
-from tokenwatt.telemetry.meter import PowerMeter
+from tokenwatt.telemetry import PowerMeter
 
 FAST_WARMUP_AFTER_PASS = 10 / 45
 """``--fast-search``: warm-up after a passing probe, as a share of ``warmup_s`` (10 of 45 s)."""
@@ -395,7 +397,6 @@ def collect(opts: CollectOptions) -> RunRecord:
 
 def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     from tokenwatt.collect.probes import probe_engine, scan_engine_log
-    from tokenwatt.sim.server import SIM_VERSION
 
     raw, spec = run_spec(opts)
     spec = apply_engine_cmd(pin_dataset(spec, opts.spec_path), opts.engine_cmd)

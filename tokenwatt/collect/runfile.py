@@ -22,10 +22,17 @@ from tokenwatt.collect.trace import MAX_TRACE_BYTES
 from tokenwatt.collect.workload import CHAT_MIX_V1
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.files import atomic_write_text, check_regular_file, same_file
-from tokenwatt.records.base import PlainName, clip_text
-from tokenwatt.records.load import load_spec, validate
-from tokenwatt.records.run import Environment, RunRecord
-from tokenwatt.records.spec import EngineSpec, ModelSpec, Spec
+from tokenwatt.records import (
+    EngineSpec,
+    Environment,
+    ModelSpec,
+    PlainName,
+    RunRecord,
+    Spec,
+    clip_text,
+    load_spec,
+    validate,
+)
 
 
 def write_record(record: RunRecord, out: Path) -> None:

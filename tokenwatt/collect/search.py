@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tokenwatt.records.spec import SweepSpec
+from tokenwatt.records import SweepSpec
 
 Phase = Literal["grow", "list", "bisect"]
 

@@ -26,8 +26,7 @@ from types import FrameType
 
 from tokenwatt.collect.runfile import check_run_options
 from tokenwatt.errors import InputError, Problem
-from tokenwatt.records.load import load_spec
-from tokenwatt.records.session import Session, SessionConfig, check_paths, spec_path
+from tokenwatt.records import Session, SessionConfig, check_paths, load_spec, spec_path
 
 _SIGNAL_STATUS = {130: "SIGINT", 143: "SIGTERM", 129: "SIGHUP"}
 

@@ -15,7 +15,7 @@ import aiohttp
 import msgspec
 
 from tokenwatt.collect.sse import SseDecoder
-from tokenwatt.records.request import RequestResult
+from tokenwatt.records import RequestResult
 
 
 class _Delta(msgspec.Struct):

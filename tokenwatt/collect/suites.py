@@ -21,14 +21,14 @@ from pathlib import Path
 
 from tokenwatt.errors import InputError, Problem, TokenwattError
 from tokenwatt.files import atomic_file, atomic_write_bytes, file_sha256, same_file
-from tokenwatt.records.suite import (
+from tokenwatt.records import (
     GOLD,
     MAX_PROBLEMS,
     SuiteItem,
     json_object_lines,
 )
-from tokenwatt.records.suite import load_suite as load_suite
-from tokenwatt.records.suite import suite_bytes as suite_bytes
+from tokenwatt.records import load_suite as load_suite
+from tokenwatt.records import suite_bytes as suite_bytes
 
 # The public GSM8K repository (archived), pinned to a commit so the bytes cannot move.
 GSM8K_COMMIT = "3101c7d5072418e28b9008a6636bde82a006892c"

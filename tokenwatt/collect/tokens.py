@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from tokenwatt.errors import InputError, Problem
 
 if TYPE_CHECKING:
-    from tokenwatt.records.spec import Spec
+    from tokenwatt.records import Spec
 
 TOKENIZER_FIELD = "model.tokenizer"
 TOKENIZER_FILE = "tokenizer.json"

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tokenwatt.records.spec import SloSpec
-from tokenwatt.records.window import RETRIED_PREFIX, WindowSummary, retried
+from tokenwatt.records import RETRIED_PREFIX, SloSpec, WindowSummary, retried
 
 __all__ = ["RETRIED_PREFIX", "classification_view", "retried"]
 
@@ -27,7 +26,7 @@ def classification_view(
     evidence shows (``ttft``, ``tpot``, ``errors`` for the engine's own failures) and
     ``stopped_early``; the collector puts it beside the failure mode.
     """
-    from tokenwatt.analysis.latency import misses_allowed, summarise_window, tpot_ms
+    from tokenwatt.analysis import misses_allowed, summarise_window, tpot_ms
 
     summary: WindowSummary = result.summary
     if not summary.stopped_early:

@@ -30,11 +30,14 @@ from tokenwatt.collect.progress import Progress
 from tokenwatt.collect.stopping import GracefulStop
 from tokenwatt.collect.verdict import classification_view
 from tokenwatt.collect.workload import RequestSpec
-from tokenwatt.records.power import PowerWindow
-from tokenwatt.records.request import RequestResult
-from tokenwatt.records.run import EngineMetrics, IdleStart
-from tokenwatt.records.spec import Spec
-from tokenwatt.records.window import WindowSummary
+from tokenwatt.records import (
+    EngineMetrics,
+    IdleStart,
+    PowerWindow,
+    RequestResult,
+    Spec,
+    WindowSummary,
+)
 
 if TYPE_CHECKING:
     from tokenwatt.collect.workers import WorkerPool
@@ -253,7 +256,7 @@ class WindowRunner:
         return _Loaded(result=result, instruments=win)
 
     def _stop_rule(self, plan: WindowPlan) -> Callable[[Sequence[RequestResult], float], bool]:
-        from tokenwatt.analysis.latency import missed_beyond_doubt
+        from tokenwatt.analysis import missed_beyond_doubt
         from tokenwatt.collect.arrivals import window_request_count
 
         expected = window_request_count(
@@ -278,7 +281,7 @@ class WindowRunner:
         summary = result.summary
         if summary.slo_pass:
             return summary
-        from tokenwatt.analysis.failure import classify_failure
+        from tokenwatt.analysis import classify_failure
 
         view = classification_view(result, self.spec.slo, count_tokens=self.config.count_tokens)
         if summary.stopped_early:

@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, NamedTuple
 
-from tokenwatt.analysis.latency import send_lag_ms
+from tokenwatt.analysis import send_lag_ms
 from tokenwatt.collect.http import open_session
 from tokenwatt.collect.loadconfig import LoadConfig
 from tokenwatt.collect.loadgen import _Window
-from tokenwatt.records.request import RequestResult
+from tokenwatt.records import RequestResult
 
 UPDATE_INTERVAL_S = 0.1
 """How often a worker tells the parent what finished (s): the parent's early stop, drain

@@ -55,12 +55,12 @@ from tokenwatt.collect.loadconfig import LoadConfig
 from tokenwatt.collect.pool_window import PoolWindow
 from tokenwatt.collect.worker_proc import worker_main
 from tokenwatt.collect.workload import DEFAULT_OUTPUT_TOKENS, RequestSpec, lognormal_params
-from tokenwatt.records.request import RequestResult
+from tokenwatt.records import RequestResult
 
 if TYPE_CHECKING:
     from tokenwatt.collect.loadgen import WindowProgress, WindowResult
     from tokenwatt.collect.workload import WorkloadStream
-    from tokenwatt.records.spec import Spec
+    from tokenwatt.records import Spec
 
 FEED_AHEAD_S = 0.5
 """How far ahead of its send time a request's body is handed to its worker (s)."""

@@ -28,11 +28,10 @@ from tokenwatt.collect.prompts import (
 )
 from tokenwatt.collect.trace import MAX_TRACE_TOKENS, load_trace
 from tokenwatt.errors import InputError, Problem
-from tokenwatt.records.run import DatasetStats
-from tokenwatt.records.spec import LengthDist
+from tokenwatt.records import DatasetStats, LengthDist
 
 if TYPE_CHECKING:
-    from tokenwatt.records.spec import Spec
+    from tokenwatt.records import Spec
 
 __all__ = [
     "CHAT_MIX_V1",

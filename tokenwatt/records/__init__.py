@@ -1,45 +1,228 @@
-"""Record schemas: the benchmark spec, run records and report records, with migrations."""
+"""Record schemas: the benchmark spec, run records and report records, with migrations.
 
+The face of the bottom stage: every other stage imports records from here. Everything here
+is models, their validation, migration and JSON Schemas, and reading them from files; the
+file writes (report records, schema files) live in :mod:`tokenwatt.records_io`, so that
+importing the records never brings them along.
+"""
+
+from tokenwatt.records.accuracy import AccuracyResult, ItemResult, SeedResult
+from tokenwatt.records.base import (
+    MIN_POSITIVE,
+    ArrivalProcess,
+    LoadProfile,
+    NonNegInt,
+    PlainName,
+    StrictModel,
+    clip_text,
+)
+from tokenwatt.records.interval import LatencyBound, MeanCI, QuantileCI
+from tokenwatt.records.launch import PORT_PLACEHOLDER, EngineLaunch, EngineProcess, secret_name
 from tokenwatt.records.load import (
     NEWEST_REPORT_VERSION,
     load_report,
     load_spec,
     migrate_report,
     parse_report,
+    problems_from,
     read_json,
     validate,
 )
-from tokenwatt.records.report_v1 import ConfigV1, ReportV1
-from tokenwatt.records.report_v2 import ConfigV2, ReportV2, UpdateV2, v1_to_v2
-from tokenwatt.records.report_v3 import ConfigV3, ReportV3, SearchWindowV3, v2_to_v3
-from tokenwatt.records.run import RunRecord
-from tokenwatt.records.spec import Spec, fingerprint, fingerprint_diff, fingerprint_fields
+from tokenwatt.records.mode import ModeOverride, overrides_text, value_text
+from tokenwatt.records.power import PowerMethod, PowerSample, PowerScope, PowerWindow
+from tokenwatt.records.report_v1 import (
+    AccuracySuiteV1,
+    ConfigV1,
+    FleetV1,
+    HardwareV1,
+    ModelV1,
+    PowerV1,
+    ReportV1,
+    SloV1,
+    SoftwareV1,
+    WorkloadV1,
+)
+from tokenwatt.records.report_v2 import (
+    ConfigAccuracyV2,
+    ConfigDetail,
+    ConfigV2,
+    MbuBreakdownV2,
+    PowerSampleV2,
+    RepeatV2,
+    ReportV2,
+    RunFileV2,
+    UpdateV2,
+    v1_to_v2,
+)
+from tokenwatt.records.report_v3 import (
+    ConfigV3,
+    ErrorSampleV3,
+    LatencyMsV3,
+    ReportV3,
+    SearchWindowV3,
+    v2_to_v3,
+)
+from tokenwatt.records.request import RequestResult
+from tokenwatt.records.run import (
+    SIM_VERSION,
+    DatasetStats,
+    EngineMetrics,
+    Environment,
+    IdleStart,
+    MbuResult,
+    Probe,
+    PromptStats,
+    Repeat,
+    RequestsLog,
+    RunRecord,
+    SearchResult,
+    ToolInfo,
+)
+from tokenwatt.records.run_input import RunInput
+from tokenwatt.records.schema import json_schemas, schema_files, schema_text
+from tokenwatt.records.session import Session, SessionConfig, check_paths, load_session, spec_path
+from tokenwatt.records.spec import (
+    EngineSpec,
+    LengthDist,
+    ModelSpec,
+    PowerSpec,
+    SloSpec,
+    Spec,
+    SweepSpec,
+    fingerprint,
+    fingerprint_diff,
+    fingerprint_fields,
+)
+from tokenwatt.records.suite import (
+    GOLD,
+    MAX_PROBLEMS,
+    SuiteItem,
+    json_object_lines,
+    load_suite,
+    suite_bytes,
+)
+from tokenwatt.records.window import (
+    RETRIED_PREFIX,
+    ErrorSample,
+    LatencyMs,
+    Percentiles,
+    Spread,
+    TokenCountSource,
+    WindowSummary,
+    WorkerLag,
+    retried,
+)
 
 ReportRecord = ReportV3
 """The newest report record model."""
 
+
 __all__ = [
+    "GOLD",
+    "MAX_PROBLEMS",
+    "MIN_POSITIVE",
     "NEWEST_REPORT_VERSION",
+    "PORT_PLACEHOLDER",
+    "RETRIED_PREFIX",
+    "SIM_VERSION",
+    "AccuracyResult",
+    "AccuracySuiteV1",
+    "ArrivalProcess",
+    "ConfigAccuracyV2",
+    "ConfigDetail",
     "ConfigV1",
     "ConfigV2",
     "ConfigV3",
+    "DatasetStats",
+    "EngineLaunch",
+    "EngineMetrics",
+    "EngineProcess",
+    "EngineSpec",
+    "Environment",
+    "ErrorSample",
+    "ErrorSampleV3",
+    "FleetV1",
+    "HardwareV1",
+    "IdleStart",
+    "ItemResult",
+    "LatencyBound",
+    "LatencyMs",
+    "LatencyMsV3",
+    "LengthDist",
+    "LoadProfile",
+    "MbuBreakdownV2",
+    "MbuResult",
+    "MeanCI",
+    "ModeOverride",
+    "ModelSpec",
+    "ModelV1",
+    "NonNegInt",
+    "Percentiles",
+    "PlainName",
+    "PowerMethod",
+    "PowerSample",
+    "PowerSampleV2",
+    "PowerScope",
+    "PowerSpec",
+    "PowerV1",
+    "PowerWindow",
+    "Probe",
+    "PromptStats",
+    "QuantileCI",
+    "Repeat",
+    "RepeatV2",
     "ReportRecord",
     "ReportV1",
     "ReportV2",
     "ReportV3",
+    "RequestResult",
+    "RequestsLog",
+    "RunFileV2",
+    "RunInput",
     "RunRecord",
+    "SearchResult",
     "SearchWindowV3",
+    "SeedResult",
+    "Session",
+    "SessionConfig",
+    "SloSpec",
+    "SloV1",
+    "SoftwareV1",
     "Spec",
+    "Spread",
+    "StrictModel",
+    "SuiteItem",
+    "SweepSpec",
+    "TokenCountSource",
+    "ToolInfo",
     "UpdateV2",
+    "WindowSummary",
+    "WorkerLag",
+    "WorkloadV1",
+    "check_paths",
+    "clip_text",
     "fingerprint",
     "fingerprint_diff",
     "fingerprint_fields",
+    "json_object_lines",
+    "json_schemas",
     "load_report",
+    "load_session",
     "load_spec",
+    "load_suite",
     "migrate_report",
+    "overrides_text",
     "parse_report",
+    "problems_from",
     "read_json",
+    "retried",
+    "schema_files",
+    "schema_text",
+    "secret_name",
+    "spec_path",
+    "suite_bytes",
     "v1_to_v2",
     "v2_to_v3",
     "validate",
+    "value_text",
 ]

@@ -1,7 +1,10 @@
-"""Power and clock figures for one measurement window, as stored in run records."""
+"""Power and clock figures: one reading of a power source, and one window as stored in run
+records."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import Field
@@ -9,6 +12,44 @@ from pydantic import Field
 from tokenwatt.records.base import BoundedFloat, NonNegFloat, NonNegInt, StrictModel
 
 PowerScope = Literal["board", "node", "module", "sim"]
+
+PowerMethod = Literal["instant", "average", "reading"]
+"""How a source reads power: ``instant`` (NVML field value / socket power), ``average`` (a
+driver-side running average: flagged, transients are smoothed), ``reading`` (whatever a
+BMC, exporter or command reported)."""
+
+
+@dataclass(frozen=True)
+class PowerSample:
+    """One reading of a power source, summed or merged over its devices.
+
+    A source's ``read()`` returns one with ``t_s`` left at 0; the meter
+    (:mod:`tokenwatt.telemetry.meter`) stamps the time since the window's start and whether
+    it counts, and :func:`tokenwatt.analysis.summarize_window` turns a window's samples into
+    a :class:`PowerWindow`.
+
+    Attributes:
+        t_s: time since the window started (s).
+        power_w: power summed over the devices (W), or None when it could not be read.
+        counters_j: cumulative energy counter per device id (J), or None when the source has
+            no counter (energy is then integrated from ``power_w``). Differences over the
+            window give the energy.
+        sm_clock_mhz: mean SM (graphics) clock over the devices (MHz).
+        mem_clock_mhz: mean memory clock over the devices (MHz).
+        temperature_c: hottest device (°C).
+        throttle: clock-event (throttle) reasons active on any device, by name.
+        counted: False for the baseline reading taken at the window's start; it anchors the
+            integral and the counters but is not one of the window's sampling intervals.
+    """
+
+    t_s: float = 0.0
+    power_w: float | None = None
+    counters_j: Mapping[str, float] | None = None
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    temperature_c: float | None = None
+    throttle: frozenset[str] = field(default_factory=frozenset)
+    counted: bool = True
 
 
 class PowerWindow(StrictModel):
@@ -37,7 +78,7 @@ class PowerWindow(StrictModel):
     """(seconds from window start, W) pairs for the timeline chart."""
     timeline_throttle: list[list[str]] = Field(default_factory=list)
     """Active throttle reasons per timeline sample, same length as ``timeline``."""
-    power_method: Literal["instant", "average", "reading"] | None = None
+    power_method: PowerMethod | None = None
     """How the power samples were read: ``instant`` (NVML field value / socket power),
     ``average`` (a driver-side running average, e.g. ``nvmlDeviceGetPowerUsage``: flagged,
     transients are smoothed), ``reading`` (whatever a BMC, exporter or command reported)."""

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from tokenwatt import __version__
 from tokenwatt.records.accuracy import AccuracyResult
 from tokenwatt.records.base import (
     FieldValueError,
@@ -24,6 +25,14 @@ from tokenwatt.records.mode import ModeOverride
 from tokenwatt.records.power import PowerWindow
 from tokenwatt.records.spec import Spec
 from tokenwatt.records.window import WindowSummary
+
+SIM_ENGINE_NAME = "tokenwatt-sim"
+"""The simulated engine's name: the first word of what its ``/version`` reports."""
+
+SIM_VERSION = f"{SIM_ENGINE_NAME} {__version__}"
+"""What the simulated engine's ``/version`` reports; the collector marks records of such an
+engine simulated. Here, not in :mod:`tokenwatt.sim`, so that the collector recognises the
+simulator without importing it."""
 
 
 class ToolInfo(StrictModel):

@@ -31,14 +31,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from tokenwatt import __version__
+from tokenwatt.records import SIM_VERSION
 from tokenwatt.sim.engine import Engine, Iteration, Profile, SimRequest
 from tokenwatt.sim.suite import SuiteAnswers
 
 DEFAULT_MAX_TOKENS = 16
 RESYNC_MS = 50.0
-SIM_VERSION = f"tokenwatt-sim {__version__}"
-"""What ``/version`` reports; the collector marks records of such an engine simulated."""
 
 
 class BadRequestError(Exception):

@@ -13,8 +13,8 @@ import hashlib
 from decimal import Decimal
 
 from tokenwatt.errors import InputError
-from tokenwatt.records.suite import SuiteItem as SuiteItem
-from tokenwatt.records.suite import load_suite as load_suite
+from tokenwatt.records import SuiteItem as SuiteItem
+from tokenwatt.records import load_suite as load_suite
 
 
 class SuiteAnswers:

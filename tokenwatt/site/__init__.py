@@ -5,5 +5,10 @@ shipped with the site. The public entry point is :func:`build_site`.
 """
 
 from tokenwatt.site.build import BuildResult, build_site
+from tokenwatt.site.escape import bidi_isolated
 
-__all__ = ["BuildResult", "build_site"]
+__all__ = [
+    "BuildResult",
+    "bidi_isolated",
+    "build_site",
+]

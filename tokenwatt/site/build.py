@@ -221,7 +221,7 @@ def schema_texts(cache: PageCache) -> dict[str, str]:
     entry = cache.get(key)
     if entry is not None and all(isinstance(v, str) for v in entry.values()):
         return {str(k): str(v) for k, v in entry.items()}
-    from tokenwatt.records.schema import json_schemas, schema_text
+    from tokenwatt.records import json_schemas, schema_text
 
     texts = {name: schema_text(schema) for name, schema in json_schemas().items()}
     cache.put(key, dict(texts))

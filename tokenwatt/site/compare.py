@@ -14,9 +14,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from tokenwatt.analysis.config_settings import SETTING_LABELS, differing_settings
-from tokenwatt.records import ReportV3
-from tokenwatt.records.report_v1 import HardwareV1
+from tokenwatt.analysis import SETTING_LABELS, differing_settings
+from tokenwatt.records import HardwareV1, ReportV3
 from tokenwatt.site.escape import md_text, trusted
 from tokenwatt.site.fmt import DASH
 

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from tokenwatt.analysis import ConfigAnalysis, ReportAnalysis
-from tokenwatt.analysis.doubt import ci_side, ci_text, verdict_words
-from tokenwatt.analysis.intervals import Interval
-from tokenwatt.analysis.report import band_warning
-from tokenwatt.records.interval import QuantileCI
-from tokenwatt.records.report_v3 import LatencyMsV3
+from tokenwatt.analysis import (
+    ConfigAnalysis,
+    Interval,
+    ReportAnalysis,
+    band_warning,
+    ci_side,
+    ci_text,
+    verdict_words,
+)
+from tokenwatt.records import LatencyMsV3, QuantileCI
 from tokenwatt.site.escape import trusted
 from tokenwatt.site.fmt import num, signed_pct, signed_pct_span, span
 

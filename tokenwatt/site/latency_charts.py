@@ -18,8 +18,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from tokenwatt.records import ReportV3
-from tokenwatt.records.report_v3 import SearchWindowV3
+from tokenwatt.records import ReportV3, SearchWindowV3
 from tokenwatt.site.charts import Rows, Spec, _finish, _named, _with_data
 from tokenwatt.site.windows import finite_ms
 

@@ -11,9 +11,14 @@ from typing import Any
 
 from markupsafe import Markup
 
-from tokenwatt.analysis import ConfigAnalysis, ReportAnalysis, analyse_report, conclusion
-from tokenwatt.analysis.capacity import NoCredit
-from tokenwatt.analysis.paired import straddles_threshold
+from tokenwatt.analysis import (
+    ConfigAnalysis,
+    NoCredit,
+    ReportAnalysis,
+    analyse_report,
+    conclusion,
+    straddles_threshold,
+)
 from tokenwatt.errors import Problem
 from tokenwatt.records import ReportV3
 from tokenwatt.site.chart_specs import chart_specs

@@ -16,10 +16,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from tokenwatt.analysis.doubt import doubt_sentence
-from tokenwatt.analysis.search_story import explain_config, rate_text
-from tokenwatt.records import ReportV3
-from tokenwatt.records.report_v3 import ConfigV3, ErrorSampleV3, LatencyMsV3, SearchWindowV3
+from tokenwatt.analysis import doubt_sentence, explain_config, rate_text
+from tokenwatt.records import ConfigV3, ErrorSampleV3, LatencyMsV3, ReportV3, SearchWindowV3
 from tokenwatt.site.escape import md_text, trusted
 from tokenwatt.site.fmt import DASH, num
 from tokenwatt.site.intervals import doubt_suffix, window_p99

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenwatt.analysis import ReportAnalysis
-from tokenwatt.records import ReportV3
-from tokenwatt.records.mode import overrides_text
+from tokenwatt.records import ReportV3, overrides_text
 from tokenwatt.site.escape import trusted
 from tokenwatt.site.fmt import DASH, num, seconds
 from tokenwatt.site.intervals import band_rows

@@ -16,9 +16,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from tokenwatt.records import ReportV3
-from tokenwatt.records.report_v2 import RepeatV2
-from tokenwatt.records.report_v3 import LatencyMsV3, SearchWindowV3
+from tokenwatt.records import LatencyMsV3, RepeatV2, ReportV3, SearchWindowV3
 from tokenwatt.site.fmt import DASH, num, pct
 
 

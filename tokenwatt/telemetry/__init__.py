@@ -12,7 +12,6 @@ from tokenwatt.telemetry.base import (
     HardwareIdentity,
     PowerSource,
     ReadError,
-    Reading,
     WindowSeriesSource,
 )
 from tokenwatt.telemetry.clock import Clock, ManualClock, SystemClock

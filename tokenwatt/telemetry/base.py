@@ -7,13 +7,11 @@ A source reads the hardware when asked (:meth:`PowerSource.read`); the meter
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from tokenwatt.analysis.power import PowerMethod
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.power import PowerScope
+from tokenwatt.records import PowerMethod, PowerSample, PowerScope
 
 
 class DeviceLostError(TelemetryError):
@@ -25,28 +23,6 @@ class ReadError(TelemetryError):
 
     Skipped samples only invalidate the window when they leave a gap longer than 3 s.
     """
-
-
-@dataclass(frozen=True)
-class Reading:
-    """One reading of a source, summed or merged over its devices.
-
-    Attributes:
-        power_w: power summed over devices (W); None if this reading has no power value.
-        counters_j: cumulative energy counter per device id (J); None when the source has
-            no counter (energy is then integrated from ``power_w``).
-        sm_clock_mhz: mean SM / graphics clock over devices (MHz).
-        mem_clock_mhz: mean memory clock over devices (MHz).
-        temperature_c: hottest device (°C).
-        throttle: clock-event (throttle) reasons set on any device, by name.
-    """
-
-    power_w: float | None
-    counters_j: Mapping[str, float] | None = None
-    sm_clock_mhz: float | None = None
-    mem_clock_mhz: float | None = None
-    temperature_c: float | None = None
-    throttle: frozenset[str] = field(default_factory=frozenset)
 
 
 MAX_READING_W = 1e7
@@ -122,7 +98,7 @@ class PowerSource(Protocol):
         """The hardware behind the source."""
         ...
 
-    def read(self) -> Reading:
+    def read(self) -> PowerSample:
         """Read once. Raises :class:`DeviceLostError` or :class:`ReadError`."""
         ...
 

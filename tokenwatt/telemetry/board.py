@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import ModuleType
 
 from tokenwatt.errors import TelemetryError
-from tokenwatt.telemetry.base import HardwareIdentity, Reading
+from tokenwatt.records import PowerSample
+from tokenwatt.telemetry.base import HardwareIdentity
 from tokenwatt.telemetry.hardware import lookup_accelerator
 
 
@@ -36,13 +37,13 @@ def merge_reading(
     mem_clock_mhz: Sequence[float],
     temperature_c: Sequence[float],
     throttle: Iterable[str],
-) -> Reading:
+) -> PowerSample:
     """One reading from per-GPU figures: power summed (W, by the caller), clocks averaged
     (MHz, over the GPUs that reported one), the hottest temperature (°C), reasons united.
 
     ``counters_j`` is the energy counter per device id (J), or None without counters.
     """
-    return Reading(
+    return PowerSample(
         power_w=power_w,
         counters_j=counters_j,
         sm_clock_mhz=sum(sm_clock_mhz) / len(sm_clock_mhz) if sm_clock_mhz else None,

@@ -23,10 +23,9 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from tokenwatt.analysis.power import PowerMethod
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.power import PowerScope
-from tokenwatt.telemetry.base import DeviceLostError, HardwareIdentity, ReadError, Reading
+from tokenwatt.records import PowerMethod, PowerSample, PowerScope
+from tokenwatt.telemetry.base import DeviceLostError, HardwareIdentity, ReadError
 from tokenwatt.telemetry.board import board_identity, import_binding, merge_reading
 
 VIOLATION_REASONS: tuple[tuple[str, str], ...] = (
@@ -167,7 +166,7 @@ class AmdSmiSource:
         lost = {getattr(ret, n, None) for n in ("ERR_NOT_FOUND", "NOT_INIT", "DRM_ERROR")}
         return code is not None and code in lost
 
-    def read(self) -> Reading:
+    def read(self) -> PowerSample:
         """Read every selected GPU once and merge.
 
         Raises:

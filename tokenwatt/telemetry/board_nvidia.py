@@ -25,10 +25,9 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from tokenwatt.analysis.power import PowerMethod
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.power import PowerScope
-from tokenwatt.telemetry.base import DeviceLostError, HardwareIdentity, ReadError, Reading
+from tokenwatt.records import PowerMethod, PowerSample, PowerScope
+from tokenwatt.telemetry.base import DeviceLostError, HardwareIdentity, ReadError
 from tokenwatt.telemetry.board import board_identity, import_binding, merge_reading
 
 THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
@@ -268,7 +267,7 @@ class NvmlSource:
                 raise DeviceLostError(f"{uuid}: {type(exc).__name__} ({exc})") from exc
             return None
 
-    def read(self) -> Reading:
+    def read(self) -> PowerSample:
         """Read every selected GPU once and merge (sum power, mean clocks, max temperature).
 
         Raises:

@@ -23,12 +23,10 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tokenwatt.analysis.power import PowerMethod
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.power import PowerScope
-from tokenwatt.records.spec import PowerSpec
+from tokenwatt.records import PowerMethod, PowerSample, PowerScope, PowerSpec
 from tokenwatt.redact import scrub_capped
-from tokenwatt.telemetry.base import MAX_READING_W, HardwareIdentity, ReadError, Reading
+from tokenwatt.telemetry.base import MAX_READING_W, HardwareIdentity, ReadError
 
 
 def pick_reading(output: str, field: str | None) -> float:
@@ -137,7 +135,7 @@ class CommandSource:
         except ReadError as exc:
             raise TelemetryError(f"power.command {power.command!r}: {exc}") from exc
 
-    def read(self) -> Reading:
+    def read(self) -> PowerSample:
         """Run the command once and pick the reading.
 
         Raises:
@@ -145,7 +143,7 @@ class CommandSource:
         """
         stdout = run_for_output(self._args, self._timeout_s)
         try:
-            return Reading(power_w=pick_reading(stdout, self._field))
+            return PowerSample(power_w=pick_reading(stdout, self._field))
         except ValueError as exc:
             # The message of float("<whole output>") holds the whole output: capped.
             shown = scrub_capped(stdout.strip(), 120)

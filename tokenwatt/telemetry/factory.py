@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.spec import Spec
+from tokenwatt.records import Spec
 from tokenwatt.telemetry.base import HardwareIdentity, PowerSource
 from tokenwatt.telemetry.clock import Clock
 from tokenwatt.telemetry.meter import PowerMeter

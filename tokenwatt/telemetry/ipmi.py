@@ -11,11 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from tokenwatt.analysis.power import PowerMethod
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.power import PowerScope
-from tokenwatt.records.spec import PowerSpec
-from tokenwatt.telemetry.base import HardwareIdentity, ReadError, Reading
+from tokenwatt.records import PowerMethod, PowerSample, PowerScope, PowerSpec
+from tokenwatt.telemetry.base import HardwareIdentity, ReadError
 from tokenwatt.telemetry.command import run_for_output
 
 _INSTANT = re.compile(r"Instantaneous power reading:\s*([0-9]+(?:\.[0-9]+)?)\s*Watts", re.I)
@@ -86,7 +84,7 @@ class IpmiSource:
         except ReadError as exc:
             raise TelemetryError(f"ipmitool dcmi power reading: {exc}") from exc
 
-    def read(self) -> Reading:
+    def read(self) -> PowerSample:
         """Run ipmitool once.
 
         Raises:
@@ -96,7 +94,7 @@ class IpmiSource:
             self._args, self._timeout_s, env=self._env, not_found_hint=" (install ipmitool)"
         )
         try:
-            return Reading(power_w=parse_dcmi_power_reading(stdout))
+            return PowerSample(power_w=parse_dcmi_power_reading(stdout))
         except ValueError as exc:
             raise ReadError(str(exc)) from exc
 

@@ -9,20 +9,20 @@ just done so. A 120 s window at 1 Hz therefore has 120 counted samples — the s
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from types import TracebackType
 
-from tokenwatt.analysis.power import PowerSample, summarize_window
+from tokenwatt.analysis import summarize_window
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.power import PowerWindow
+from tokenwatt.records import PowerSample, PowerWindow
 from tokenwatt.telemetry.base import (
     MAX_READING_W,
     DeviceLostError,
     HardwareIdentity,
     PowerSource,
     ReadError,
-    Reading,
     WindowSeriesSource,
 )
 from tokenwatt.telemetry.clock import Clock, SystemClock
@@ -35,7 +35,7 @@ MAX_COUNTER_J = 1e15
 """Largest energy counter value taken (J): a 1 kW board needs 30,000 years to count this far."""
 
 
-def unusable(reading: Reading) -> str | None:
+def unusable(reading: PowerSample) -> str | None:
     """Why a reading cannot be a sample (non-finite or absurd numbers), or None when usable.
 
     Negative power passes: the window's plausibility rules name it, so the whole window is
@@ -241,18 +241,7 @@ class PowerMeter:
             self._last_error = problem
             return
         t_s = self.clock.now() - self._t0
-        self._samples.append(
-            PowerSample(
-                t_s=t_s,
-                power_w=reading.power_w,
-                counters_j=reading.counters_j,
-                sm_clock_mhz=reading.sm_clock_mhz,
-                mem_clock_mhz=reading.mem_clock_mhz,
-                temperature_c=reading.temperature_c,
-                throttle=reading.throttle,
-                counted=counted,
-            )
-        )
+        self._samples.append(dataclasses.replace(reading, t_s=t_s, counted=counted))
 
     def _run(self) -> None:
         assert self._t0 is not None

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from tokenwatt.analysis.power import PowerMethod
-from tokenwatt.records.power import PowerScope
-from tokenwatt.telemetry.base import HardwareIdentity, ReadError, Reading
+from tokenwatt.records import PowerMethod, PowerSample, PowerScope
+from tokenwatt.telemetry.base import HardwareIdentity, ReadError
 
 
 class NullSource:
@@ -22,7 +21,7 @@ class NullSource:
         """Nothing is known about the hardware."""
         return HardwareIdentity(vendor="unknown", accelerator="unknown", count=0)
 
-    def read(self) -> Reading:
+    def read(self) -> PowerSample:
         """Always fails: there is nothing to read.
 
         Raises:

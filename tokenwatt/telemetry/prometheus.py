@@ -30,11 +30,9 @@ from typing import Any
 
 import httpx
 
-from tokenwatt.analysis.power import PowerMethod
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.power import PowerScope
-from tokenwatt.records.spec import PowerSpec
-from tokenwatt.telemetry.base import HardwareIdentity, ReadError, Reading
+from tokenwatt.records import PowerMethod, PowerSample, PowerScope, PowerSpec
+from tokenwatt.telemetry.base import HardwareIdentity, ReadError
 from tokenwatt.telemetry.hardware import lookup_accelerator
 
 POWER_SERIES = "DCGM_FI_DEV_POWER_USAGE"
@@ -182,7 +180,7 @@ class PrometheusSource:
         except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
             raise ReadError(f"{series}: {type(exc).__name__}: {exc}") from exc
 
-    def read(self) -> Reading:
+    def read(self) -> PowerSample:
         """Sum power over all series; energy counters per GPU (J).
 
         Raises:
@@ -193,7 +191,7 @@ class PrometheusSource:
             raise ReadError(f"no {POWER_SERIES} series")
         energy, _ = physical_gpus(self._query(ENERGY_SERIES))
         counters = {series_id(labels): mj / 1000.0 for labels, mj in energy} or None
-        return Reading(power_w=sum(v for _, v in power), counters_j=counters)
+        return PowerSample(power_w=sum(v for _, v in power), counters_j=counters)
 
     def window_series(
         self, start_unix: float, end_unix: float, step_s: float

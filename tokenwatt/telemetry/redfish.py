@@ -19,11 +19,9 @@ from typing import Any
 
 import httpx
 
-from tokenwatt.analysis.power import PowerMethod
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.power import PowerScope
-from tokenwatt.records.spec import PowerSpec
-from tokenwatt.telemetry.base import HardwareIdentity, ReadError, Reading
+from tokenwatt.records import PowerMethod, PowerSample, PowerScope, PowerSpec
+from tokenwatt.telemetry.base import HardwareIdentity, ReadError
 
 KWH_J = 3.6e6
 """Joules per kilowatt-hour."""
@@ -206,7 +204,7 @@ class RedfishSource:
             "pick another with power.chassis"
         )
 
-    def read(self) -> Reading:
+    def read(self) -> PowerSample:
         """Read the chassis' power (and energy counter where the service has one).
 
         Raises:
@@ -221,7 +219,7 @@ class RedfishSource:
             watts, joules = parse_power_resource(doc), None
         if watts is None and joules is None:
             raise ReadError(f"no power reading in {self._metrics_path}")
-        return Reading(
+        return PowerSample(
             power_w=watts, counters_j=None if joules is None else {self._chassis_id: joules}
         )
 

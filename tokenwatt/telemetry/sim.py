@@ -11,10 +11,9 @@ from __future__ import annotations
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tokenwatt.analysis.power import PowerMethod
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.power import PowerScope
-from tokenwatt.telemetry.base import HardwareIdentity, ReadError, Reading
+from tokenwatt.records import PowerMethod, PowerSample, PowerScope
+from tokenwatt.telemetry.base import HardwareIdentity, ReadError
 
 POWER_METRIC = "tokenwatt_sim_power_watts"
 ENERGY_METRIC = "tokenwatt_sim_energy_joules"  # family name; the sample is ..._total
@@ -71,7 +70,7 @@ class SimSource:
             raise TelemetryError(f"simulated engine power at {self.url}: {exc}") from exc
         self._has_energy = first.counters_j is not None
 
-    def read(self) -> Reading:
+    def read(self) -> PowerSample:
         """Scrape ``/metrics`` once.
 
         Raises:
@@ -85,7 +84,7 @@ class SimSource:
             raise ReadError(f"{type(exc).__name__}: {exc}") from exc
         if power is None:
             raise ReadError(f"no {POWER_METRIC} gauge in {self.url}")
-        return Reading(power_w=power, counters_j=None if energy is None else {"sim": energy})
+        return PowerSample(power_w=power, counters_j=None if energy is None else {"sim": energy})
 
     def identity(self) -> HardwareIdentity:
         """A simulated accelerator; its bandwidth comes from the spec, if at all."""

@@ -1,0 +1,158 @@
+"""The file half of ``tokenwatt report`` and ``tokenwatt schema``.
+
+Reads and hashes run records for ``report`` and writes report records and the JSON Schema
+files atomically; the summarising itself is the pure :func:`tokenwatt.analysis.summarise`
+and the schemas come from :func:`tokenwatt.records.json_schemas`. It lives outside
+:mod:`tokenwatt.records` so that importing the records (as the pure analysis stage does)
+never brings file writing with it; only the CLI imports it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenwatt.errors import InputError, Problem, RecordError, TokenwattError
+from tokenwatt.files import atomic_write_bytes, same_file
+from tokenwatt.records import ReportV3, RunInput, RunRecord, read_json, schema_files, validate
+
+
+def load_run(path: Path) -> RunInput:
+    """Read, hash and validate one run record file.
+
+    The hash is of the exact bytes validated, so a report's ``run_files`` names what it used.
+
+    Raises:
+        RecordError: unreadable file, bad JSON, or schema problems (one per problem).
+    """
+    name = path.as_posix()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RecordError([Problem(name, "", f"cannot read the file: {exc.strerror}")]) from exc
+    digest = hashlib.sha256(data).hexdigest()
+    run = validate(RunRecord, read_json(path), name)
+    return RunInput(name=name, sha256=digest, run=run)
+
+
+def load_runs(paths: list[Path]) -> list[RunInput]:
+    """:func:`load_run` for every path; problems of all files are reported together.
+
+    Raises:
+        RecordError: every problem of every file that failed.
+    """
+    runs: list[RunInput] = []
+    problems: list[Problem] = []
+    for path in paths:
+        try:
+            runs.append(load_run(path))
+        except RecordError as exc:
+            problems += exc.problems
+    if problems:
+        raise RecordError(problems)
+    return runs
+
+
+def write_report(
+    report: ReportV3, out: Path, *, force: bool = False, inputs: Sequence[Path] = ()
+) -> Path:
+    """Write a report record as JSON, atomically (:func:`tokenwatt.files.atomic_file`).
+
+    A crash leaves either the old file or the new one, never half of one.
+
+    Args:
+        report: the record to write.
+        out: the file to write.
+        force: replace ``out`` if it exists.
+        inputs: the run files the report was made from; ``out`` may never be one of them,
+            even with ``force`` (that would destroy a measurement).
+
+    Raises:
+        InputError: ``out`` is one of ``inputs``, exists and ``force`` is false, or cannot
+            be written (its folder, a full or read-only disk).
+    """
+    for given in inputs:
+        if same_file(out, given):
+            raise InputError(
+                [
+                    Problem(
+                        str(out),
+                        "--out",
+                        f"is the run file {given} given as input; writing the report there "
+                        "would destroy the run record (choose another --out)",
+                    )
+                ]
+            )
+    if out.exists() and not force:
+        raise InputError(
+            [Problem(str(out), "", "already exists; pass --force to replace it, or --out")]
+        )
+    text = report.model_dump_json(indent=2, exclude_defaults=False) + "\n"
+    try:
+        atomic_write_bytes(out, text.encode("utf-8"))
+    except OSError as exc:
+        raise InputError([Problem(str(out), "", f"cannot write: {exc.strerror or exc}")]) from exc
+    return out
+
+
+class StaleSchemaError(TokenwattError):
+    """``tokenwatt schema --check`` found committed schema files that differ from the models."""
+
+
+@dataclass(frozen=True)
+class SchemaExport:
+    """What :func:`export_schemas` did: files written, and files already current."""
+
+    written: list[Path]
+    current: list[Path]
+
+
+def export_schemas(out_dir: Path, *, check: bool = False) -> SchemaExport:
+    """Write the JSON Schema files into ``out_dir``, or with ``check`` only compare them.
+
+    Each file is written atomically (temporary file in the same folder, then ``os.replace``),
+    and only when its text changed, so an up-to-date folder is left untouched.
+
+    Raises:
+        StaleSchemaError: with ``check``, when a file is missing or differs (names each one).
+        InputError: a schema file cannot be read or written: a folder in its place, a file
+            where ``out_dir`` should be, a full or read-only disk.
+    """
+    written: list[Path] = []
+    current: list[Path] = []
+    stale: list[Path] = []
+    for path, text in schema_files(out_dir).items():
+        try:
+            old: str | None = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            old = None
+        except (IsADirectoryError, NotADirectoryError) as exc:
+            raise _cannot(path, exc) from exc
+        except UnicodeDecodeError:
+            old = None  # not UTF-8: stale, rewritten below
+        if old == text:
+            current.append(path)
+        elif check:
+            stale.append(path)
+        else:
+            try:
+                out_dir.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(path, text.encode("utf-8"))
+            except OSError as exc:
+                raise _cannot(path, exc) from exc
+            written.append(path)
+    if stale:
+        names = ", ".join(str(p) for p in stale)
+        raise StaleSchemaError(
+            f"schema files are stale or missing: {names}; run `tokenwatt schema` and commit them"
+        )
+    return SchemaExport(written, current)
+
+
+def _cannot(path: Path, exc: OSError) -> InputError:
+    """The error for a schema file that cannot be read or written (a folder in its place,
+    a file where the folder should be, a full or read-only disk)."""
+    why = "a folder is in the way" if path.is_dir() else str(exc.strerror or exc)
+    return InputError([Problem(str(path), "", f"cannot read or write the schema file: {why}")])
