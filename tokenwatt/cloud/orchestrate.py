@@ -134,37 +134,47 @@ def candidate_regions(t: InstanceType, wanted: str | None) -> list[str]:
     return list(t.regions)
 
 
-@contextlib.contextmanager
-def stop_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise :class:`SessionStopped` inside the block."""
+class SignalGuard:
+    """One handler for SIGINT, SIGTERM and SIGHUP over the whole session, so that no
+    signal ever meets the default handler (which would kill the process without
+    terminating the instance). While running: SIGINT raises KeyboardInterrupt, SIGTERM and
+    SIGHUP raise :class:`SessionStopped`. While shielded (terminating): each is noted and
+    said, and the termination goes on."""
 
-    def handle(signum: int, _frame: FrameType | None) -> None:
-        raise SessionStopped(signal.Signals(signum).name)
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-    previous = {s: signal.signal(s, handle) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+    def __init__(self, echo: Callable[[str], None]) -> None:
+        self.echo = echo
+        self.shielding: str | None = None
+        self.received: list[str] = []
+        self._previous: dict[signal.Signals, object] = {}
 
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        self.received.append(name)
+        if self.shielding is not None:
+            self.echo(f"cloud: {name}: terminating {self.shielding}; waiting for its confirmation")
+            return
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SessionStopped(name)
 
-@contextlib.contextmanager
-def shielded(echo: Callable[[str], None], instance: str) -> Iterator[list[str]]:
-    """SIGINT, SIGTERM and SIGHUP noted, not acted on, while the instance is terminated."""
-    received: list[str] = []
+    def __enter__(self) -> SignalGuard:
+        self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        return self
 
-    def handle(signum: int, _frame: FrameType | None) -> None:
-        received.append(signal.Signals(signum).name)
-        echo(f"cloud: terminating {instance}; waiting for its confirmation before exiting")
+    def __exit__(self, *exc: object) -> None:
+        for s, h in self._previous.items():
+            signal.signal(s, h)  # type: ignore[arg-type]
 
-    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {s: signal.signal(s, handle) for s in sigs}
-    try:
-        yield received
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+    @contextlib.contextmanager
+    def shield(self, instance_id: str) -> Iterator[None]:
+        """Signals only noted inside the block."""
+        self.shielding = instance_id
+        try:
+            yield
+        finally:
+            self.shielding = None
 
 
 def terminate_and_confirm(
@@ -278,33 +288,49 @@ def run_cloud_session(
     outcome = CloudOutcome()
     started = clock()
     launch_started = False
-    try:
-        with stop_signals():
+    with SignalGuard(echo) as guard:
+        try:
             launch_started = True
-            _launch(provider, plan, outcome, echo)
-            assert outcome.instance_id is not None and outcome.region is not None
-            record_launch(
-                ledger,
-                instance_id=outcome.instance_id,
-                provider=provider.name,
-                type_name=plan.type.name,
-                region=outcome.region,
-                name=plan.instance_name,
-            )
-            echo(f"cloud: launched {outcome.instance_id} ({plan.type.name}, {outcome.region})")
-            ip = _wait_active(provider, outcome.instance_id, timing, echo, sleep, clock)
-            host = Host(ip=ip, key_file=plan.key_file)
-            runner.arm_watchdog(host, plan.deadline_s)
-            outcome.result = runner.run(
-                host, plan.session_file, plan.runs_dir, deadline_s=plan.deadline_s, on_line=on_line
-            )
-    except _REFUSALS:
-        launch_started = outcome.instance_id is not None
-        raise
-    finally:
-        _finish(provider, plan, outcome, launch_started, ledger, echo, timing, sleep, clock)
-        outcome.session_s = clock() - started
+            _run(provider, plan, runner, outcome, ledger, echo, on_line, timing, sleep, clock)
+        except _REFUSALS:
+            launch_started = outcome.instance_id is not None
+            raise
+        finally:
+            _finish(provider, plan, outcome, launch_started, ledger, guard, timing, sleep, clock)
+            outcome.session_s = clock() - started
     return outcome
+
+
+def _run(
+    provider: Provider,
+    plan: CloudPlan,
+    runner: Runner,
+    outcome: CloudOutcome,
+    ledger: Path,
+    echo: Callable[[str], None],
+    on_line: Callable[[str, str], None],
+    timing: Timing,
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+) -> None:
+    """Launch, ledger, wait for active, watchdog, run (the ``try``)."""
+    _launch(provider, plan, outcome, echo)
+    assert outcome.instance_id is not None and outcome.region is not None
+    record_launch(
+        ledger,
+        instance_id=outcome.instance_id,
+        provider=provider.name,
+        type_name=plan.type.name,
+        region=outcome.region,
+        name=plan.instance_name,
+    )
+    echo(f"cloud: launched {outcome.instance_id} ({plan.type.name}, {outcome.region})")
+    ip = _wait_active(provider, outcome.instance_id, timing, echo, sleep, clock)
+    host = Host(ip=ip, key_file=plan.key_file)
+    runner.arm_watchdog(host, plan.deadline_s)
+    outcome.result = runner.run(
+        host, plan.session_file, plan.runs_dir, deadline_s=plan.deadline_s, on_line=on_line
+    )
 
 
 def _finish(
@@ -313,12 +339,13 @@ def _finish(
     outcome: CloudOutcome,
     launch_started: bool,
     ledger: Path,
-    echo: Callable[[str], None],
+    guard: SignalGuard,
     timing: Timing,
     sleep: Callable[[float], None],
     clock: Callable[[], float],
 ) -> None:
     """Terminate whatever this session launched and confirm it (the ``finally``)."""
+    echo = guard.echo
     if not launch_started:
         return
     ids = [outcome.instance_id] if outcome.instance_id else []
@@ -337,7 +364,7 @@ def _finish(
                 )
     unconfirmed = []
     for instance_id in ids:
-        with shielded(echo, instance_id):
+        with guard.shield(instance_id):
             ok = terminate_and_confirm(
                 provider, instance_id, timing=timing, echo=echo, sleep=sleep, clock=clock
             )
