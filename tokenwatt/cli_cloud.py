@@ -130,7 +130,7 @@ def instances_command(
         client = _provider(api_key_file, api_url, api_max_wait_s)
         try:
             listed = {i.id: i for i in client.instances() if (i.name or "").startswith(NAME_PREFIX)}
-            rows = [
+            rows: list[tuple[str, ...]] = [
                 (i.id, i.name or "", i.status, i.type_name or "", i.region or "", "provider")
                 for i in listed.values()
             ]
