@@ -5,7 +5,8 @@ booting → active (after ``boot_polls`` reads) and terminating → terminated (
 
 Faults: ``script[(METHOD, PATH_SUFFIX)]`` is a list of ``(status, body, headers)`` answers
 given (and consumed) before the real handling; ``terminate_failures`` makes that many
-terminate calls fail with HTTP 500 first; ``terminate_never`` makes every terminate fail.
+terminate calls fail with HTTP 500 first; ``terminate_never`` makes every terminate
+fail; ``launch_then_fail`` launches, then answers 502 (a lost answer).
 ``requests`` logs ``(method, path, Authorization, User-Agent)``.
 
 Errors have Lambda's shape ``{"error": {"code", "message", "suggestion"}}``.
@@ -64,6 +65,7 @@ class LambdaDouble:
     terminate_polls: int = 1
     terminate_failures: int = 0
     terminate_never: bool = False
+    launch_then_fail: bool = False
     types: dict[str, dict[str, Any]] = field(default_factory=lambda: json.loads(json.dumps(TYPES)))
     script: dict[tuple[str, str], list[tuple]] = field(default_factory=dict)
     instances: dict[str, DoubleInstance] = field(default_factory=dict)
@@ -187,6 +189,8 @@ class LambdaDouble:
             body["region_name"],
             body["ssh_key_names"][0],
         )
+        if self.launch_then_fail:  # launched, but the answer is lost
+            return _reply(*error(502, "global/unknown", "Bad gateway"))
         return _ok({"instance_ids": [iid]})
 
     def _terminate(self, body: dict[str, Any]) -> Response:
