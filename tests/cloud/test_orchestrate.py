@@ -185,3 +185,26 @@ def test_ledger_holds_nothing_secret(double, tmp_path):
     text = (tmp_path / "ledger.jsonl").read_text()
     assert double.api_key not in text
     assert [json.loads(line)["event"] for line in text.splitlines()] == ["launched", "terminated"]
+
+
+def test_signals_during_termination_do_not_interrupt_it(double, tmp_path):
+    import os
+    import signal
+
+    class Impatient(LambdaCloud):
+        """Ctrl-C and SIGTERM arrive while the instance is being terminated."""
+
+        def terminate(self, instance_id: str) -> None:
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGTERM)
+            super().terminate(instance_id)
+
+    _client, plan = setup(double, tmp_path)
+    client = Impatient(double.api_key, base_url=double.url, timeout_s=5, sleep=lambda _s: None)
+    lines: list[str] = []
+    outcome = run(client, plan, FakeRunner("ok"), tmp_path, lines)
+    assert outcome.terminate_confirmed
+    assert double.live() == []
+    said = [line for line in lines if "waiting for its confirmation" in line]
+    assert [line.split(":")[1].strip() for line in said] == ["SIGINT", "SIGTERM"]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
