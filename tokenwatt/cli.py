@@ -613,6 +613,10 @@ from tokenwatt.cli_session import session_command  # noqa: E402 (registered on t
 
 cli.add_command(session_command)
 
+from tokenwatt.cli_cloud import cloud_group  # noqa: E402 (registered on the group)
+
+cli.add_command(cloud_group)
+
 
 def main() -> None:
     """Entry point of the ``tokenwatt`` console script."""

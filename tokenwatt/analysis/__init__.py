@@ -6,6 +6,12 @@ checks it). The other stages and the CLI import analysis from here, not from its
 
 from tokenwatt.analysis.capacity import Capacity, NoCredit, capacity, cards_needed
 from tokenwatt.analysis.config_settings import SETTING_LABELS, differing_settings
+from tokenwatt.analysis.cost import (
+    SessionTotal,
+    kwh_per_million_tokens,
+    session_totals,
+    usd_per_million_tokens,
+)
 from tokenwatt.analysis.doubt import ci_side, ci_text, doubt_sentence, run_doubt, verdict_words
 from tokenwatt.analysis.efficiency import delta_pct, tokens_per_joule, tokens_per_joule_from_energy
 from tokenwatt.analysis.failure import classify_failure
@@ -98,6 +104,7 @@ __all__ = [
     "ParameterCounts",
     "ReportAnalysis",
     "ScoredAnswer",
+    "SessionTotal",
     "StepBytes",
     "accuracy_delta_pts",
     "accuracy_summary",
@@ -128,6 +135,7 @@ __all__ = [
     "info_rows",
     "kv_bytes_per_token",
     "kv_capacity_tokens",
+    "kwh_per_million_tokens",
     "mbu_breakdown",
     "mbu_from_measurements",
     "mbu_pct",
@@ -151,6 +159,7 @@ __all__ = [
     "run_rows",
     "score_completion",
     "send_lag_ms",
+    "session_totals",
     "slug",
     "spread_pts",
     "straddles_threshold",
@@ -165,6 +174,7 @@ __all__ = [
     "trapezoid_energy_j",
     "triple_cell",
     "ttft_ms",
+    "usd_per_million_tokens",
     "variance_band_pct",
     "verdict_words",
     "weight_bytes",

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tokenwatt.analysis.capacity import Capacity, NoCredit, capacity
+from tokenwatt.analysis.cost import kwh_per_million_tokens, usd_per_million_tokens
 from tokenwatt.analysis.efficiency import delta_pct, tokens_per_joule, tokens_per_joule_above_idle
 from tokenwatt.analysis.gate import GateVerdict, gate_verdict
 from tokenwatt.analysis.intervals import Interval
@@ -55,7 +56,9 @@ class ConfigAnalysis:
     ``tokens_per_joule`` in tok/J (None without power), ``tokens_per_joule_above_idle`` the
     same over the power above the measured idle floor (None without it),
     ``goodput_delta_pct`` in % against the baseline, ``gate`` None without accuracy,
-    ``capacity`` None for the baseline.
+    ``capacity`` None for the baseline. ``usd_per_million_tokens``: dollars per million
+    output tokens at the found goodput (None without a cloud cost); ``kwh_per_million_tokens``
+    likewise in kWh (None without power); see :mod:`tokenwatt.analysis.cost`.
     """
 
     config: ConfigV3
@@ -71,6 +74,8 @@ class ConfigAnalysis:
     goodput_ci: Interval | None = None
     goodput_delta_ci_pct: Interval | None = None
     tokens_per_joule_delta_ci_pct: Interval | None = None
+    usd_per_million_tokens: float | None = None
+    kwh_per_million_tokens: float | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,12 @@ def _config_analysis(report: ReportV3, cfg: ConfigV3, base_tpj: float | None) ->
             gain_ci_pct=None if goodput_delta is None else (goodput_delta.low, goodput_delta.high),
         )
     return ConfigAnalysis(
+        usd_per_million_tokens=(
+            usd_per_million_tokens(cfg.cost.price_usd_per_hour, cfg.goodput_tok_s)
+            if cfg.cost is not None
+            else None
+        ),
+        kwh_per_million_tokens=kwh_per_million_tokens(tpj),
         config=cfg,
         is_baseline=is_base,
         mean_power_w=power_w,

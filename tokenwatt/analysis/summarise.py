@@ -410,6 +410,7 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
         ),
         mode=run.mode,
         mode_overrides=run.mode_overrides,
+        cost=run.cost,
         prompts_drawn=run.prompts.drawn if run.prompts else None,
         prompts_distinct=run.prompts.distinct_prompts if run.prompts else None,
         power_timeline=_timeline(power[0]) if power else [],

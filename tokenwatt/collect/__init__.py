@@ -11,11 +11,12 @@ stays fast.
 """
 
 from tokenwatt.collect.init_spec import model_config_facts, read_server, spec_text
+from tokenwatt.collect.modes import apply_mode
 from tokenwatt.collect.options import CollectOptions
 from tokenwatt.collect.point import FLAGS_SPEC, PointFlags, parse_list
 from tokenwatt.collect.request_log import read_rows
 from tokenwatt.collect.run import collect
-from tokenwatt.collect.session import check_session, run_session
+from tokenwatt.collect.session import check_session, plan_steps, run_session
 from tokenwatt.collect.stopping import StopSignal, exit_status
 from tokenwatt.collect.suites import GSM8K_BASE_URL, build_suite_file, fetch_gsm8k
 
@@ -25,6 +26,7 @@ __all__ = [
     "CollectOptions",
     "PointFlags",
     "StopSignal",
+    "apply_mode",
     "build_suite_file",
     "check_session",
     "collect",
@@ -32,6 +34,7 @@ __all__ = [
     "fetch_gsm8k",
     "model_config_facts",
     "parse_list",
+    "plan_steps",
     "read_rows",
     "read_server",
     "run_session",

@@ -16,6 +16,7 @@ from tokenwatt.records.base import (
     StrictModel,
     clip_text,
 )
+from tokenwatt.records.cost import CloudCost
 from tokenwatt.records.interval import LatencyBound, MeanCI, QuantileCI
 from tokenwatt.records.launch import PORT_PLACEHOLDER, EngineLaunch, EngineProcess, secret_name
 from tokenwatt.records.load import (
@@ -128,6 +129,7 @@ __all__ = [
     "AccuracyResult",
     "AccuracySuiteV1",
     "ArrivalProcess",
+    "CloudCost",
     "ConfigAccuracyV2",
     "ConfigDetail",
     "ConfigV1",

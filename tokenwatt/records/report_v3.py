@@ -24,6 +24,7 @@ from tokenwatt.records.base import (
     PosInt,
     StrictModel,
 )
+from tokenwatt.records.cost import CloudCost
 from tokenwatt.records.interval import MeanCI, QuantileCI
 from tokenwatt.records.mode import ModeOverride, RunMode
 from tokenwatt.records.report_v1 import ReportV1, check_configs
@@ -202,6 +203,12 @@ class ConfigV3(ConfigDetail):
         description="The spec values the mode replaced, from the run record (spec value → "
         "value measured with); empty when it replaced none, null when the run record did "
         "not say.",
+    )
+    cost: CloudCost | None = Field(
+        default=None,
+        description="What the run cost on a rented instance (tokenwatt cloud session), from "
+        "the run record: instance type, price per hour, the run's share of the session's "
+        "bill; null for a run not measured in a cloud session.",
     )
 
 

@@ -20,6 +20,7 @@ from tokenwatt.records.base import (
     PosInt,
     StrictModel,
 )
+from tokenwatt.records.cost import CloudCost
 from tokenwatt.records.launch import EngineProcess
 from tokenwatt.records.mode import ModeOverride
 from tokenwatt.records.power import PowerWindow
@@ -323,6 +324,12 @@ class RunRecord(StrictModel):
         description="The spec values the mode (quick, smoke) replaced, with the spec's "
         "value and the one measured with; empty when the mode changed nothing (full mode "
         "never does), null in records made before it was recorded.",
+    )
+    cost: CloudCost | None = Field(
+        default=None,
+        description="What the run cost on a rented instance (tokenwatt cloud session): "
+        "instance type, price per hour and the run's share of the session's bill; null "
+        "for a run not measured in a cloud session.",
     )
 
     @model_validator(mode="after")

@@ -23,6 +23,7 @@ from tokenwatt.errors import Problem
 from tokenwatt.records import ReportV3
 from tokenwatt.site.chart_specs import chart_specs
 from tokenwatt.site.compare import compare_rows, hardware_text, has_accuracy, has_power
+from tokenwatt.site.cost import cloud_brief, cloud_rows, cloud_totals
 from tokenwatt.site.escape import code_block, md_text, trusted
 from tokenwatt.site.fmt import DASH, num, pct, signed_pct, signed_pts
 from tokenwatt.site.intervals import (
@@ -90,6 +91,8 @@ def _headline(report: ReportV3, analysis: ReportAnalysis, names: list[str]) -> l
                 "goodput_delta": goodput_delta_cell(c),
                 "tpj": tokens_per_joule_cell(c),
                 "tpj_idle": num(c.tokens_per_joule_above_idle, 2),
+                "usd_mtok": num(c.usd_per_million_tokens, 2),
+                "kwh_mtok": num(c.kwh_per_million_tokens, 3),
                 "mbu": pct(cfg.mbu_pct),
                 "power": num(c.mean_power_w, 0),
                 "ttft": p99_cell(cfg.ttft_p99_ms, report.slo.ttft_p99_ms, cfg.ttft_p99_ci_ms),
@@ -305,6 +308,9 @@ def render_report(
         "names": names,
         "headline": _headline(report, analysis, names),
         "idle_power": any(c.tokens_per_joule_above_idle is not None for c in analysis.configs),
+        "has_cost": any(c.cost is not None for c in report.configs),
+        "cloud_rows": cloud_rows(report, names),
+        "cloud_totals": cloud_totals(report),
         "capacity": _capacity_rows(analysis, names),
         "accuracy_stats": _accuracy_stats(analysis, names, report.accuracy.threshold_pts),
         "conclusion": conclusion(analysis, report.fleet.cards),
@@ -336,6 +342,7 @@ def render_report(
         hardware=hardware_text(report.hardware),
         model=report.model.name,
         outcome=outcome_brief(analysis),
+        cloud=cloud_brief(report),
         updated=bool(report.updates),
         page=page,
         warnings=warnings,

@@ -75,7 +75,8 @@ class RenderedReport:
     """One report's page, ready to write, plus what the index and terminal need.
 
     ``outcome`` is the few-word verdict the index shows (recomputed by the analysis);
-    ``updated`` is True when the record carries update notices.
+    ``updated`` is True when the record carries update notices; ``cloud`` the cloud
+    sessions' total cost (empty for a report without one).
     """
 
     id: str
@@ -89,6 +90,7 @@ class RenderedReport:
     updated: bool
     page: str
     warnings: list[str]
+    cloud: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (for the page cache)."""

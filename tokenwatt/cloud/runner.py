@@ -1,0 +1,140 @@
+"""What runs the session on the instance once it is active: the :class:`Runner` seam.
+
+The orchestration (:mod:`tokenwatt.cloud.orchestrate`) calls a runner's
+:meth:`~Runner.arm_watchdog` and then :meth:`~Runner.run`; it never talks SSH itself. The
+real runner, :class:`SshRunner`, hands both calls to ``tokenwatt.cloud.remote``
+(``arm_watchdog`` and ``run_remote_session`` over asyncssh); tests inject a runner without
+SSH that writes run records, so the launch-run-terminate logic is tested against the API
+double alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from tokenwatt.cloud.provider import CloudError
+
+
+@dataclass(frozen=True)
+class Host:
+    """The instance as SSH sees it: address, user and the private key file (never read
+    here, never copied)."""
+
+    ip: str
+    key_file: Path
+    user: str = "ubuntu"
+    port: int = 22
+
+
+@dataclass
+class RunnerResult:
+    """What the session on the box produced (the remote module's ``RemoteResult``).
+
+    Attributes:
+        runs: run records copied back into the local runs folder.
+        failed: labels of the configurations that failed on the box.
+        incomplete: partial run records copied back (marked incomplete).
+        exit_status: the remote ``tokenwatt session``'s exit status.
+        log: the whole remote output, kept locally (None: not kept).
+    """
+
+    runs: list[Path] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    incomplete: list[Path] = field(default_factory=list)
+    exit_status: int = 0
+    log: Path | None = None
+
+
+class Runner(Protocol):
+    """Runs a session file on a host."""
+
+    def arm_watchdog(self, host: Host, deadline_s: float) -> None:
+        """Make the box shut itself down after ``deadline_s`` (+ a margin), so that a crash
+        of this process cannot leak it."""
+        ...
+
+    def run(
+        self,
+        host: Host,
+        session_file: Path,
+        runs_dir: Path,
+        *,
+        deadline_s: float,
+        on_line: Callable[[str, str], None],
+    ) -> RunnerResult:
+        """Run ``tokenwatt session`` there; copy records back into ``runs_dir``."""
+        ...
+
+
+class SshRunner:
+    """The real runner: ``tokenwatt.cloud.remote`` over SSH (asyncssh).
+
+    The remote module is imported when first used, so that the cloud commands that need
+    no SSH (types, instances, terminate) work without it.
+    """
+
+    def _remote(self) -> Any:
+        try:
+            return importlib.import_module("tokenwatt.cloud.remote")
+        except ImportError as exc:
+            raise CloudError(f"the SSH runner is not available: {exc}") from None
+
+    def _target(self, remote: Any, host: Host) -> Any:
+        return remote.RemoteTarget(
+            host=host.ip, port=host.port, user=host.user, key_file=host.key_file
+        )
+
+    def arm_watchdog(self, host: Host, deadline_s: float) -> None:
+        """See :class:`Runner`."""
+        remote = self._remote()
+        asyncio.run(remote.arm_watchdog(self._target(remote, host), deadline_s))
+
+    def run(
+        self,
+        host: Host,
+        session_file: Path,
+        runs_dir: Path,
+        *,
+        deadline_s: float,
+        on_line: Callable[[str, str], None],
+    ) -> RunnerResult:
+        """See :class:`Runner`."""
+        remote = self._remote()
+        result = asyncio.run(
+            remote.run_remote_session(
+                self._target(remote, host),
+                session_file,
+                runs_dir,
+                deadline_s=deadline_s,
+                on_line=on_line,
+            )
+        )
+        return RunnerResult(
+            runs=list(result.runs),
+            failed=list(result.failed),
+            incomplete=list(result.incomplete),
+            exit_status=int(result.exit_status),
+            log=result.log,
+        )
+
+
+def load_runner(spec: str) -> Runner:
+    """The runner named ``MODULE:ATTRIBUTE`` (``ssh``: :class:`SshRunner`). For tests only:
+    ``tokenwatt cloud session --runner`` is a hidden option.
+
+    Raises:
+        CloudError: the module or attribute cannot be found.
+    """
+    if spec == "ssh":
+        return SshRunner()
+    module, _, attr = spec.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise CloudError(f"--runner {spec}: {exc}") from None
+    return found() if isinstance(found, type) else found  # type: ignore[no-any-return]
