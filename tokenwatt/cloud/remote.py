@@ -127,6 +127,7 @@ async def run_remote_session(
         connect_timeout_s=connect_timeout_s,
         keepalive_s=keepalive_s,
         reconnect_s=reconnect_s,
+        notice=lambda message: on_line(SESSION, message),
     )
     async with box:
         seen = "accepted on first use" if box.first_use else "verified"

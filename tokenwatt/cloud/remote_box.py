@@ -87,6 +87,7 @@ class Box:
         connect_timeout_s: limit on one connection attempt (TCP, key exchange, login).
         keepalive_s: seconds between keepalives; three unanswered ones end the connection.
         reconnect_s: how long to keep trying after a drop before giving up.
+        notice: told (one line) each time the connection was made again after a drop.
     """
 
     def __init__(
@@ -96,6 +97,7 @@ class Box:
         connect_timeout_s: float = 30.0,
         keepalive_s: float = 15.0,
         reconnect_s: float = 120.0,
+        notice: Callable[[str], None] | None = None,
     ) -> None:
         self.target = target
         self.connect_timeout_s = connect_timeout_s
@@ -104,6 +106,7 @@ class Box:
         self.fingerprint = ""
         self.first_use = False
         self.reconnects = 0
+        self.notice = notice
         self._conn: Any = None
         self._sftp: Any = None
 
@@ -176,7 +179,8 @@ class Box:
                 refused key or changed host key (at once).
         """
         self.close()
-        deadline = time.monotonic() + self.reconnect_s
+        started = time.monotonic()
+        deadline = started + self.reconnect_s
         delay = 0.5
         while True:
             left = deadline - time.monotonic()
@@ -194,6 +198,11 @@ class Box:
                 delay = min(delay * 2, 8.0)
                 continue
             self.reconnects += 1
+            if self.notice is not None:
+                gap = time.monotonic() - started
+                self.notice(
+                    f"SSH connection lost ({type(why).__name__}); connected again after {gap:.1f} s"
+                )
             return
 
     async def call(self, fn: Callable[[Any, Any], Awaitable[T]]) -> T:
