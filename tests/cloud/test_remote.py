@@ -174,7 +174,7 @@ async def test_a_remote_session_streams_labelled_lines_and_copies_the_records_ba
     )
     # the installed package ran the session, not this checkout
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    where = subprocess.run(
+    where = subprocess.run(  # noqa: ASYNC221 (the session is over)
         [venv / "bin" / "python", "-c", "import tokenwatt; print(tokenwatt.__file__)"],
         capture_output=True, text=True, env=env, cwd=tmp_path, check=True,
     ).stdout  # fmt: skip
@@ -184,7 +184,7 @@ async def test_a_remote_session_streams_labelled_lines_and_copies_the_records_ba
     assert result.log.read_text().splitlines() == remote
     streamed = [(label, line) for label, line in lines if line in set(remote)]
     assert [line for _, line in streamed] == remote
-    by_label = dict(streamed)
+    by_label = {line: label for label, line in streamed}
     assert by_label.get("session [1/2] a: smoke run -> " + str(work / "runs" / "a.json")) == "a"
     assert by_label.get("session [2/2] b: smoke run -> " + str(work / "runs" / "b.json")) == "b"
     assert by_label.get("session: done (1 run records, 1 failed)") == "session"
