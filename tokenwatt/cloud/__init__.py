@@ -4,7 +4,8 @@ The provider interface (:mod:`~tokenwatt.cloud.provider`) and Lambda Cloud's cli
 (:mod:`~tokenwatt.cloud.lambda_api`); the session's plan and cost estimate, the
 orchestration that launches, runs and always terminates, and the local ledger of launched
 instances. Beside ``collect`` in the layers: it uses records, analysis, errors, files and
-redact; nothing below imports it, and only the CLI does.
+redact; nothing below imports it, and only the CLI does. On the box
+(:mod:`~tokenwatt.cloud.remote`): everything that happens over SSH once it accepts connections.
 """
 
 from tokenwatt.cloud.costs import apply_costs
@@ -41,6 +42,13 @@ from tokenwatt.cloud.provider import (
     RateLimitError,
     SshKey,
 )
+from tokenwatt.cloud.remote import (
+    RemoteError,
+    RemoteResult,
+    RemoteTarget,
+    arm_watchdog,
+    run_remote_session,
+)
 from tokenwatt.cloud.runner import Host, Runner, RunnerResult, SshRunner, load_runner
 
 __all__ = [
@@ -62,6 +70,9 @@ __all__ = [
     "Provider",
     "QuotaError",
     "RateLimitError",
+    "RemoteError",
+    "RemoteResult",
+    "RemoteTarget",
     "RunPlan",
     "Runner",
     "RunnerResult",
@@ -71,6 +82,7 @@ __all__ = [
     "TerminateUnconfirmedError",
     "Timing",
     "apply_costs",
+    "arm_watchdog",
     "cost_usd",
     "default_deadline_s",
     "ensure_ssh_key",
@@ -84,5 +96,6 @@ __all__ = [
     "read_ledger",
     "record_terminated",
     "run_cloud_session",
+    "run_remote_session",
     "terminate_and_confirm",
 ]

@@ -181,6 +181,9 @@ def run_session(
                 broken.add(label)
             elif not step.smoke:
                 result.done.append(step.out)
+    # The end of the last configuration's output, for a reader of the log that labels each
+    # line with its configuration (tokenwatt.cloud's remote runner).
+    echo(f"session: done ({len(result.done)} run records, {len(result.failed)} failed)")
     return result
 
 
