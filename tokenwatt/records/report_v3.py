@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from tokenwatt.records.base import (
+    FieldValueError,
     NonEmptyStr,
     NonNegFloat,
     NonNegInt,
@@ -38,6 +39,59 @@ from tokenwatt.records.report_v2 import (
 LatencyMsV3 = NonNegFloat | Literal["inf"] | None
 """A p99 in ms; ``"inf"`` when failed requests reached the 99th percentile (they count as
 infinitely slow); null when the window had no sample of it."""
+
+
+CDF_LEVELS_PCT: tuple[float, ...] = (*(float(q) for q in range(1, 100)), 99.9, 100.0)
+"""The fixed grid of quantile levels (%) a report keeps latency distributions at: p1 to
+p99 in steps of one, p99.9, and p100 (the largest value)."""
+
+
+class LatencyDistributionV3(StrictModel):
+    """A configuration's TTFT and TPOT distributions at its found operating point, as
+    quantiles on the fixed grid :data:`CDF_LEVELS_PCT`, from the run's per-request file.
+
+    The requests are those that arrived in the windows of the repeats at the found load
+    (after the last back-off; warm-up, drain and client-cancelled requests left out). As in
+    the windows' percentiles, a failed request counts as infinitely slow (``"inf"``) and a
+    one-token output has no TPOT. Quantiles use the linear method (NumPy's default,
+    Hyndman and Fan's definition 7): the value at rank q/100 × (n - 1) of the sorted sample,
+    interpolated between neighbours.
+    """
+
+    levels_pct: list[float] = Field(
+        min_length=1,
+        max_length=len(CDF_LEVELS_PCT),
+        description="The quantile levels (%), ascending: p1..p99, p99.9 and p100 (the max).",
+    )
+    requests: PosInt = Field(
+        description="Requests the TTFT quantiles are over (failed ones included)."
+    )
+    ttft_ms: list[LatencyMsV3] = Field(
+        description="Time to first token (ms) at each level of levels_pct, in order, from "
+        'the scheduled time; "inf" where failed requests reach the level.'
+    )
+    tpot_requests: NonNegInt = Field(
+        description="Requests the TPOT quantiles are over: one-token outputs left out."
+    )
+    tpot_ms: list[LatencyMsV3] = Field(
+        default_factory=list,
+        description="Time per output token (ms) at each level of levels_pct, in order; "
+        "empty when no request had a TPOT.",
+    )
+
+    @model_validator(mode="after")
+    def _one_value_per_level(self) -> LatencyDistributionV3:
+        n = len(self.levels_pct)
+        if len(self.ttft_ms) != n:
+            raise FieldValueError("ttft_ms", f"{len(self.ttft_ms)} values for {n} levels")
+        if len(self.tpot_ms) != (n if self.tpot_requests else 0):
+            raise FieldValueError(
+                "tpot_ms",
+                f"{len(self.tpot_ms)} values for {n} levels and {self.tpot_requests} requests",
+            )
+        if any(b <= a for a, b in zip(self.levels_pct, self.levels_pct[1:], strict=False)):
+            raise FieldValueError("levels_pct", "levels must be strictly ascending")
+        return self
 
 
 class ErrorSampleV3(StrictModel):
@@ -239,6 +293,12 @@ class ConfigV3(ConfigDetail):
         "value measured with); empty when it replaced none, null when the run record did "
         "not say.",
     )
+    latency_at_operating_point: LatencyDistributionV3 | None = Field(
+        default=None,
+        description="TTFT and TPOT distributions (quantiles) over the requests of the "
+        "repeats at the found load, from the run's per-request file; null when the run kept "
+        "no such file or tokenwatt report did not find it.",
+    )
 
 
 class ReportV3(ReportV1):
@@ -315,8 +375,10 @@ def v2_to_v3(old: ReportV2) -> ReportV3:
 
 
 __all__ = [
+    "CDF_LEVELS_PCT",
     "ConfigV3",
     "ErrorSampleV3",
+    "LatencyDistributionV3",
     "LatencyMsV3",
     "ReportV1",
     "ReportV3",
