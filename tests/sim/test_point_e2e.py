@@ -60,7 +60,7 @@ def collect(sim: SimProcess, out: Path, *load: str) -> tuple[RunRecord, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    return RunRecord.model_validate_json(out.read_text()), done.stderr
+    return RunRecord.model_validate_json(out.read_text()), done.stdout + done.stderr
 
 
 def test_rates_without_a_spec_give_one_window_per_rate(sim: SimProcess, tmp_path: Path) -> None:
@@ -96,7 +96,7 @@ def test_rates_without_a_spec_give_one_window_per_rate(sim: SimProcess, tmp_path
 def test_concurrency_without_a_spec_runs_closed_loop_windows(
     sim: SimProcess, tmp_path: Path
 ) -> None:
-    record, _ = collect(sim, tmp_path / "c.json", "--concurrency", "1,3")
+    record, output = collect(sim, tmp_path / "c.json", "--concurrency", "1,3")
     assert record.spec.measurement.profile == "concurrency"
     windows = [r.window for r in record.repeats]
     assert [w.concurrency for w in windows] == [1, 3]
@@ -106,6 +106,10 @@ def test_concurrency_without_a_spec_runs_closed_loop_windows(
     assert record.result is not None and record.result.slo_pass_count == 2
     assert record.result.concurrency == 3
     assert record.result.rate_rps == windows[1].rate_rps
+    # The end-of-run line names the clients found and says windows, not repeats.
+    rate = f"{record.result.rate_rps:.4g}"
+    assert f"{record.label}: 3 clients ({rate} req/s), goodput " in output
+    assert "(2/2 windows met the SLO;" in output
 
 
 def report_page(run: Path, tmp: Path) -> tuple[str, Path]:
