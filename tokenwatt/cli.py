@@ -206,9 +206,13 @@ def _collect(
     _print_run_table(record)
     r = record.result
     if r is not None:
+        load = f"{r.rate_rps:.4g} req/s"
+        if r.concurrency is not None:
+            load = f"{r.concurrency} clients ({load})"
+        windows = "windows" if record.spec.sweep.fixed else "repeats"
         click.echo(
-            f"{record.label}: {r.rate_rps:.4g} req/s, goodput {r.goodput_tok_s:,.1f} tok/s "
-            f"({r.slo_pass_count}/{r.repeats} repeats met the SLO; "
+            f"{record.label}: {load}, goodput {r.goodput_tok_s:,.1f} tok/s "
+            f"({r.slo_pass_count}/{r.repeats} {windows} met the SLO; "
             f"{gpu_minutes(r.gpu_seconds)} GPU-min, "
             f"{gpu_minutes(r.gpu_seconds_saved)} saved by early stops)"
         )

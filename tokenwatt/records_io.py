@@ -13,10 +13,20 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tokenwatt.errors import InputError, Problem, RecordError, TokenwattError
 from tokenwatt.files import atomic_write_bytes, same_file
-from tokenwatt.records import ReportV3, RunInput, RunRecord, read_json, schema_files, validate
+from tokenwatt.records import (
+    ReportV3,
+    RunInput,
+    RunRecord,
+    read_json,
+    read_request_rows,
+    request_log_path,
+    schema_files,
+    validate,
+)
 
 
 def load_run(path: Path) -> RunInput:
@@ -34,7 +44,29 @@ def load_run(path: Path) -> RunInput:
         raise RecordError([Problem(name, "", f"cannot read the file: {exc.strerror}")]) from exc
     digest = hashlib.sha256(data).hexdigest()
     run = validate(RunRecord, read_json(path), name)
-    return RunInput(name=name, sha256=digest, run=run)
+    return RunInput(name=name, sha256=digest, run=run, request_rows=repeat_rows(path, run))
+
+
+def repeat_rows(path: Path, run: RunRecord) -> tuple[dict[str, Any], ...] | None:
+    """The repeats' lines of the run's per-request file beside ``path``
+    (``RUN.requests.jsonl.gz``), after checking the file against the record's hash.
+
+    None when the record names no such file or it is not there (a run copied without it):
+    the report then has no latency distributions.
+
+    Raises:
+        RecordError: the file is there but unreadable, not the record's (hash or line
+            count), or holds a line that is not a request row.
+    """
+    if run.requests_log is None:
+        return None
+    log = request_log_path(path)
+    if not log.is_file():
+        return None
+    try:
+        return tuple(r for r in read_request_rows(log, run.requests_log) if r["kind"] == "repeat")
+    except InputError as exc:
+        raise RecordError(exc.problems) from exc
 
 
 def load_runs(paths: list[Path]) -> list[RunInput]:

@@ -293,6 +293,28 @@ CASES = [
         id="migrated-v2-repeats-only",
     ),
     pytest.param([], MIGRATED, "This record keeps no window of the SLO search.", id="seed"),
+    pytest.param(
+        [
+            probe(3.9, True, concurrency=8, profile="concurrency"),
+            probe(4.4, False, concurrency=16, profile="concurrency"),
+            probe(4.2, True, concurrency=12, profile="concurrency"),
+            repeat(4.21, True, concurrency=12, profile="concurrency"),
+            repeat(4.19, True, concurrency=12, profile="concurrency"),
+        ],
+        STORY,
+        # The measured rate of the 16-client probe (4.4) is not what the search varied: the
+        # sentence is in clients, with each window's measured rate in brackets.
+        "The search found 12 clients (4.21 req/s), below a probe at 16 clients (4.4 req/s) "
+        "that missed p99 TTFT (812 ms > 500 ms), and both repeats there met the SLO.",
+        id="closed-loop-search-in-clients",
+    ),
+    pytest.param(
+        [probe(3.9, False, concurrency=8, profile="concurrency")],
+        STORY,
+        "No load met the SLO: the lowest probe, at 8 clients (3.9 req/s), missed p99 TTFT "
+        "(812 ms > 500 ms).",
+        id="closed-loop-none-met",
+    ),
 ]
 
 

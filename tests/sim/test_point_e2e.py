@@ -6,6 +6,7 @@ collector runs as the CLI does, in a child process of its own.
 
 from __future__ import annotations
 
+import html
 import os
 import subprocess
 import sys
@@ -59,7 +60,7 @@ def collect(sim: SimProcess, out: Path, *load: str) -> tuple[RunRecord, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    return RunRecord.model_validate_json(out.read_text()), done.stderr
+    return RunRecord.model_validate_json(out.read_text()), done.stdout + done.stderr
 
 
 def test_rates_without_a_spec_give_one_window_per_rate(sim: SimProcess, tmp_path: Path) -> None:
@@ -95,7 +96,7 @@ def test_rates_without_a_spec_give_one_window_per_rate(sim: SimProcess, tmp_path
 def test_concurrency_without_a_spec_runs_closed_loop_windows(
     sim: SimProcess, tmp_path: Path
 ) -> None:
-    record, _ = collect(sim, tmp_path / "c.json", "--concurrency", "1,3")
+    record, output = collect(sim, tmp_path / "c.json", "--concurrency", "1,3")
     assert record.spec.measurement.profile == "concurrency"
     windows = [r.window for r in record.repeats]
     assert [w.concurrency for w in windows] == [1, 3]
@@ -105,3 +106,69 @@ def test_concurrency_without_a_spec_runs_closed_loop_windows(
     assert record.result is not None and record.result.slo_pass_count == 2
     assert record.result.concurrency == 3
     assert record.result.rate_rps == windows[1].rate_rps
+    # The end-of-run line names the clients found and says windows, not repeats.
+    rate = f"{record.result.rate_rps:.4g}"
+    assert f"{record.label}: 3 clients ({rate} req/s), goodput " in output
+    assert "(2/2 windows met the SLO;" in output
+
+
+def report_page(run: Path, tmp: Path) -> tuple[str, Path]:
+    """``tokenwatt report --demo`` of one run, then ``tokenwatt build``: the page's text."""
+    from click.testing import CliRunner
+
+    from tokenwatt.cli import cli
+
+    reports = tmp / "reports"
+    reports.mkdir()
+    out = reports / "fixed.json"
+    made = CliRunner().invoke(
+        cli, ["report", str(run), "--title", "Fixed loads", "--demo", "--out", str(out)]
+    )
+    assert made.exit_code == 0, made.output
+    assert "Fixed loads, no SLO search: 2 of 2 windows met the SLO" in made.output
+    built = CliRunner().invoke(cli, ["build", "--reports", str(reports), "--out", str(tmp / "d")])
+    assert built.exit_code == 0, built.output
+    page = (tmp / "d" / "reports" / "fixed-loads.md").read_text(encoding="utf-8")
+    return html.unescape(page), out  # record text on the page is escaped (":" as "&#58;")
+
+
+def test_a_fixed_rate_run_is_reported_as_fixed_loads(sim: SimProcess, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from tokenwatt.cli import cli
+    from tokenwatt.records import load_report
+
+    run = tmp_path / "a.json"
+    record, _ = collect(sim, run, "--rates", "4,8")
+    shown = CliRunner().invoke(cli, ["show", str(run)], env={"COLUMNS": "250"})
+    assert "load 1: 4 req/s, Poisson" in shown.output
+    assert "load 2: 8 req/s, Poisson" in shown.output and "repeat 1" not in shown.output
+    page, out = report_page(run, tmp_path)
+    report = load_report(out)
+    cfg = report.configs[0]
+    top = record.repeats[1].window
+    # The operating point is the highest load that met the SLO: one window, not two repeats.
+    assert (cfg.repeats, cfg.slo_pass_count) == (1, 1)
+    assert cfg.goodput_tok_s == round(top.goodput_tok_s, 1)
+    assert [r.rate_rps for r in cfg.repeats_detail] == [8.0]
+    assert report.workload.arrival == "Poisson, measured at each of 4, 8 req/s"
+    assert "| load 1: 4 req/s, Poisson |" in page and "| load 2: 8 req/s, Poisson |" in page
+    assert "| repeat 1 |" not in page
+    assert "no SLO search was run" in page
+    assert "Fixed loads, no SLO search: 2 of 2 windows met the SLO, the highest at 8 req/s." in page
+
+
+def test_a_fixed_concurrency_run_speaks_in_clients(sim: SimProcess, tmp_path: Path) -> None:
+    from tokenwatt.records import load_report
+
+    run = tmp_path / "c.json"
+    record, _ = collect(sim, run, "--concurrency", "1,3")
+    page, out = report_page(run, tmp_path)
+    report = load_report(out)
+    assert report.workload.arrival == "closed loop, measured at each of 1, 3 clients"
+    assert [r.rate_rps for r in report.configs[0].repeats_detail] == [
+        record.repeats[1].window.rate_rps
+    ]
+    assert "| load 1: 1 clients, closed loop |" in page
+    assert "| load 2: 3 clients, closed loop |" in page
+    assert "the highest at 3 clients (" in page

@@ -34,6 +34,12 @@ from tokenwatt.analysis.latency import (
     ttft_ms,
     worker_lags,
 )
+from tokenwatt.analysis.latency_cdf import (
+    operating_point_distribution,
+    operating_point_rows,
+    row_tpot_ms,
+    row_ttft_ms,
+)
 from tokenwatt.analysis.mbu import (
     StepBytes,
     bytes_per_decode_step,
@@ -85,7 +91,13 @@ from tokenwatt.analysis.run_table import (
     triple_cell,
 )
 from tokenwatt.analysis.scoring import ScoredAnswer, extract_answer, score_completion
-from tokenwatt.analysis.search_story import explain_config, explain_run, gpu_minutes, rate_text
+from tokenwatt.analysis.search_story import (
+    explain_config,
+    explain_run,
+    fixed_label,
+    gpu_minutes,
+    rate_text,
+)
 from tokenwatt.analysis.summarise import report_command, slug, summarise
 from tokenwatt.analysis.variance import variance_band_pct
 
@@ -128,6 +140,7 @@ __all__ = [
     "explain_config",
     "explain_run",
     "extract_answer",
+    "fixed_label",
     "gate_verdict",
     "geometry_from_config",
     "goodput_cell",
@@ -147,6 +160,8 @@ __all__ = [
     "model_info",
     "ms_cell",
     "not_covered_text",
+    "operating_point_distribution",
+    "operating_point_rows",
     "paired_verdict",
     "parameter_counts",
     "percentile",
@@ -154,6 +169,8 @@ __all__ = [
     "report_command",
     "report_summary",
     "request_percentiles",
+    "row_tpot_ms",
+    "row_ttft_ms",
     "run_doubt",
     "run_json",
     "run_rows",

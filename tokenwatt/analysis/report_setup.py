@@ -38,7 +38,8 @@ NOT_COVERED_SIMULATED = "Simulated engine: no real hardware or engine was measur
 
 
 def final_repeats(run: RunRecord) -> list[Repeat]:
-    """The repeats at the final rate: those after the last back-off.
+    """The repeats at the final rate: those after the last back-off; for a fixed-load run
+    (``sweep.fixed``) the window at its result, the highest load that met the SLO.
 
     A window the collector measured again because the client lagged
     (:func:`tokenwatt.records.window.retried`) is left out: its verdict was replaced by the
@@ -46,8 +47,30 @@ def final_repeats(run: RunRecord) -> list[Repeat]:
     """
     if not run.repeats:
         return []
+    if run.spec.sweep.fixed:
+        return _fixed_operating_point(run)
     last = max(r.backoff for r in run.repeats)
     return [r for r in run.repeats if r.backoff == last and not retried(r.window)]
+
+
+def _fixed_operating_point(run: RunRecord) -> list[Repeat]:
+    """A fixed-load run's (``sweep.fixed``) window at its result: the highest listed load
+    whose window met the SLO (clients for a closed loop, else the rate); none when no load
+    met it. Its other windows are other loads, not repeats of this one."""
+    result = run.result
+    if result is None or result.slo_pass_count == 0:
+        return []
+    return [
+        r
+        for r in run.repeats
+        if r.window.slo_pass
+        and not retried(r.window)
+        and (
+            r.window.concurrency == result.concurrency
+            if result.concurrency is not None
+            else r.window.rate_rps == result.rate_rps
+        )
+    ]
 
 
 def valid_power(repeats: Sequence[Repeat]) -> list[PowerWindow]:
@@ -117,20 +140,42 @@ def _lengths(dist: object, default: str) -> str:
     return f"median {median:,} · p90 {p90:,}"
 
 
+def trace_text(spec: Spec) -> str:
+    """What the requests were drawn from: the trace's name, or for a replayed dataset its
+    kind and the first 12 hex digits of its SHA-256 ("sharegpt dataset 3f2a…")."""
+    dataset = spec.workload.dataset
+    if dataset is None:
+        return spec.workload.trace
+    digest = f" {dataset.sha256[:12]}…" if dataset.sha256 else ""
+    return f"{dataset.kind} dataset{digest}"
+
+
+def arrival_text(spec: Spec) -> str:
+    """How the load was offered, in words: the profile, and the listed loads (a fixed-load
+    run or a list search) or the search's range."""
+    sweep, profile = spec.sweep, spec.measurement.profile
+    how = "measured at each of" if sweep.fixed else "searched over"
+    if profile == "concurrency":
+        loads = sweep.concurrencies
+        head = "closed loop"
+        if loads:
+            return f"{head}, {how} " + ", ".join(str(c) for c in loads) + " clients"
+        return f"{head}, clients swept to the SLO boundary"
+    head = "constant rate" if profile == "constant" else "Poisson"
+    if sweep.rates:
+        return f"{head}, {how} " + ", ".join(f"{r:g}" for r in sweep.rates) + " req/s"
+    return f"{head}, rate swept to the SLO boundary"
+
+
 def workload_of(spec: Spec) -> WorkloadV1:
     """The workload table: trace, token lengths (median, p90) and arrivals."""
     w = spec.workload
-    chat = w.trace == "chat-mix-v1"
-    sweep = spec.sweep
-    if sweep.rates:
-        arrival = "Poisson, rates " + ", ".join(f"{r:g}" for r in sweep.rates) + " req/s"
-    else:
-        arrival = "Poisson, rate swept to the SLO boundary"
+    chat = w.trace == "chat-mix-v1" and w.dataset is None
     return WorkloadV1(
-        trace=w.trace,
+        trace=trace_text(spec),
         input_tokens=_lengths(w.input_tokens, _CHAT_MIX_V1[0] if chat else "from the trace"),
         output_tokens=_lengths(w.output_tokens, _CHAT_MIX_V1[1] if chat else "from the trace"),
-        arrival=arrival,
+        arrival=arrival_text(spec),
     )
 
 

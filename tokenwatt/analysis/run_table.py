@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tokenwatt.analysis.latency import PERCENTILES, percentile
+from tokenwatt.analysis.search_story import fixed_label
 from tokenwatt.records import LatencyMs, Percentiles, RunRecord, WindowSummary, retried
 
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
@@ -63,11 +64,15 @@ def run_rows(record: RunRecord) -> list[dict[str, Any]]:
     """Every window of the run as :func:`window_row`, probes first, then repeats.
 
     Names: ``"<phase> probe N"`` and ``"repeat N"`` (from 1), with ``", back-off K"`` for a
-    repeat measured after K back-offs.
+    repeat measured after K back-offs; a fixed-load run's windows are named by their load
+    (:func:`~tokenwatt.analysis.search_story.fixed_label`, "load 2: 8 clients, closed loop").
     """
     rows = [window_row(f"{p.phase} probe {i}", p.window) for i, p in enumerate(record.probes, 1)]
     for i, r in enumerate(record.repeats, 1):
-        name = f"repeat {i}" + (f", back-off {r.backoff}" if r.backoff else "")
+        if record.spec.sweep.fixed:
+            name = fixed_label(r.window, i)
+        else:
+            name = f"repeat {i}" + (f", back-off {r.backoff}" if r.backoff else "")
         rows.append(window_row(name, r.window))
     return rows
 

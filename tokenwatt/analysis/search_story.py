@@ -34,7 +34,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tokenwatt.records import ConfigV3, LatencyMsV3, ReportV3, RunRecord, SearchWindowV3
+from tokenwatt.records import (
+    ConfigV3,
+    LatencyMsV3,
+    ReportV3,
+    RunRecord,
+    SearchWindowV3,
+    WindowSummary,
+)
 
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
 
@@ -85,6 +92,25 @@ def load_text(w: SearchWindowV3) -> str:
     return f"{rate_text(w.rate_rps)} req/s"
 
 
+def _load(w: SearchWindowV3) -> float:
+    """What the search varied: clients for a closed loop, else the rate (req/s)."""
+    return float(w.concurrency) if w.concurrency is not None else w.rate_rps
+
+
+def _noun(w: SearchWindowV3) -> str:
+    return "load" if w.concurrency is not None else "rate"
+
+
+def fixed_label(w: SearchWindowV3 | WindowSummary, number: int) -> str:
+    """A fixed-load window's name (``sweep.fixed``): its place, load and profile ("load 2:
+    8 clients, closed loop", "load 1: 12 req/s, Poisson", "load 3: 5 req/s, constant
+    rate")."""
+    if w.concurrency is not None:
+        return f"load {number}: {w.concurrency} clients, closed loop"
+    profile = "constant rate" if w.profile == "constant" else "Poisson"
+    return f"load {number}: {rate_text(w.rate_rps)} req/s, {profile}"
+
+
 def explain_fixed(windows: Sequence[SearchWindowV3], story: SearchStory) -> str:
     """The sentence for a fixed-load run (``sweep.fixed``): no search, one window a load;
     the highest load that met the SLO, and how the lowest load that missed it missed."""
@@ -111,6 +137,8 @@ def explain_config(config: ConfigV3, report: ReportV3) -> str:
         incomplete_reason=config.incomplete_reason,
         whole=config.whole_search,
     )
+    if report.spec is not None and report.spec.sweep.fixed:
+        return explain_fixed(config.search, story)
     return explain_result(config.search, story)
 
 
@@ -221,9 +249,9 @@ def _join(parts: list[str]) -> str:
 
 def _found_probe(probes: Sequence[SearchWindowV3]) -> SearchWindowV3 | None:
     """The highest passing probe below the lowest miss (the search's found rate)."""
-    first_miss = min((p.rate_rps for p in probes if not p.slo_pass), default=None)
-    below = [p for p in probes if p.slo_pass and (first_miss is None or p.rate_rps < first_miss)]
-    return max(below, key=lambda p: p.rate_rps, default=None)
+    first_miss = min((_load(p) for p in probes if not p.slo_pass), default=None)
+    below = [p for p in probes if p.slo_pass and (first_miss is None or _load(p) < first_miss)]
+    return max(below, key=_load, default=None)
 
 
 def _without_repeats(probes: Sequence[SearchWindowV3], story: SearchStory) -> str:
@@ -240,18 +268,18 @@ def _without_repeats(probes: Sequence[SearchWindowV3], story: SearchStory) -> st
                 f"the run stopped during the SLO search ({_stop_reason(story)}) before any "
                 "probe met the SLO"
             )
-        lowest = min(probes, key=lambda p: p.rate_rps)
+        lowest = min(probes, key=_load)
         return (
-            f"no rate met the SLO: the lowest probe, at {rate_text(lowest.rate_rps)} req/s, "
+            f"no {_noun(lowest)} met the SLO: the lowest probe, at {load_text(lowest)}, "
             f"{miss_text(lowest, story)}"
         )
     if story.whole and not story.complete:
         return (
             f"the run stopped during the SLO search ({_stop_reason(story)}); the highest probe "
-            f"that met the SLO was at {rate_text(found.rate_rps)} req/s, and no repeat was "
+            f"that met the SLO was at {load_text(found)}, and no repeat was "
             "measured"
         )
-    opening = f"the search found {rate_text(found.rate_rps)} req/s{_bracket(found, probes, story)}"
+    opening = f"the search found {load_text(found)}{_bracket(found, probes, story)}"
     if not story.whole:
         return f"{opening}; this record keeps no repeat window"
     return f"{opening}, but no repeat was measured there"
@@ -260,13 +288,14 @@ def _without_repeats(probes: Sequence[SearchWindowV3], story: SearchStory) -> st
 def _bracket(found: SearchWindowV3, probes: Sequence[SearchWindowV3], story: SearchStory) -> str:
     """Why the search stopped at ``found``: the probe above it that missed, or nothing
     above it probed."""
-    above = [p for p in probes if not p.slo_pass and p.rate_rps > found.rate_rps]
+    above = [p for p in probes if not p.slo_pass and _load(p) > _load(found)]
     if above:
-        miss = min(above, key=lambda p: p.rate_rps)
-        return f", below a probe at {rate_text(miss.rate_rps)} req/s that {miss_text(miss, story)}"
-    if found.rate_rps >= max(p.rate_rps for p in probes):
+        miss = min(above, key=_load)
+        return f", below a probe at {load_text(miss)} that {miss_text(miss, story)}"
+    if _load(found) >= max(_load(p) for p in probes):
         return (
-            ", the highest rate it probed (no probe missed, so the SLO boundary lies higher "
+            f", the highest {_noun(found)} it probed (no probe missed, so the SLO boundary lies "
+            "higher "
             "and this goodput is a lower bound)"
         )
     return ""
@@ -278,7 +307,7 @@ def _groups(repeats: Sequence[SearchWindowV3]) -> list[list[SearchWindowV3]]:
     for w in repeats:
         last = groups[-1][-1] if groups else None
         same = last is not None and (
-            last.backoff == w.backoff if w.backoff is not None else last.rate_rps == w.rate_rps
+            last.backoff == w.backoff if w.backoff is not None else _load(last) == _load(w)
         )
         if same:
             groups[-1].append(w)
@@ -300,24 +329,25 @@ def _with_repeats(
     probes: Sequence[SearchWindowV3], repeats: Sequence[SearchWindowV3], story: SearchStory
 ) -> str:
     groups = _groups(repeats)
-    first_rate = groups[0][0].rate_rps
+    first = groups[0][0]
+    first_rate = _load(first)
     found = _found_probe(probes)
-    opening = f"the search found {rate_text(first_rate)} req/s"
-    if not story.whole and found is not None and found.rate_rps > first_rate:
+    opening = f"the search found {load_text(first)}"
+    if not story.whole and found is not None and _load(found) > first_rate:
         return (
-            f"the search found {rate_text(found.rate_rps)} req/s; this record keeps only the "
-            f"repeats at {rate_text(first_rate)} req/s (report schema 2 kept no repeat before "
+            f"the search found {load_text(found)}; this record keeps only the "
+            f"repeats at {load_text(first)} (report schema 2 kept no repeat before "
             f"the last back-off), {_final_text(groups[-1])}"
         )
     head = groups[0]
     if len(groups) == 1 and all(w.slo_pass for w in head) and _full(head, story):
-        bracket = _bracket(found, probes, story) if found and found.rate_rps == first_rate else ""
+        bracket = _bracket(found, probes, story) if found and _load(found) == first_rate else ""
         text = f"{opening}{bracket}, and {_all_met(head)}"
         return text + _stopped_after(story)
     clauses = [opening + _group_clause(head, story, first=True, last=len(groups) == 1)]
     for i, group in enumerate(groups[1:], start=1):
         clause = _group_clause(group, story, first=False, last=i == len(groups) - 1)
-        clauses.append(f"backed off to {rate_text(group[0].rate_rps)} req/s{clause}")
+        clauses.append(f"backed off to {load_text(group[0])}{clause}")
     return "; ".join(clauses) + _tail(groups[-1], story)
 
 
@@ -354,7 +384,7 @@ def _tail(last: Sequence[SearchWindowV3], story: SearchStory) -> str:
     if any(not w.slo_pass for w in last):
         if not story.complete:
             return f"; the run stopped before backing off ({_stop_reason(story)}), so goodput is 0"
-        return "; no rate met the SLO in every repeat, so goodput is 0"
+        return f"; no {_noun(last[0])} met the SLO in every repeat, so goodput is 0"
     if _full(last, story):
         return _stopped_after(story)
     return ""
@@ -371,9 +401,7 @@ def _groups_text(repeats: Sequence[SearchWindowV3]) -> str:
     groups = _groups(repeats)
     last = groups[-1]
     passed = sum(1 for w in last if w.slo_pass)
-    return (
-        f"its repeats at {rate_text(last[0].rate_rps)} req/s met the SLO in {passed} of {len(last)}"
-    )
+    return f"its repeats at {load_text(last[0])} met the SLO in {passed} of {len(last)}"
 
 
 def gpu_minutes(seconds: float) -> str:

@@ -32,6 +32,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 
 from tokenwatt.analysis.config_settings import config_settings
+from tokenwatt.analysis.latency_cdf import operating_point_distribution
 from tokenwatt.analysis.paired import accuracy_summary
 from tokenwatt.analysis.repeat_stats import (
     delta_interval_pct,
@@ -307,7 +308,14 @@ def _run_problems(item: RunInput, *, demo: bool) -> list[Problem]:
     repeats = final_repeats(run)
     if not repeats:
         problems.append(
-            Problem(name, "repeats", "the run has no measurement repeats at the found rate")
+            Problem(
+                name,
+                "repeats",
+                "no listed load met the SLO in this fixed-load run, so there is no operating "
+                "point to report"
+                if run.spec.sweep.fixed
+                else "the run has no measurement repeats at the found rate",
+            )
         )
     elif _worst(r.window.ttft_ms.p99 for r in repeats) is None:
         problems.append(
@@ -427,6 +435,7 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
         tpot_p99_ci_ms=_worst_ci(repeats, "tpot"),
         goodput_ci_tok_s=mean_ci(goodput_interval(details), 1),
         settings=config_settings(run),
+        latency_at_operating_point=operating_point_distribution(run, item.request_rows),
     )
 
 

@@ -56,14 +56,20 @@ from tokenwatt.records.report_v2 import (
     v1_to_v2,
 )
 from tokenwatt.records.report_v3 import (
+    CDF_LEVELS_PCT,
     ConfigV3,
     ErrorSampleV3,
+    LatencyDistributionV3,
     LatencyMsV3,
     ReportV3,
     SearchWindowV3,
     v2_to_v3,
 )
 from tokenwatt.records.request import RequestResult
+from tokenwatt.records.request_file import MAX_LINE_BYTES as REQUEST_FILE_MAX_LINE_BYTES
+from tokenwatt.records.request_file import SUFFIX as REQUEST_FILE_SUFFIX
+from tokenwatt.records.request_file import log_path as request_log_path
+from tokenwatt.records.request_file import read_rows as read_request_rows
 from tokenwatt.records.run import (
     SIM_VERSION,
     DatasetStats,
@@ -119,11 +125,14 @@ ReportRecord = ReportV3
 
 
 __all__ = [
+    "CDF_LEVELS_PCT",
     "GOLD",
     "MAX_PROBLEMS",
     "MIN_POSITIVE",
     "NEWEST_REPORT_VERSION",
     "PORT_PLACEHOLDER",
+    "REQUEST_FILE_MAX_LINE_BYTES",
+    "REQUEST_FILE_SUFFIX",
     "RETRIED_PREFIX",
     "SIM_VERSION",
     "AccuracyResult",
@@ -148,6 +157,7 @@ __all__ = [
     "IdleStart",
     "ItemResult",
     "LatencyBound",
+    "LatencyDistributionV3",
     "LatencyMs",
     "LatencyMsV3",
     "LengthDist",
@@ -217,6 +227,8 @@ __all__ = [
     "parse_report",
     "problems_from",
     "read_json",
+    "read_request_rows",
+    "request_log_path",
     "retried",
     "schema_files",
     "schema_text",

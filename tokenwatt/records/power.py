@@ -62,18 +62,40 @@ class PowerWindow(StrictModel):
     """
 
     source: str
+    """The power source that read the samples (nvml, amdsmi, ipmi, redfish, prometheus, command,
+    sim)."""
     scope: PowerScope
+    """What the figures cover: board (accelerator boards), node (the whole server), module or sim
+    (the simulated engine's model)."""
     samples: NonNegInt
+    """Power samples taken within the window."""
     duration_s: NonNegFloat
+    """Length of the window the figures cover (s)."""
     mean_power_w: NonNegFloat | None = None
+    """Mean power over the window (W), summed over the devices: energy counter difference / its time
+    span, or the sample integral / its span; null without a reading."""
     energy_j: NonNegFloat | None = None
+    """Energy over the window (J), summed over the devices (see energy_method); readings covering
+    only part of the window are scaled to it as mean power × duration_s; null without a reading."""
     energy_method: Literal["counter", "integrated"] | None = None
+    """How energy_j was found: counter (difference of a hardware energy counter) or integrated
+    (trapezoid over the power samples, less exact); null without a reading."""
     valid: bool = True
+    """False when the window's power figures must not be used (see invalid_reasons)."""
     invalid_reasons: list[str] = Field(default_factory=list)
+    """Why the figures are invalid, in words: counter went backwards, a gap between samples longer
+    than the limit, implausible readings, device lost."""
     throttle_counts: dict[str, NonNegInt] = Field(default_factory=dict)
+    """For each clock-event (throttle) reason, the number of the window's samples that had it set.
+    """
     sm_clock_mhz_mean: NonNegFloat | None = None
+    """Mean SM (graphics) clock over the window's samples (MHz); null where the source does not read
+    clocks."""
     mem_clock_mhz_mean: NonNegFloat | None = None
+    """Mean memory clock over the window's samples (MHz); null where the source does not read
+    clocks."""
     temperature_c_max: float | None = Field(default=None, ge=-273.15, le=1000)
+    """Highest device temperature read in the window (°C); null where the source reads none."""
     timeline: list[tuple[NonNegFloat, BoundedFloat]] = Field(default_factory=list)
     """(seconds from window start, W) pairs for the timeline chart."""
     timeline_throttle: list[list[str]] = Field(default_factory=list)

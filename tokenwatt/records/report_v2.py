@@ -40,54 +40,90 @@ class RepeatV2(StrictModel):
     """
 
     rate_rps: PosFloat
+    """The repeat's load (req/s): the rate set, or the rate measured for a closed-loop window."""
     goodput_tok_s: NonNegFloat
+    """The repeat window's goodput (tok/s): output tokens of its completed requests / window_s."""
     ttft_p99_ms: NonNegFloat | None = None
+    """The repeat's p99 time to first token (ms); null when infinite (failures reached the 99th
+    percentile) or without samples."""
     tpot_p99_ms: NonNegFloat | None = None
+    """The repeat's p99 time per output token (ms); null when infinite or without samples."""
     slo_pass: bool
+    """Whether the repeat met the SLO."""
     window_s: PosFloat | None = None
+    """Length of the repeat's window (s)."""
     mean_power_w: PosFloat | None = None
+    """Mean power over the window (W), summed over the boards; null without a valid power
+    measurement."""
     energy_j: PosFloat | None = None
+    """Energy over the window (J), summed over the boards; null without a valid power measurement.
+    """
     slo_attainment_pct: Percent | None = None
+    """Share of the window's requests that met both SLO limits individually (%)."""
     power_samples: NonNegInt | None = None
+    """Power samples taken in the window; null without a power source."""
     throttle_counts: dict[str, NonNegInt] = Field(default_factory=dict)
+    """Power samples of the window with each clock-event (throttle) reason set."""
     sm_clock_mhz: NonNegFloat | None = None
+    """Mean SM (graphics) clock over the window (MHz); null where not read."""
     mem_clock_mhz: NonNegFloat | None = None
+    """Mean memory clock over the window (MHz); null where not read."""
 
 
 class ProbeV2(StrictModel):
     """One SLO-search probe. ``failure_reason`` names the limit missed, if any."""
 
     rate_rps: PosFloat
+    """The probe's rate (req/s)."""
     slo_pass: bool
+    """Whether the probe met the SLO."""
     ttft_p99_ms: NonNegFloat | None = None
+    """The probe's p99 time to first token (ms); null when infinite or without samples."""
     tpot_p99_ms: NonNegFloat | None = None
+    """The probe's p99 time per output token (ms); null when infinite or without samples."""
     failure_reason: str | None = None
+    """The limit the probe missed, in words; null when it passed."""
     stopped_early: bool = False
+    """The probe was cut short because it had already missed the SLO beyond doubt."""
 
 
 class PowerSampleV2(StrictModel):
     """One point of the power timeline: seconds from window start, summed board power (W)."""
 
     t_s: NonNegFloat
+    """Seconds from the start of the window."""
     power_w: NonNegFloat
+    """Power at that moment (W), summed over the boards."""
     throttle: list[str] = Field(default_factory=list)
+    """Clock-event (throttle) reasons set at that sample."""
 
 
 class MbuBreakdownV2(StrictModel):
     """Derived memory traffic per second (GB/s, 10^9 bytes/s): weights vs KV cache."""
 
     weights_gbs: NonNegFloat
+    """Memory traffic for reading the weights (GB/s, 10^9 bytes/s): weight bytes per decode step ×
+    decode steps/s."""
     kv_gbs: NonNegFloat
+    """Memory traffic for reading the KV cache (GB/s): KV bytes per decode step × decode steps/s."""
 
 
 class ConfigAccuracyV2(ConfigAccuracyV1):
     """Accuracy with the paired statistics against the baseline (same items)."""
 
     items: NonNegInt | None = None
+    """Suite items scored (per seed); the paired statistics use the items both configurations
+    answered."""
     seeds: NonNegInt | None = None
+    """Passes over the suite with different sampling seeds."""
     ci_low_pts: float | None = Field(default=None, ge=-100, le=100)
+    """Lower end of the 95% paired bootstrap interval of the score difference from the baseline
+    (percentage points); null for the baseline or when the items differ."""
     ci_high_pts: float | None = Field(default=None, ge=-100, le=100)
+    """Upper end of that interval (percentage points)."""
     mcnemar_p: float | None = Field(default=None, ge=0, le=1)
+    """Exact McNemar p-value of the items one configuration answered correctly and the other not
+    (binomial test on the discordant pairs); null when not computed."""
 
 
 class ConfigDetail(ConfigV1):
@@ -95,11 +131,20 @@ class ConfigDetail(ConfigV1):
     all of it except ``sweep``)."""
 
     role: Literal["baseline", "tuned"] | None = None
+    """baseline or tuned; null in v1 records, where the key 'baseline' marks the baseline."""
     accuracy: ConfigAccuracyV2 | None = None
+    """The configuration's accuracy with the paired statistics against the baseline; null without an
+    accuracy run."""
     repeats_detail: list[RepeatV2] = Field(default_factory=list)
+    """Each repeat at the found load, with its power, energy and clocks."""
     power_timeline: list[PowerSampleV2] = Field(default_factory=list)
+    """Power over one repeat's window, thinned to at most 600 points, for the power chart; empty
+    without power."""
     mbu_breakdown: MbuBreakdownV2 | None = None
+    """Memory traffic at the found load split into weights and KV cache; null without an MBU figure.
+    """
     simulated: bool = False
+    """True when the configuration was measured on the simulated engine."""
 
     @property
     def effective_role(self) -> str:
@@ -113,20 +158,25 @@ class ConfigV2(ConfigDetail):
     """A configuration with the optional v2 detail: ``sweep`` holds the SLO-search probes."""
 
     sweep: list[ProbeV2] = Field(default_factory=list)
+    """The SLO search's probes, in the order measured."""
 
 
 class UpdateV2(StrictModel):
     """A dated update (erratum) shown as a notice at the top of the report page."""
 
     date: dt.date
+    """The day of the update."""
     text: NonEmptyStr
+    """What changed and why, shown at the top of the page."""
 
 
 class RunFileV2(StrictModel):
     """A run record a report was made from, with its SHA-256 (hex)."""
 
     path: NonEmptyStr
+    """The run record's file name as given to tokenwatt report."""
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """SHA-256 (hex) of the run record file's bytes."""
 
 
 def require_schema_version(schema: dict[str, Any]) -> None:
@@ -143,11 +193,18 @@ class ReportV2(ReportV1):
 
     model_config = ConfigDict(json_schema_extra=require_schema_version)
     schema_version: Literal[2] = 2  # type: ignore[assignment]
+    """Version of the report format (2)."""
     configs: list[ConfigV2] = Field(min_length=1)  # type: ignore[assignment]
+    """The configurations measured; exactly one has role baseline."""
     updates: list[UpdateV2] = Field(default_factory=list)
+    """Dated updates (errata), shown at the top of the page."""
     run_files: list[RunFileV2] = Field(default_factory=list)
+    """The run records the report was made from, with their hashes."""
     simulated: bool = False
+    """True when any configuration was measured on the simulated engine."""
     demo: bool = False
+    """True when made with tokenwatt report --demo (smoke or simulated runs allowed): a
+    demonstration, not a measurement."""
 
     @model_validator(mode="after")
     def _one_baseline(self) -> ReportV2:

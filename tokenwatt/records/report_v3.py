@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from tokenwatt.records.base import (
+    FieldValueError,
     NonEmptyStr,
     NonNegFloat,
     NonNegInt,
@@ -41,6 +42,59 @@ LatencyMsV3 = NonNegFloat | Literal["inf"] | None
 infinitely slow); null when the window had no sample of it."""
 
 
+CDF_LEVELS_PCT: tuple[float, ...] = (*(float(q) for q in range(1, 100)), 99.9, 100.0)
+"""The fixed grid of quantile levels (%) a report keeps latency distributions at: p1 to
+p99 in steps of one, p99.9, and p100 (the largest value)."""
+
+
+class LatencyDistributionV3(StrictModel):
+    """A configuration's TTFT and TPOT distributions at its found operating point, as
+    quantiles on the fixed grid :data:`CDF_LEVELS_PCT`, from the run's per-request file.
+
+    The requests are those that arrived in the windows of the repeats at the found load
+    (after the last back-off; warm-up, drain and client-cancelled requests left out). As in
+    the windows' percentiles, a failed request counts as infinitely slow (``"inf"``) and a
+    one-token output has no TPOT. Quantiles use the linear method (NumPy's default,
+    Hyndman and Fan's definition 7): the value at rank q/100 × (n - 1) of the sorted sample,
+    interpolated between neighbours.
+    """
+
+    levels_pct: list[float] = Field(
+        min_length=1,
+        max_length=len(CDF_LEVELS_PCT),
+        description="The quantile levels (%), ascending: p1..p99, p99.9 and p100 (the max).",
+    )
+    requests: PosInt = Field(
+        description="Requests the TTFT quantiles are over (failed ones included)."
+    )
+    ttft_ms: list[LatencyMsV3] = Field(
+        description="Time to first token (ms) at each level of levels_pct, in order, from "
+        'the scheduled time; "inf" where failed requests reach the level.'
+    )
+    tpot_requests: NonNegInt = Field(
+        description="Requests the TPOT quantiles are over: one-token outputs left out."
+    )
+    tpot_ms: list[LatencyMsV3] = Field(
+        default_factory=list,
+        description="Time per output token (ms) at each level of levels_pct, in order; "
+        "empty when no request had a TPOT.",
+    )
+
+    @model_validator(mode="after")
+    def _one_value_per_level(self) -> LatencyDistributionV3:
+        n = len(self.levels_pct)
+        if len(self.ttft_ms) != n:
+            raise FieldValueError("ttft_ms", f"{len(self.ttft_ms)} values for {n} levels")
+        if len(self.tpot_ms) != (n if self.tpot_requests else 0):
+            raise FieldValueError(
+                "tpot_ms",
+                f"{len(self.tpot_ms)} values for {n} levels and {self.tpot_requests} requests",
+            )
+        if any(b <= a for a, b in zip(self.levels_pct, self.levels_pct[1:], strict=False)):
+            raise FieldValueError("levels_pct", "levels must be strictly ascending")
+        return self
+
+
 class ErrorSampleV3(StrictModel):
     """One failed request of a window, as the collector kept it.
 
@@ -51,10 +105,15 @@ class ErrorSampleV3(StrictModel):
     """
 
     kind: NonEmptyStr
+    """The request's error kind (connect, timeout, http_500, ...)."""
     exception: str | None = None
+    """The client's exception class, if any."""
     message: str | None = None
+    """The exception's message (capped, credentials scrubbed)."""
     status: int | None = None
+    """The HTTP status, if a response came."""
     body: str | None = None
+    """The first bytes of the error body (capped, credentials scrubbed)."""
 
 
 class SearchWindowV3(StrictModel):
@@ -71,23 +130,47 @@ class SearchWindowV3(StrictModel):
     """
 
     step: Literal["probe", "repeat"]
+    """probe (a window of the SLO search) or repeat (a measurement window at the found load, or a
+    fixed-load window)."""
     phase: Literal["grow", "list", "bisect"] | None = None
+    """For a probe, the search phase: grow, list or bisect; null for repeats and when unknown."""
     backoff: NonNegInt | None = None
+    """For a repeat, how many back-offs preceded its load (0 at the found load); null for probes and
+    when unknown (records migrated from v2)."""
     rate_rps: PosFloat
+    """The window's load (req/s): set for open-loop windows, measured for closed-loop ones."""
     slo_pass: bool
+    """The window's SLO verdict (for a remeasured window, the verdict it had before being replaced).
+    """
     remeasured: bool = False
+    """The window missed while the client itself lagged, so it was measured once more and its
+    verdict replaced by the next window's."""
     failure_reason: str | None = None
+    """Why the window failed the SLO, in words; null when it passed."""
     stopped_early: bool = False
+    """The window was cut short because it had already missed the SLO beyond doubt."""
     ttft_p99_ms: LatencyMsV3 = None
+    """The window's p99 time to first token (ms; "inf" when failures reached the 99th percentile;
+    null without samples)."""
     tpot_p99_ms: LatencyMsV3 = None
+    """The window's p99 time per output token (ms; "inf" when failures reached the 99th percentile;
+    null without samples)."""
     goodput_tok_s: NonNegFloat | None = None
+    """The window's goodput (tok/s); null when not known (probes migrated from v2)."""
     requests: NonNegInt | None = None
+    """Requests that arrived in the window; null when unknown."""
     errors: NonNegInt | None = None
+    """Requests of the window the engine failed; null when unknown."""
     error_kinds: dict[str, NonNegInt] = Field(default_factory=dict)
+    """Failed requests counted per error kind."""
     error_samples: list[ErrorSampleV3] = Field(default_factory=list)
+    """A few failed requests per error kind."""
     warnings: list[str] = Field(default_factory=list)
+    """The window's own flags, in words."""
     valid: bool = True
+    """False when the window cannot be trusted (see invalid_reason); such a window fails the SLO."""
     invalid_reason: str | None = None
+    """Why the window is invalid; null when valid."""
     profile: Literal["poisson", "constant", "concurrency"] = Field(
         default="poisson",
         description="How the window offered its load (the run record's "
@@ -146,11 +229,18 @@ class ConfigV3(ConfigDetail):
     """
 
     search: list[SearchWindowV3] = Field(default_factory=list)
+    """Every window the run measured, probes and repeats, in the order measured."""
     whole_search: bool = False
+    """True when search holds every window the run measured; false for a record migrated from v2,
+    which kept only the probes and the final repeats."""
     search_warnings: list[str] = Field(default_factory=list)
+    """The search's own warnings (e.g. pass/fail not monotonic in the load)."""
     repeats_planned: PosInt | None = None
+    """Repeats per load the spec asked for (measurement.repeats, after the mode preset)."""
     complete: bool = True
+    """False when the configuration's run stopped early (incomplete_reason says why)."""
     incomplete_reason: str | None = None
+    """Why the run stopped early, in words; null for a complete run."""
     idle_power_w: PosFloat | None = Field(
         default=None,
         description="The boards' idle power (W) measured before the run's first window; "
@@ -210,6 +300,12 @@ class ConfigV3(ConfigDetail):
         "the run record: instance type, price per hour, the run's share of the session's "
         "bill; null for a run not measured in a cloud session.",
     )
+    latency_at_operating_point: LatencyDistributionV3 | None = Field(
+        default=None,
+        description="TTFT and TPOT distributions (quantiles) over the requests of the "
+        "repeats at the found load, from the run's per-request file; null when the run kept "
+        "no such file or tokenwatt report did not find it.",
+    )
 
 
 class ReportV3(ReportV1):
@@ -217,11 +313,19 @@ class ReportV3(ReportV1):
 
     model_config = ConfigDict(json_schema_extra=require_schema_version)
     schema_version: Literal[3] = 3  # type: ignore[assignment]
+    """Version of the report format (3)."""
     configs: list[ConfigV3] = Field(min_length=1)  # type: ignore[assignment]
+    """The configurations measured, each with its whole SLO search; exactly one has role baseline.
+    """
     updates: list[UpdateV2] = Field(default_factory=list)
+    """Dated updates (errata), shown at the top of the page."""
     run_files: list[RunFileV2] = Field(default_factory=list)
+    """The run records the report was made from, with their hashes."""
     simulated: bool = False
+    """True when any configuration was measured on the simulated engine."""
     demo: bool = False
+    """True when made with tokenwatt report --demo (smoke or simulated runs allowed): a
+    demonstration, not a measurement."""
     variance_band_measured_pct: NonNegFloat | None = Field(
         default=None,
         description="The variance band measured from the repeats (±%): the widest of the "
@@ -278,8 +382,10 @@ def v2_to_v3(old: ReportV2) -> ReportV3:
 
 
 __all__ = [
+    "CDF_LEVELS_PCT",
     "ConfigV3",
     "ErrorSampleV3",
+    "LatencyDistributionV3",
     "LatencyMsV3",
     "ReportV1",
     "ReportV3",

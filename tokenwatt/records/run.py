@@ -40,8 +40,12 @@ class ToolInfo(StrictModel):
     """Which TokenWatt Bench made the record."""
 
     name: str = "tokenwatt-bench"
+    """The tool's name (tokenwatt-bench)."""
     version: str
+    """The TokenWatt Bench version that wrote the record."""
     git_commit: str | None = None
+    """The git commit of the TokenWatt Bench checkout that wrote the record, when run from one; null
+    otherwise."""
 
 
 class Environment(StrictModel):
@@ -55,18 +59,37 @@ class Environment(StrictModel):
     """
 
     gpu_name: str | None = None
+    """Accelerator name as the power source reports it (e.g. NVIDIA H100 80GB HBM3); null without a
+    power source that knows."""
     gpu_count: NonNegInt | None = None
+    """Accelerators the power source reads; null when unknown."""
     driver: str | None = None
+    """Accelerator driver version as the power source reports it; null when unknown."""
     rated_bw_tbs_per_gpu: PosFloat | None = None
+    """Rated memory bandwidth per accelerator (TB/s, 10^12 bytes/s) used for MBU: from the
+    accelerator table by name, or the spec's hardware.rated_bw_tbs_per_gpu."""
     engine_name: str | None = None
+    """The engine as probed (vllm, sglang, llama.cpp, tgi, tokenwatt-sim); null when it could not be
+    told."""
     engine_version: str | None = None
+    """The version string the engine reports (e.g. vLLM's /version); null when it has no endpoint
+    for it."""
     engine_flags: list[str] = Field(default_factory=list)
+    """The engine flags the spec records (engine.flags), as given."""
     served_models: list[str] = Field(default_factory=list)
+    """Model ids the engine listed at /v1/models before the run."""
     kv_capacity_tokens: NonNegInt | None = None
+    """Tokens the engine's KV cache holds across all sequences, where the engine reports its cache
+    configuration; null otherwise."""
     kv_capacity_source: str | None = None
+    """How kv_capacity_tokens was derived (e.g. vllm:cache_config_info blocks × block size)."""
     context_length_tokens: NonNegInt | None = None
+    """The longest request (prompt + output, tokens) the engine accepts, as it reported before the
+    first request."""
     context_length_source: str | None = None
+    """Where context_length_tokens was read (vLLM max_model_len, llama.cpp n_ctx, ...)."""
     hostname: str | None = None
+    """Host name of the machine that ran the load generator."""
 
 
 class IdleStart(StrictModel):
@@ -107,15 +130,29 @@ class EngineMetrics(StrictModel):
     """
 
     running_mean: NonNegFloat | None = None
+    """Mean over the window's scrapes of the requests the engine was running (gauge, e.g.
+    vllm:num_requests_running, summed over series)."""
     waiting_mean: NonNegFloat | None = None
+    """Mean over the window's scrapes of the requests waiting in the engine's queue (gauge)."""
     waiting_max: NonNegFloat | None = None
+    """Highest queue length (waiting requests) any scrape of the window read."""
     kv_usage_max_pct: Percent | None = None
+    """Highest KV-cache usage any scrape of the window read (%)."""
     preemptions: NonNegInt | None = None
+    """Requests the engine preempted during the window (counter difference); null where it has no
+    such counter."""
     scrapes: NonNegInt = 0
+    """Scrapes of /metrics in the window that answered within their deadline."""
     prefix_cache_hit_pct: Percent | None = None
+    """Prefix-cache hit rate over the window (%): 100 × hits / queries, or the mean of a sampled
+    hit-rate gauge where the engine has no counters; null where it exposes none."""
     prefix_cache_queries_tokens: NonNegInt | None = None
+    """Prompt tokens the engine looked up in its prefix cache during the window (counter
+    difference)."""
     prefix_cache_hits_tokens: NonNegInt | None = None
+    """Prompt tokens of those lookups found in the cache (counter difference)."""
     prefix_cache_source: str | None = None
+    """The metrics the prefix-cache figures were read from."""
     missed_scrapes: NonNegInt = Field(
         default=0,
         description=(
@@ -144,43 +181,79 @@ class Probe(StrictModel):
     """One SLO-search probe (``phase``: grow, list, bisect)."""
 
     phase: Literal["grow", "list", "bisect"]
+    """The search phase that chose the probe's load: grow (from the start load, multiplied by the
+    growth factor until a miss), list (the spec's sweep.rates) or bisect (between the highest pass
+    and the lowest miss)."""
     window: WindowSummary
+    """What the probe's window measured, with its SLO verdict."""
     metrics: EngineMetrics | None = None
+    """The engine's /metrics over the window; null when not scraped."""
     warmup_s: NonNegFloat = 0.0
+    """Seconds of load before the window began, whose requests are not counted."""
 
 
 class Repeat(StrictModel):
     """One measurement repeat at the found rate (``backoff`` counts rate reductions)."""
 
     window: WindowSummary
+    """What the repeat's window measured, with its SLO verdict."""
     power: PowerWindow | None = None
+    """Power over the window; null without a power source."""
     metrics: EngineMetrics | None = None
+    """The engine's /metrics over the window; null when not scraped."""
     backoff: NonNegInt = 0
+    """How many times the rate had been reduced before this repeat (a repeat that missed the SLO
+    backs off); 0 at the rate the search found."""
 
 
 class MbuResult(StrictModel):
     """MBU inputs and result (bytes per decode step, steps/s, TB/s, %)."""
 
     weights_bytes_per_step: NonNegFloat
+    """Bytes of weights read per decode step, over all GPUs (the active experts' share for a
+    mixture-of-experts model)."""
     kv_bytes_per_step: NonNegFloat
+    """Bytes of KV cache read per decode step: running batch × mean context (prompt + half the
+    output, tokens) × KV bytes per token of the model's geometry and kv_dtype."""
     decode_steps_per_s: NonNegFloat
+    """Decode steps per second at the found load: mean goodput of the passing repeats (tok/s) /
+    running_batch."""
     running_batch: NonNegFloat
+    """Mean requests running at once over the passing repeats at the found load (the engine's
+    running gauge, EngineMetrics.running_mean)."""
     rated_bw_tbs_per_gpu: PosFloat
+    """Rated memory bandwidth per GPU used (TB/s, 10^12 bytes/s)."""
     gpus: PosInt
+    """GPUs the bandwidth is summed over: those the power source reads, else tensor_parallel ×
+    replicas."""
     mbu_pct: NonNegFloat
+    """Memory-bandwidth utilisation (%) = bytes per step × decode steps/s ÷ (rated TB/s × 10^12 ×
+    GPUs) × 100; above 100 points at a wrong rated bandwidth or model geometry."""
 
 
 class SearchResult(StrictModel):
     """The outcome of the SLO search and the repeats (rate in req/s, goodput in tok/s)."""
 
     rate_rps: NonNegFloat
+    """The load found: the highest rate (req/s) whose repeats met the SLO, after any back-off; for a
+    closed-loop run the rate measured at the found concurrency; 0 when none met it."""
     goodput_tok_s: NonNegFloat
+    """The run's SLO goodput (tok/s): mean goodput of the repeats at the found load; 0 when none met
+    the SLO."""
     slo_pass_count: NonNegInt
+    """Repeats at the found load that met the SLO."""
     repeats: NonNegInt
+    """Repeats measured at the found load."""
     backoffs: NonNegInt = 0
+    """Times a repeat missed the SLO and the load was reduced before measuring again."""
     gpu_seconds: NonNegFloat = 0.0
+    """Seconds the run held the engine under load: every probe's and repeat's warm-up plus window.
+    """
     gpu_seconds_saved: NonNegFloat = 0.0
+    """Window seconds not spent because probes that missed the SLO beyond doubt were stopped early.
+    """
     warnings: list[str] = Field(default_factory=list)
+    """The search's own warnings in words (e.g. pass/fail not monotonic in the load)."""
     concurrency: PosInt | None = Field(
         default=None,
         description="For a closed-loop run (measurement.profile: concurrency): the number "
@@ -270,18 +343,35 @@ class RunRecord(StrictModel):
     """
 
     schema_version: Literal[1] = 1
+    """Version of the run record format (1)."""
     tool: ToolInfo
+    """The TokenWatt Bench that wrote the record."""
     label: PlainName
+    """The configuration's name on pages and in tables (--label or the spec's)."""
     role: Literal["baseline", "tuned"]
+    """baseline (the configuration others are compared with) or tuned."""
     mode: Literal["smoke", "quick", "full"]
+    """The mode preset measured with: smoke (a pipeline check, not a measurement), quick (shorter
+    windows, fewer repeats) or full (the spec as written)."""
     simulated: bool = False
+    """True when the engine measured was the simulated one (tokenwatt-sim): the numbers are no
+    measurement."""
     spec: Spec
+    """The spec the run measured with, as effective: point-and-shoot options and the mode preset
+    applied (mode_overrides lists what the mode replaced)."""
     fingerprint: NonEmptyStr
+    """Hash of the spec fields that make runs comparable (model, workload, SLO, measurement, ...);
+    runs with different fingerprints cannot share a report."""
     command: str
+    """The command line that made the run (secrets never included)."""
     started: dt.datetime
+    """When the run started (ISO 8601 with UTC offset)."""
     finished: dt.datetime | None = None
+    """When the run finished or was interrupted; null while it is still being written."""
     complete: bool = True
+    """False when the run stopped early; everything measured up to then is kept."""
     incomplete_reason: str | None = None
+    """Why the run is incomplete, in words; null for a complete run."""
     interrupted: Interruption | None = Field(
         default=None,
         description=(
@@ -292,13 +382,25 @@ class RunRecord(StrictModel):
         ),
     )
     environment: Environment = Field(default_factory=Environment)
+    """What was read at run time from the machine and the engine."""
     probes: list[Probe] = Field(default_factory=list)
+    """The SLO search's probe windows, in the order measured."""
     repeats: list[Repeat] = Field(default_factory=list)
+    """The measurement repeats (and fixed-load windows), in the order measured."""
     result: SearchResult | None = None
+    """The search's outcome: load found, goodput, repeats and their passes; null when the run
+    stopped before one."""
     mbu: MbuResult | None = None
+    """Memory-bandwidth utilisation at the found load, with its inputs; null when it could not be
+    computed (no geometry, no rated bandwidth, no engine gauges)."""
     accuracy: AccuracyResult | None = None
+    """The accuracy suite's results; null when no suite was run."""
     engine_warnings: list[str] = Field(default_factory=list)
+    """Warnings about the engine: known warnings found in its log, a served model that differs from
+    the spec's, ..."""
     not_covered: list[str] = Field(default_factory=list)
+    """What this run could not measure or vouch for, in words (shown in the report's "not covered"
+    list)."""
     idle_power: PowerWindow | None = Field(
         default=None,
         description="Power measured before the first window with the engine idle "

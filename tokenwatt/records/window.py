@@ -30,8 +30,11 @@ class Percentiles(StrictModel):
     """p50/p90/p99 of one latency (ms), see :data:`LatencyMs`."""
 
     p50: LatencyMs = None
+    """Median (ms); "inf" when failed requests (infinitely slow) reach it; null with no samples."""
     p90: LatencyMs = None
+    """90th percentile (ms); "inf" when failed requests reach it; null with no samples."""
     p99: LatencyMs = None
+    """99th percentile (ms); "inf" when failed requests reach it; null with no samples."""
 
 
 class Spread(StrictModel):
@@ -39,9 +42,13 @@ class Spread(StrictModel):
     there were no samples."""
 
     p50: NonNegFloat | None = None
+    """Median of the quantity over the window's samples; null with no samples."""
     p90: NonNegFloat | None = None
+    """90th percentile of the quantity; null with no samples."""
     p99: NonNegFloat | None = None
+    """99th percentile of the quantity; null with no samples."""
     mean: NonNegFloat | None = None
+    """Arithmetic mean of the quantity; null with no samples."""
 
 
 class WorkerLag(StrictModel):
@@ -100,31 +107,71 @@ class WindowSummary(StrictModel):
     """
 
     rate_rps: PosFloat
+    """The window's load in requests per second: the arrival rate set for an open-loop window
+    (poisson, constant); for a closed-loop window (profile concurrency) the rate measured (requests
+    / duration_s)."""
     duration_s: PosFloat
+    """Length of the measurement window (s), warm-up excluded: requests that arrive in it are the
+    window's."""
     requests: NonNegInt
+    """Requests that arrived in the window, those the client cancelled itself included (warm-up and
+    drain requests excluded)."""
     completed: NonNegInt
+    """Requests of the window that finished without error."""
     errors: NonNegInt
+    """Requests of the window the engine failed (connection error, timeout, HTTP error, broken
+    stream); requests the client cancelled are not errors."""
     error_kinds: dict[str, NonNegInt] = Field(default_factory=dict)
+    """Failed requests counted per error kind (connect, timeout, http_500, ...)."""
     input_tokens: NonNegInt = 0
+    """Prompt tokens of the window's non-cancelled requests, summed (from the server's usage, else
+    as sent)."""
     output_tokens: NonNegInt = 0
+    """Output tokens of the window's completed requests, summed (token_count_source says where
+    counted)."""
     usage_missing: NonNegInt = 0
+    """Completed requests whose response carried no usage, so the client counted their output
+    tokens."""
     achieved_rps: NonNegFloat = 0.0
+    """Completed requests / duration_s (req/s)."""
     goodput_tok_s: NonNegFloat = 0.0
+    """Output tokens of the window's completed requests / duration_s (tok/s); the SLO search's
+    goodput when the window passes."""
     ttft_ms: Percentiles = Field(default_factory=Percentiles)
+    """Time to first token (ms), from each request's scheduled time (any wait for a client
+    concurrency slot included); failed requests count as infinite."""
     ttft_from_send_ms: Percentiles = Field(default_factory=Percentiles)
+    """Time to first token (ms) from the moment the request was actually sent."""
     tpot_ms: Percentiles = Field(default_factory=Percentiles)
+    """Time per output token (ms): (end - first token) / (output tokens - 1) per request; one-token
+    outputs are left out (tpot_one_token); failed requests count as infinite."""
     itl_ms: Percentiles = Field(default_factory=Percentiles)
+    """Inter-token latency (ms): every gap between consecutive streamed text chunks, pooled over the
+    window's requests; a failed request adds one infinite gap."""
     e2e_ms: Percentiles = Field(default_factory=Percentiles)
+    """End-to-end latency (ms): from the scheduled time to the end of the response stream; a
+    timed-out request's is the time until the client gave up, any other failure counts as infinite.
+    """
     send_lag_p99_ms: NonNegFloat | None = Field(
         default=0.0,
         description="p99 of the send lag (dispatched - scheduled, ms); null for a "
         "closed-loop window (profile 'concurrency'), which has no schedule to lag behind.",
     )
     client_bound: bool = False
+    """The send-lag p99 exceeds 10 ms: the load generator, not the server, may have limited the
+    window."""
     slo_attainment_pct: Percent = 0.0
+    """Share of the window's non-cancelled requests that met both SLO limits individually (%,
+    DistServe's attainment; the methods page, goodput)."""
     slo_pass: bool = False
+    """The window's verdict: p99 TTFT and p99 TPOT within the spec's limits, the window valid and
+    not stopped early."""
     failure_reason: str | None = None
+    """Why the window failed the SLO, in words (the limit missed with its value, an invalid window,
+    a client-bound retry); null when it passed."""
     stopped_early: bool = False
+    """The window was cut short because it had already missed the SLO beyond doubt (its unfinished
+    requests were cancelled by the client)."""
     warnings: list[str] = Field(
         default_factory=list, description="Human-readable flags of this window, one a line."
     )

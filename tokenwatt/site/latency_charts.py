@@ -8,9 +8,10 @@ is). Windows whose verdict was not used (measured again because the client lagge
 that were invalid are left out, and so is a latency without a finite value (∞: failed
 requests reached that percentile; the whole-search table shows them).
 
-Latency distributions (CDFs) at the found operating point need each request's latency;
-a report record keeps percentiles only, so the page has no CDF section until the record
-carries per-request data (:func:`cdf_rows` is the hook and returns nothing today).
+Latency distributions (CDFs) at the found operating point come from the record's
+``latency_at_operating_point`` (quantiles over the requests of the repeats at the found
+load, kept when the run's per-request file was there): one line per configuration, the SLO
+limits as rules. A record without them has no CDF chart.
 """
 
 from __future__ import annotations
@@ -79,11 +80,67 @@ def limit_rows(report: ReportV3) -> Rows:
     ]
 
 
-def cdf_rows(report: ReportV3) -> Rows:
-    """Latency CDF rows at each configuration's found operating point: none until report
-    records carry per-request latencies (they keep percentiles only)."""
-    del report
-    return []
+def cdf_rows(report: ReportV3, names: list[str]) -> Rows:
+    """CDF rows at each configuration's found operating point: per configuration with a
+    ``latency_at_operating_point``, metric and finite quantile above 0 ms, one row with
+    ``name``, ``metric`` (TTFT, TPOT), ``share`` (the level as a fraction, 0.01 … 1) and
+    ``ms``. Infinite quantiles (failed requests) are left out, so such a line stops short of
+    1; none when no configuration has a distribution."""
+    rows: Rows = []
+    for name, cfg in zip(names, report.configs, strict=True):
+        dist = cfg.latency_at_operating_point
+        if dist is None:
+            continue
+        for metric, values in (("TTFT", dist.ttft_ms), ("TPOT", dist.tpot_ms)):
+            for level, value in zip(dist.levels_pct, values, strict=False):
+                ms = finite_ms(value)
+                if ms is None or ms <= 0:
+                    continue
+                rows.append(
+                    {"name": name, "metric": metric, "share": round(level / 100, 4), "ms": ms}
+                )
+    return rows
+
+
+def _cdf_panel(alt: Any, metric: str) -> Any:
+    keep = alt.datum.metric == metric
+    x = alt.X("ms:Q", title=f"{metric} (ms)", scale=alt.Scale(type="log"))
+    line = (
+        alt.Chart(_named(alt, "rows"))
+        .transform_filter(keep)
+        .mark_line(interpolate="step-after")
+        .encode(
+            x=x,
+            y=alt.Y("share:Q", title="Share of requests", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("name:N", sort=None, title="Configuration"),
+            order=alt.Order("share:Q"),
+            tooltip=[
+                alt.Tooltip("name:N", title="Configuration"),
+                alt.Tooltip("share:Q", title="Quantile", format=".1%"),
+                alt.Tooltip("ms:Q", title=f"{metric} (ms)", format=",.1f"),
+            ],
+        )
+    )
+    rule = (
+        alt.Chart(_named(alt, "limits"))
+        .transform_filter(keep)
+        .mark_rule(strokeDash=[6, 3], color="#c62828")
+        .encode(x="ms:Q", tooltip=[alt.Tooltip("label:N"), alt.Tooltip("ms:Q", format=",.0f")])
+    )
+    return alt.layer(line, rule).properties(width="container", height=220)
+
+
+@cache
+def _cdf_template() -> Spec:
+    import altair as alt
+
+    return _finish(alt.vconcat(*(_cdf_panel(alt, m) for m in METRICS)))
+
+
+def cdf_chart(rows: Rows, limits: Rows) -> Spec:
+    """TTFT and TPOT CDFs (share of requests against ms, log scale), one line per
+    configuration, the SLO limits as dashed rules. Rows as :func:`cdf_rows` makes."""
+    return _with_data(_cdf_template(), rows=rows, limits=limits)
 
 
 def _panel(alt: Any, metric: str, load_title: str) -> Any:
@@ -145,8 +202,9 @@ def latency_chart(kind: str, rows: Rows, limits: Rows) -> Spec:
 
 
 def latency_charts(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
-    """The page's latency-against-load charts (id, title, caption, spec), one per load kind
-    the record's windows use; none when no window has a finite latency."""
+    """The page's latency charts (id, title, caption, spec): against load, one per load kind
+    the record's windows use (none when no window has a finite latency), then the CDFs at
+    the operating point when a configuration has them (:func:`cdf_rows`)."""
     by_kind = latency_rows(report, names)
     return [
         {
@@ -162,4 +220,25 @@ def latency_charts(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
             "spec": latency_chart(kind, rows, limit_rows(report)),
         }
         for kind, rows in sorted(by_kind.items())
+    ] + _cdf_charts(report, names)
+
+
+def _cdf_charts(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
+    rows = cdf_rows(report, names)
+    if not rows:
+        return []
+    return [
+        {
+            "id": "latency-cdf",
+            "title": "Latency distribution at the operating point",
+            "caption": (
+                "Share of requests (y) with a TTFT or TPOT up to the value on the x axis "
+                "(ms, log scale), over every request of the repeats at the load each "
+                "configuration was found to sustain, from the run's per-request file "
+                "(quantiles p1 to p99, p99.9 and the maximum). Failed requests count as "
+                "infinitely slow, so a line that stops below 100% has failures above it; "
+                "the red rules are the SLO limits on the p99."
+            ),
+            "spec": cdf_chart(rows, limit_rows(report)),
+        }
     ]

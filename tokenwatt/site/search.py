@@ -16,7 +16,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from tokenwatt.analysis import doubt_sentence, explain_config, rate_text
+from tokenwatt.analysis import doubt_sentence, explain_config, fixed_label, rate_text
 from tokenwatt.records import ConfigV3, ErrorSampleV3, LatencyMsV3, ReportV3, SearchWindowV3
 from tokenwatt.site.escape import md_text, trusted
 from tokenwatt.site.fmt import DASH, num
@@ -39,6 +39,12 @@ def result_stories(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
     ]
 
 
+def fixed_loads(report: ReportV3) -> bool:
+    """Whether the report's runs measured fixed loads (``sweep.fixed``: ``collect --rate``,
+    ``--rates`` or ``--concurrency``), one window each with no SLO search."""
+    return report.spec is not None and report.spec.sweep.fixed
+
+
 def search_sections(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
     """Per configuration with search windows: name, sentence, table rows, error samples,
     window warnings, the search's warnings, and whether the record keeps the whole search."""
@@ -52,11 +58,12 @@ def search_sections(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
                 "story": explain_config(cfg, report),
                 "doubt": doubt_sentence(cfg.search, report.slo.ttft_p99_ms, report.slo.tpot_p99_ms),
                 "ci": any(w.ttft_p99_ci_ms is not None for w in cfg.search),
-                "rows": search_rows(cfg),
+                "rows": search_rows(cfg, fixed=fixed_loads(report)),
                 "samples": sample_lines(cfg.search),
                 "window_warnings": warning_lines(cfg.search),
                 "warnings": list(cfg.search_warnings),
                 "whole": cfg.whole_search,
+                "fixed": fixed_loads(report),
                 "cache": any(w.prefix_cache_hit_pct is not None for w in cfg.search),
                 "prompts": prompts_line(cfg),
             }
@@ -128,8 +135,11 @@ def _errors(w: SearchWindowV3) -> Markup:
     return trusted(", ").join(md_text(k) + trusted(f" {v:,}") for k, v in kinds) + retries
 
 
-def search_rows(cfg: ConfigV3) -> list[dict[str, Any]]:
+def search_rows(cfg: ConfigV3, *, fixed: bool = False) -> list[dict[str, Any]]:
     """The table rows of one configuration's search, in order.
+
+    With ``fixed`` (a fixed-load run, :func:`fixed_loads`) every window is one listed load
+    and is named by :func:`fixed_label`, with no back-off rows.
 
     Each window is numbered (#, 1-based, as the error samples and warnings cite it). Before
     the first repeat after a back-off comes a marker row ("⤵ back-off N", old → new rate).
@@ -139,8 +149,12 @@ def search_rows(cfg: ConfigV3) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     repeat_no = 0
     previous: SearchWindowV3 | None = None
+    step = trusted("")
     for number, w in enumerate(cfg.search, start=1):
-        if w.step == "repeat":
+        if fixed:
+            repeat_no += 0 if w.remeasured else 1
+            step = trusted(fixed_label(w, repeat_no + (1 if w.remeasured else 0)))
+        if w.step == "repeat" and not fixed:
             new_rate = previous is None or previous.step != "repeat" or _new_rate(previous, w)
             if new_rate:
                 repeat_no = 0
@@ -150,7 +164,7 @@ def search_rows(cfg: ConfigV3) -> list[dict[str, Any]]:
         rows.append(
             {
                 "number": trusted(str(number)),
-                "step": _step(w, repeat_no + (1 if w.remeasured else 0)),
+                "step": step if fixed else _step(w, repeat_no + (1 if w.remeasured else 0)),
                 "rate": load_cell(w),
                 "outcome": _outcome(w),
                 "ttft": window_p99(w.ttft_p99_ms, w.ttft_p99_ci_ms, _p99(w.ttft_p99_ms)),
