@@ -93,3 +93,23 @@ def test_the_report_and_its_page_say_what_the_mode_replaced() -> None:
     ]
     plain = ReportV3.model_validate(report.model_dump(mode="json") | {"configs": configs})
     assert mode_rows(plain) == []
+
+
+def test_the_start_line_of_fixed_loads_and_of_a_search_over_clients_names_no_rate_search() -> None:
+    from tokenwatt.collect.point import PointFlags, point_spec
+
+    rates = point_spec(PointFlags(model="m", rates=(10.0, 20.0), duration_s=3), "http://h/v1")
+    assert mode_lines(apply_mode(rates, "quick"), "quick", [], accuracy=False)[0].split("; ")[
+        :2
+    ] == [
+        "quick mode: warm-up 10 s, search window 3 s, measurement window 3 s",
+        "search none: one window at each of 10, 20 req/s",
+    ]
+    clients = point_spec(PointFlags(model="m", concurrencies=(2, 8)), "http://h/v1")
+    assert (
+        "search none: one window at each of 2, 8 clients"
+        in mode_lines(apply_mode(clients, "quick"), "quick", [], accuracy=False)[0]
+    )
+    swept = point_spec(PointFlags(model="m", sweep=True, profile="concurrency"), "http://h/v1")
+    line = mode_lines(apply_mode(swept, "quick"), "quick", [], accuracy=False)[0]
+    assert "req/s" not in line and "search from 1 clients ×" in line

@@ -134,7 +134,22 @@ def mode_lines(
     repeats and accuracy sample after ``mode``'s preset (``spec`` is the effective spec),
     then which spec values the mode replaced (old → new) or that it replaced none."""
     m, s, a = spec.measurement, spec.sweep, spec.accuracy
-    if s.rates:
+    closed = m.profile == "concurrency"
+    if s.fixed:
+        loads = s.concurrencies if closed else s.rates
+        unit = "clients" if closed else "req/s"
+        search = (
+            "none: one window at each of " + ", ".join(f"{x:g}" for x in loads or []) + f" {unit}"
+        )
+    elif closed:
+        listed = s.concurrencies
+        search = (
+            "clients " + ", ".join(str(c) for c in listed)
+            if listed
+            else f"from {s.start_concurrency} clients ×{s.growth:g} up to "
+            f"{m.max_concurrency} clients, {s.bisect_steps} bisection steps"
+        )
+    elif s.rates:
         search = "rates " + ", ".join(f"{r:g}" for r in s.rates) + " req/s"
     else:
         search = (
@@ -148,8 +163,9 @@ def mode_lines(
         acc = f"accuracy {items} × {a.seeds} seed{'s' if a.seeds != 1 else ''}"
     lines = [
         f"{mode} mode: warm-up {m.warmup_s:g} s, search window {m.search_window_s:g} s, "
-        f"measurement window {m.window_s:g} s, {m.repeats} repeat"
-        f"{'s' if m.repeats != 1 else ''}; search {search}; {acc}; "
+        f"measurement window {m.window_s:g} s"
+        + ("; " if s.fixed else f", {m.repeats} repeat{'s' if m.repeats != 1 else ''}; ")
+        + f"search {search}; {acc}; "
         f"idle power {value_text(spec.power.idle_s)} s"
     ]
     if overrides:
