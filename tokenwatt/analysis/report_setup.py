@@ -137,15 +137,23 @@ def _lengths(dist: object, default: str) -> str:
     p90 = getattr(dist, "p90", None)
     if median is None or p90 is None:
         return default
+    if median == p90:
+        return f"{median:,} (fixed)"
     return f"median {median:,} · p90 {p90:,}"
 
 
 def trace_text(spec: Spec) -> str:
-    """What the requests were drawn from: the trace's name, or for a replayed dataset its
-    kind and the first 12 hex digits of its SHA-256 ("sharegpt dataset 3f2a…")."""
-    dataset = spec.workload.dataset
+    """What the requests were drawn from: the trace's name (chat-mix-v1 with both lengths
+    pinned is said to be fixed-length synthetic ids), or for a replayed dataset its kind and
+    the first 12 hex digits of its SHA-256 ("sharegpt dataset 3f2a…")."""
+    w = spec.workload
+    dataset = w.dataset
     if dataset is None:
-        return spec.workload.trace
+        fixed = all(d is not None and d.median == d.p90 for d in (w.input_tokens, w.output_tokens))
+        if w.trace == "chat-mix-v1" and fixed:
+            # What point-and-shoot flags make: the mix's id drawing with both lengths pinned.
+            return "synthetic token ids, fixed lengths (chat-mix-v1)"
+        return w.trace
     digest = f" {dataset.sha256[:12]}…" if dataset.sha256 else ""
     return f"{dataset.kind} dataset{digest}"
 
