@@ -74,6 +74,36 @@ def test_collect_starts_llamacpp_server_and_stops_it(tiny_model: TinyModel, tmp_
 
 
 @pytest.mark.engine
+def test_point_and_shoot_against_llamacpp_then_show(tiny_model: TinyModel, tmp_path: Path) -> None:
+    """No spec: flags only, llama.cpp started by collect; `show` reads the record and its
+    per-request file. Two fixed Poisson windows get exactly rate × duration requests."""
+    pytest.importorskip("xllamacpp", reason="xllamacpp (the test extra) is not installed")
+    serve = [sys.executable, str(HERE / "serve_llamacpp.py"), str(tiny_model.gguf)]
+    cmd = shlex.join([*serve, "--port", "{port}", "--alias", MODEL_NAME, "--parallel", "4"])
+    out = tmp_path / "point.json"
+    argv = [
+        sys.executable, "-m", "tokenwatt", "collect", "--endpoint", "http://127.0.0.1:{port}/v1",
+        "--model", MODEL_NAME, "--engine-cmd", cmd, "--rates", "2,4", "--input-tokens", "16",
+        "--output-tokens", "8", "--duration", "3", "--warmup", "0.5",
+        "--vocab-size", str(tiny_model.vocab_size), "--no-progress", "--out", str(out),
+    ]  # fmt: skip
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = RunRecord.model_validate_json(out.read_text())
+    windows = [r.window for r in record.repeats]
+    assert [(w.rate_rps, w.requests, w.errors) for w in windows] == [(2.0, 6, 0), (4.0, 12, 0)]
+    assert record.spec.workload.input_tokens is not None
+    assert record.spec.workload.input_tokens.median == 16
+    shown = subprocess.run(
+        [sys.executable, "-m", "tokenwatt", "show", str(out), "--requests", "--json"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert record.requests_log is not None and record.requests_log.requests >= 18
+    _assert_engine_gone(record)
+
+
+@pytest.mark.engine
 @pytest.mark.vllm
 def test_collect_starts_vllm_from_the_spec_and_stops_it(
     vllm_python: Path, tiny_model: TinyModel, tmp_path: Path
