@@ -34,16 +34,15 @@ from collections.abc import Callable, Iterator
 
 import aiohttp
 
-from tokenwatt.analysis import tpot_ms, ttft_ms
 from tokenwatt.collect.http import open_session
 from tokenwatt.collect.loadconfig import LoadConfig
 from tokenwatt.collect.loadgen import (
-    _CANCELLED,
     LEAD_S,
     Phase,
     WindowProgress,
     WindowResult,
     _Window,
+    cancelled_by_client,
     drain_ran_out,
     window_summary,
 )
@@ -108,31 +107,10 @@ class _ClosedLoop:
             try:
                 await state.sender.send(res, body)
             except asyncio.CancelledError:
-                if res.error is None:
-                    res.error, res.error_class, res.error_message = (
-                        "cancelled",
-                        "CancelledError",
-                        _CANCELLED,
-                    )
+                cancelled_by_client(res)
                 raise
             finally:
-                _finish(state, res)
-
-
-def _finish(state: _Window, res: RequestResult) -> None:
-    res.finished_s = time.perf_counter()
-    if res.error is None:
-        state.completed += 1
-    else:
-        state.errors += 1
-    if res.in_window:
-        state.ttfts_ms.append(ttft_ms(res))
-        tpot = tpot_ms(res)
-        if tpot is not None:
-            state.tpots_ms.append(tpot)
-        state.window_pending -= 1
-        if state.window_pending == 0 and state.window_dispatched:
-            state.window_done.set()
+                state.finish(res)
 
 
 async def run_closed_window(

@@ -96,6 +96,13 @@ class WindowResult:
         return f"WindowResult({len(self.requests)} requests, summary={self.summary!r})"
 
 
+def cancelled_by_client(res: RequestResult) -> None:
+    """Mark a request the client itself cancelled (never an engine error), unless it had
+    already failed."""
+    if res.error is None:
+        res.error, res.error_class, res.error_message = ("cancelled", "CancelledError", _CANCELLED)
+
+
 def _raise_failure(task: asyncio.Task[None]) -> None:
     if task.done() and not task.cancelled() and (problem := task.exception()) is not None:
         raise problem
@@ -137,28 +144,28 @@ class _Window:
                 res.sent_s = time.perf_counter()
                 await self.sender.send(res, body)
         except asyncio.CancelledError:
-            if res.error is None:
-                res.error, res.error_class, res.error_message = (
-                    "cancelled",
-                    "CancelledError",
-                    _CANCELLED,
-                )
+            cancelled_by_client(res)
             raise
         finally:
-            res.finished_s = time.perf_counter()
-            if res.error is None:
-                self.completed += 1
-            else:
-                self.errors += 1
-            if res.in_window:
-                # Kept as they come, so a progress snapshot never walks every request.
-                self.ttfts_ms.append(ttft_ms(res))
-                tpot = tpot_ms(res)
-                if tpot is not None:
-                    self.tpots_ms.append(tpot)
-                self.window_pending -= 1
-                if self.window_pending == 0 and self.window_dispatched:
-                    self.window_done.set()
+            self.finish(res)
+
+    def finish(self, res: RequestResult) -> None:
+        """Count a request that has ended (however it ended) and release the window's wait
+        when it was the window's last."""
+        res.finished_s = time.perf_counter()
+        if res.error is None:
+            self.completed += 1
+        else:
+            self.errors += 1
+        if res.in_window:
+            # Kept as they come, so a progress snapshot never walks every request.
+            self.ttfts_ms.append(ttft_ms(res))
+            tpot = tpot_ms(res)
+            if tpot is not None:
+                self.tpots_ms.append(tpot)
+            self.window_pending -= 1
+            if self.window_pending == 0 and self.window_dispatched:
+                self.window_done.set()
 
     def snapshot(self, phase: Phase, rate: float, elapsed: float, total: float) -> WindowProgress:
         recent = self.results[-2000:]  # send lag of the latest requests: is the client behind?
