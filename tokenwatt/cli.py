@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,27 +16,10 @@ import click
 
 from tokenwatt import __version__
 from tokenwatt.cli_collect import point_inputs, point_options
-from tokenwatt.errors import InputError, TokenwattError
+from tokenwatt.cli_exits import errors_to_exit
+from tokenwatt.errors import InputError
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _errors_to_exit(func: F) -> F:
-    """Print a library error as ``error: file: field: message`` lines and exit with its code."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except InputError as exc:
-            for problem in exc.problems:
-                click.echo(f"error: {problem}", err=True)
-            sys.exit(exc.exit_code)
-        except TokenwattError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(exc.exit_code)
-
-    return wrapper  # type: ignore[return-value]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -64,7 +46,7 @@ def cli() -> None:
     help="MkDocs docs folder to write (generated, git-ignored).",
 )
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when the pages are stale.")
-@_errors_to_exit
+@errors_to_exit
 def build(reports_dir: Path, docs_dir: Path, check: bool) -> None:
     """Validate report records and write the lab-notes site's pages."""
     from tokenwatt.site import build_site
@@ -254,7 +236,7 @@ def _print_run_table(record: Any) -> None:
     help="Also the per-window TTFT/TPOT/E2E distributions from the per-request file "
     "beside the record, checked against the SHA-256 the record keeps.",
 )
-@_errors_to_exit
+@errors_to_exit
 def show(run_file: Path, as_json: bool, with_requests: bool) -> None:
     """Print a run record's windows: rate, errors, latency percentiles, tok/s, verdict."""
     import json
@@ -283,7 +265,7 @@ def show(run_file: Path, as_json: bool, with_requests: bool) -> None:
 
 @cli.command()
 @_collect_options
-@_errors_to_exit
+@errors_to_exit
 def collect(**kwargs: Any) -> None:
     """Measure a configuration (SLO search, repeats, power, MBU, accuracy) into a run record."""
     _collect(**kwargs)
@@ -291,7 +273,7 @@ def collect(**kwargs: Any) -> None:
 
 @cli.command("run")
 @_collect_options
-@_errors_to_exit
+@errors_to_exit
 def run_command(**kwargs: Any) -> None:
     """Same as ``collect``."""
     _collect(**kwargs)
@@ -328,7 +310,7 @@ def run_command(**kwargs: Any) -> None:
     type=click.FloatRange(min=0.01, max=1000.0),
     help="Multiply every step time (2: same behaviour at half the rates, half the CPU).",
 )
-@_errors_to_exit
+@errors_to_exit
 def sim(
     host: str,
     port: int,
@@ -372,7 +354,7 @@ def suites() -> None:
     default=None,
     help="A mirror of grade_school_math/data (files are checked against the same pinned SHA-256).",
 )
-@_errors_to_exit
+@errors_to_exit
 def suites_fetch(name: str, dest: Path, base_url: str | None) -> None:
     """Download a suite's source files, verified against pinned SHA-256 hashes."""
     from tokenwatt.collect import GSM8K_BASE_URL, fetch_gsm8k
@@ -401,7 +383,7 @@ def suites_fetch(name: str, dest: Path, base_url: str | None) -> None:
 @click.option("--n", "n", type=int, default=200, show_default=True, help="Items to sample.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Suite file to write.")
-@_errors_to_exit
+@errors_to_exit
 def suites_build(
     name: str, test_path: Path, train_path: Path, n: int, seed: int, out: Path
 ) -> None:
@@ -430,7 +412,7 @@ def suites_build(
 @click.option("--demo", is_flag=True, help="Allow smoke-mode and simulated runs (a demo report).")
 @click.option("--force", is_flag=True, help="Replace the report file if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-@_errors_to_exit
+@errors_to_exit
 def report(
     run_files: tuple[Path, ...],
     title: str,
@@ -504,7 +486,7 @@ def _print_report(record: Any, target: Path, runs: list[Any], *, as_json: bool) 
     help="Folder for report.schema.json, run.schema.json and spec.schema.json.",
 )
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when the files are stale.")
-@_errors_to_exit
+@errors_to_exit
 def schema(out_dir: Path, check: bool) -> None:
     """Export the JSON Schema of every record (report, run, spec)."""
     from tokenwatt.records_io import export_schemas
@@ -571,7 +553,7 @@ _KV_DTYPES = ("bf16", "fp16", "fp32", "fp8", "fp8_e4m3", "fp8_e5m2")
     help="Running batch: weights read per decode step (MoE: expected distinct experts).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@_errors_to_exit
+@errors_to_exit
 def model_info_cmd(
     config_path: Path,
     weight_dtype: str | None,

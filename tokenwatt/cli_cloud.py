@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from tokenwatt.errors import InputError, Problem, TokenwattError
+from tokenwatt.cli_exits import exit_on_errors
+from tokenwatt.errors import InputError, Problem
 
 if TYPE_CHECKING:
     from tokenwatt.cloud import LambdaCloud
@@ -58,14 +59,8 @@ def _exits() -> Iterator[None]:
     from tokenwatt.cloud import SessionStopped
 
     try:
-        yield
-    except InputError as exc:
-        for problem in exc.problems:
-            click.echo(f"error: {problem}", err=True)
-        sys.exit(exc.exit_code)
-    except TokenwattError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        with exit_on_errors():
+            yield
     except SessionStopped as exc:
         click.echo(f"cloud: session {exc}", err=True)
         sys.exit(exc.exit_code)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from tokenwatt.errors import InputError, Problem, TokenwattError
+from tokenwatt.cli_exits import exit_on_errors
+from tokenwatt.errors import InputError, Problem
 
 _EXIT_BY_SIGNAL = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
 
@@ -26,15 +27,8 @@ def session_command(session_file: Path, no_progress: bool) -> None:
     RUNS_DIR/LABEL.engine.log. A failing configuration does not stop the others; the session
     then exits 1 naming it, and writes no report.
     """
-    try:
+    with exit_on_errors():
         _session(session_file, progress=not no_progress)
-    except InputError as exc:
-        for problem in exc.problems:
-            click.echo(f"error: {problem}", err=True)
-        sys.exit(exc.exit_code)
-    except TokenwattError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
 
 
 def _session(session_file: Path, *, progress: bool) -> None:
