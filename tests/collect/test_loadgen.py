@@ -258,6 +258,18 @@ async def test_the_timeout_bounds_a_request_queued_for_a_slot(server: ScriptedSe
     assert elapsed < 4.0
 
 
+@pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
+async def test_the_endpoint_works_with_or_without_v1(server: ScriptedServer, suffix: str) -> None:
+    script(server, tokens_stream(2))
+    root = f"http://127.0.0.1:{server.port}"
+    cfg = config(root + suffix)
+    assert cfg.url == root + "/v1/completions"
+    assert config(root + suffix, api="chat").url == root + "/v1/chat/completions"
+    result = await one_window(cfg)
+    assert result.requests and {r.error for r in result.requests} == {None}
+    assert set(server.paths) == {"/v1/completions"}
+
+
 async def test_done_without_tokens_is_empty(server: ScriptedServer) -> None:
     script(server, [chunk(usage=usage(3, 0)), DONE])
     result = await one_window(config(server.base))
