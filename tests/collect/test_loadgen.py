@@ -224,6 +224,52 @@ async def test_a_stalled_stream_times_out(server: ScriptedServer) -> None:
     assert isinstance(e2e, float) and 1000 <= e2e < 8000
 
 
+async def test_the_timeout_bounds_a_request_queued_for_a_slot(server: ScriptedServer) -> None:
+    # The overloaded server of the bug: every slot held by a stream that never ends.
+    never = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await never.wait()
+        return resp
+
+    server.handler = handler
+    started = time.perf_counter()
+    result = await run_window(
+        config(server.base, request_timeout_s=1.0, max_concurrency=1),
+        rate_rps=20,
+        duration_s=0.5,
+        warmup_s=0,
+        requests=same(),
+        seed=4,
+    )
+    elapsed = time.perf_counter() - started
+    window = [r for r in result.requests if r.in_window]
+    assert len(window) == window_request_count(20, 0, 0.5, 4) >= 3
+    assert {r.error for r in window} == {"timeout"}
+    assert server.max_in_flight == 1
+    # Each one ends at its own 1 s timeout from its scheduled time, although all but the
+    # first waited for the one slot (before the fix: the wait plus a whole second more).
+    for r in window:
+        assert r.finished_s is not None
+        assert r.finished_s - r.scheduled_s == pytest.approx(1.0, abs=0.1)
+    # The drain ends within the timeout of the window's end: 0.05 + 0.5 + 1 s, plus slack.
+    assert elapsed < 4.0
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
+async def test_the_endpoint_works_with_or_without_v1(server: ScriptedServer, suffix: str) -> None:
+    script(server, tokens_stream(2))
+    root = f"http://127.0.0.1:{server.port}"
+    cfg = config(root + suffix)
+    assert cfg.url == root + "/v1/completions"
+    assert config(root + suffix, api="chat").url == root + "/v1/chat/completions"
+    result = await one_window(cfg)
+    assert result.requests and {r.error for r in result.requests} == {None}
+    assert set(server.paths) == {"/v1/completions"}
+
+
 async def test_done_without_tokens_is_empty(server: ScriptedServer) -> None:
     script(server, [chunk(usage=usage(3, 0)), DONE])
     result = await one_window(config(server.base))

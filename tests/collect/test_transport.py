@@ -263,8 +263,8 @@ async def test_client_cancellations_are_cancelled_and_drain_run_outs_are_timeout
         assert (r.error, r.error_class) == ("cancelled", "CancelledError")
         assert r.error_message is not None and "by the client" in r.error_message
 
-    # One slot and a server that never answers: the first request times out on its own, the
-    # others are still waiting for the slot when the drain runs out.
+    # One slot and a server that never answers: every request times out on its own, 0.4 s
+    # after its scheduled time, the wait for the slot included; none is left to the drain.
     drained = await window(
         config(server.base, max_concurrency=1, request_timeout_s=0.4), rate=40, duration=0.2
     )
@@ -272,6 +272,12 @@ async def test_client_cancellations_are_cancelled_and_drain_run_outs_are_timeout
     assert len(in_window) >= 2
     assert {r.error for r in in_window} == {"timeout"}
     assert {r.error_class for r in in_window} == {"TimeoutError"}
-    assert {r.error_message for r in in_window[1:]} == {
-        "still unanswered when the window's drain ran out"
+    assert in_window[0].error_message == "no end of stream within the 0.4 s request timeout"
+    assert {r.error_message for r in in_window} <= {
+        "no end of stream within the 0.4 s request timeout",
+        "no concurrency slot (measurement.max_concurrency 1) within the 0.4 s request "
+        "timeout: never sent",
     }
+    for r in in_window:
+        assert r.finished_s is not None
+        assert r.finished_s - r.scheduled_s == pytest.approx(0.4, abs=0.1)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenwatt.analysis import score_completion, spread_pts
+from tokenwatt.collect.endpoints import api_base_url
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.files import file_sha256
 from tokenwatt.records import AccuracyResult, ItemResult, SeedResult, Spec, SuiteItem, load_suite
@@ -26,9 +27,7 @@ _ERROR_BODY_CHARS = 200
 
 def api_url(endpoint: str, api: str) -> str:
     """The request URL for ``engine.api`` under ``endpoint`` (with or without ``/v1``)."""
-    base = endpoint.rstrip("/")
-    if not base.endswith("/v1"):
-        base += "/v1"
+    base = api_base_url(endpoint)
     return f"{base}/chat/completions" if api == "chat" else f"{base}/completions"
 
 

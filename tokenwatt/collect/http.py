@@ -202,11 +202,15 @@ class Sender:
         if self._fresh is not None:
             await self._fresh.close()
 
-    async def send(self, res: RequestResult, body: bytes) -> None:
+    async def send(self, res: RequestResult, body: bytes, *, budget_s: float | None = None) -> None:
         """Send one request and stream its answer into ``res``; never raises but
-        ``asyncio.CancelledError``: every failure is recorded in ``res``."""
+        ``asyncio.CancelledError``: every failure is recorded in ``res``.
+
+        ``budget_s``: what is left of the request's ``timeout_s`` (s) when part of it went
+        before the send (a wait for a concurrency slot); by default all of it.
+        """
         try:
-            async with asyncio.timeout(self.timeout_s):
+            async with asyncio.timeout(self.timeout_s if budget_s is None else max(budget_s, 0.0)):
                 await self._attempts(res, body)
         except TimeoutError as exc:
             message = f"no end of stream within the {self.timeout_s:g} s request timeout"

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tokenwatt.collect.endpoints import api_base_url
 from tokenwatt.collect.http import keeps_streams_alive
 from tokenwatt.collect.workload import RequestSpec
 from tokenwatt.errors import InputError, Problem
@@ -118,9 +119,10 @@ class LoadConfig:
 
     @property
     def url(self) -> str:
-        """The streaming endpoint's full URL."""
+        """The streaming endpoint's full URL; ``endpoint`` may be given with or without
+        ``/v1`` (the same normalisation as the probes and the preflight)."""
         path = "/chat/completions" if self.api == "chat" else "/completions"
-        return self.endpoint.rstrip("/") + path
+        return api_base_url(self.endpoint) + path
 
     def body(self, spec: RequestSpec) -> bytes:
         """The JSON request body for one request.

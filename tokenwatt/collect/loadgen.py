@@ -44,7 +44,7 @@ import aiohttp
 
 from tokenwatt.analysis import percentile, send_lag_ms, summarise_window, tpot_ms, ttft_ms
 from tokenwatt.collect.arrivals import SEND_SPIN_S, load_schedule, sleep_until
-from tokenwatt.collect.http import Sender, open_session
+from tokenwatt.collect.http import Sender, fail, open_session
 from tokenwatt.collect.loadconfig import LoadConfig
 from tokenwatt.collect.workload import RequestSpec
 from tokenwatt.records import RequestResult, WindowSummary
@@ -140,9 +140,18 @@ class _Window:
             # the send follows at once: no hop through the dispatcher and the loop's queue.
             await sleep_until(res.scheduled_s, spin_s=spin_s)
             res.dispatched_s = time.perf_counter()
-            async with self.slots:
+            # The timeout counts from the scheduled time and covers the wait for a slot:
+            # an overloaded server fills every slot, and a request queued behind them must
+            # still end at its timeout (E2E = timeout), not when a slot frees up.
+            deadline = res.scheduled_s + self.cfg.request_timeout_s
+            if not await self._slot(deadline - res.dispatched_s):
+                fail(res, "timeout", TimeoutError(), message=self._no_slot)
+                return
+            try:
                 res.sent_s = time.perf_counter()
-                await self.sender.send(res, body)
+                await self.sender.send(res, body, budget_s=deadline - res.sent_s)
+            finally:
+                self.slots.release()
         except asyncio.CancelledError:
             cancelled_by_client(res)
             raise
@@ -166,6 +175,22 @@ class _Window:
             self.window_pending -= 1
             if self.window_pending == 0 and self.window_dispatched:
                 self.window_done.set()
+
+    @property
+    def _no_slot(self) -> str:
+        return (
+            f"no concurrency slot (measurement.max_concurrency {self.cfg.max_concurrency}) "
+            f"within the {self.cfg.request_timeout_s:g} s request timeout: never sent"
+        )
+
+    async def _slot(self, budget_s: float) -> bool:
+        """Take a concurrency slot within ``budget_s`` (s); False when none came."""
+        try:
+            async with asyncio.timeout(max(budget_s, 0.0)):
+                await self.slots.acquire()
+        except TimeoutError:
+            return False
+        return True
 
     def snapshot(self, phase: Phase, rate: float, elapsed: float, total: float) -> WindowProgress:
         recent = self.results[-2000:]  # send lag of the latest requests: is the client behind?
@@ -394,7 +419,8 @@ async def run_window(
         await asyncio.wait({dispatcher})
         _raise_failure(dispatcher)
         if not stopped:
-            # Every in-window request has its own timeout, but may first wait for a slot.
+            # Every in-window request ends by its scheduled time + the timeout (slot wait
+            # included), so this deadline is a safety net.
             remaining = window_end + cfg.request_timeout_s - time.perf_counter()
             waiter = loop.create_task(state.window_done.wait())
             try:

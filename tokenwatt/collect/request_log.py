@@ -94,7 +94,8 @@ def request_row(
         "rate_rps": rate_rps,
         "in_window": r.in_window,
         "scheduled_s": _at(r.scheduled_s, start_s),
-        "sent_s": _at(r.sent_s, start_s),
+        # A request that never got a concurrency slot was never sent (sent_s unset).
+        "sent_s": _at(r.sent_s, start_s) if r.sent_s else None,
         "first_token_s": _at(r.first_token_s, start_s),
         "last_token_s": _at(r.last_token_s, start_s),
         "end_s": _at(end, start_s),
