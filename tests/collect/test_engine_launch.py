@@ -46,6 +46,7 @@ def test_collect_starts_measures_and_stops_the_engine_with_a_scrubbed_log(
     proc = start(collect_argv(spec, out, "--engine-cmd", cmd))
     stdout, stderr = finish(proc)
     assert proc.returncode == 0, stderr
+    assert "RuntimeWarning" not in stderr  # the log process is not started with -m
     assert_gone(pid, child)  # the engine and the child it left in its group
     log = tmp_path / "runs" / "eng.engine.log"
     text = log.read_text()

@@ -125,6 +125,11 @@ def plan_launch(launch: EngineLaunch, endpoint: str, log_path: Path) -> LaunchPl
     )
 
 
+_LOGGER_MAIN = (
+    "import sys; from tokenwatt.collect.engine_log import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
 def engine_log_path(out: Path) -> Path:
     """The engine's log beside the run record: ``runs/X.json`` → ``runs/X.engine.log``."""
     return out.with_name(f"{out.stem}.engine.log")
@@ -379,7 +384,9 @@ def start_engine(plan: LaunchPlan, api_key: str | None = None) -> LaunchedEngine
                 f"cannot start the engine ({name}): {exc.strerror or exc}"
             ) from None
         engine.started = time.monotonic()
-        logger_argv = [sys.executable, "-m", "tokenwatt.collect.engine_log"]
+        # Not ``-m tokenwatt.collect.engine_log``: the collect package's face imports that
+        # module first, and runpy then warns on the user's terminal.
+        logger_argv = [sys.executable, "-c", _LOGGER_MAIN]
         engine.logger = subprocess.Popen(
             [*logger_argv, str(plan.log_path), str(engine.process.pid), str(plan.stop_grace_s)],
             stdin=read_end,
