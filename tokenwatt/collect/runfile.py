@@ -23,6 +23,7 @@ from tokenwatt.collect.workload import CHAT_MIX_V1
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.files import atomic_write_text, check_regular_file, same_file
 from tokenwatt.records import (
+    MAX_WORKERS,
     EngineSpec,
     Environment,
     ModelSpec,
@@ -116,7 +117,7 @@ def load_spec_before_mode(
         SpecError: the spec cannot be read or is invalid.
         InputError: ``endpoint`` is not an http(s) URL (named ``--endpoint``),
             ``kv_dtype`` is not a KV-cache dtype (named ``--kv-dtype``), or ``workers`` is
-            neither a positive whole number nor ``auto`` (named ``--workers``).
+            neither a whole number from 1 to 256 nor ``auto`` (named ``--workers``).
     """
     return adjust_run_spec(load_spec(path), endpoint, kv_dtype, workers)
 
@@ -143,8 +144,11 @@ def adjust_run_spec(
         spec = spec.model_copy(update={"model": model})
     if workers is not None:
         text = str(workers).strip()
-        if text != "auto" and not (text.isdigit() and int(text) >= 1):
-            message = f"must be a whole number of at least 1, or auto; got {text!r}"
+        if text != "auto" and not (text.isdigit() and 1 <= int(text) <= MAX_WORKERS):
+            message = (
+                f"must be a whole number from 1 to {MAX_WORKERS} (the largest accepted), "
+                f"or auto; got {text[:40]!r}"
+            )
             raise InputError([Problem("--workers", "", message)])
         value = "auto" if text == "auto" else int(text)
         measurement = spec.measurement.model_copy(update={"workers": value})
