@@ -199,3 +199,22 @@ def test_spec_files_past_the_ceilings_are_refused_naming_the_field() -> None:
         "more than 10,000,000 arrivals in one window; the largest rate accepted with these "
         "measurement lengths is 76923.1 req/s"
     ]
+
+
+@pytest.mark.parametrize("with_spec", [False, True])
+def test_collect_refuses_credentials_in_endpoint_naming_the_flag(
+    tmp_path: Path, with_spec: bool
+) -> None:
+    out = tmp_path / "run.json"
+    spec = ["--spec", str(REPO / "specs" / "sim-demo.spec.yaml"), "--label", "a", "--role", "tuned"]
+    code, output = _invoke(
+        *(spec if with_spec else ["--model", "m", "--rate", "1"]),
+        "--endpoint", "http://user:pw-SECRET@127.0.0.1:9/v1", "--out", str(out),
+    )  # fmt: skip
+    assert code == 2, output
+    assert output == (
+        "error: --endpoint: must not carry a user name or password (user:password@host): "
+        "records keep this URL; give secrets through an environment variable (api_key_env, "
+        "password_env)\n"
+    )
+    assert not out.exists()

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from tokenwatt.errors import InputError, Problem
-from tokenwatt.records import MAX_CONCURRENCY, MAX_SCHEDULE_ARRIVALS, Spec, validate
+from tokenwatt.records import MAX_CONCURRENCY, MAX_SCHEDULE_ARRIVALS, EngineSpec, Spec, validate
 
 if TYPE_CHECKING:
     from tokenwatt.collect.options import CollectOptions
@@ -247,6 +247,20 @@ def _apply(data: dict[str, Any], flags: PointFlags, *, fresh: bool) -> None:
         sweep["fixed"] = False
 
 
+def check_endpoint_flag(url: str, flag: str = "--endpoint") -> None:
+    """Refuse an endpoint flag the spec's ``engine.endpoint`` would refuse (credentials in
+    it — ``user:password@``, ``?api_key=`` —, whitespace, not http(s)), before any request
+    is sent; the message names ``flag`` and never repeats the URL.
+
+    Raises:
+        InputError: named ``flag``.
+    """
+    try:
+        validate(EngineSpec, {"endpoint": url, "name": "unknown", "model": "m"}, flag, InputError)
+    except InputError as exc:
+        raise InputError([Problem(flag, "", p.message) for p in exc.problems]) from None
+
+
 def _check_ceilings(data: dict[str, Any], flags: PointFlags) -> None:
     """Refuse a load flag past the spec's ceilings, naming the flag and the largest value
     accepted (``records.MAX_CONCURRENCY``, ``records.MAX_SCHEDULE_ARRIVALS``), before the
@@ -322,6 +336,7 @@ def run_spec(opts: CollectOptions) -> tuple[Spec, Spec]:
     if from_flags:
         if opts.endpoint is None:
             raise InputError([Problem("--endpoint", "", "is needed without --spec")])
+        check_endpoint_flag(opts.endpoint)
         spec = point_spec(flags, opts.endpoint)
     else:
         spec = load_spec(opts.spec_path)
@@ -344,6 +359,7 @@ __all__ = [
     "DEFAULT_TTFT_P99_MS",
     "FLAGS_SPEC",
     "PointFlags",
+    "check_endpoint_flag",
     "check_flags",
     "override_spec",
     "parse_list",

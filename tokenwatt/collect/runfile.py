@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from tokenwatt.collect.modes import Mode, apply_mode
+from tokenwatt.collect.point import check_endpoint_flag
 from tokenwatt.collect.probes import EngineInfo
 from tokenwatt.collect.trace import MAX_TRACE_BYTES
 from tokenwatt.collect.workload import CHAT_MIX_V1
@@ -134,6 +135,7 @@ def adjust_run_spec(
         InputError: as :func:`load_spec_before_mode`.
     """
     if endpoint is not None:
+        check_endpoint_flag(endpoint)
         data = {**spec.engine.model_dump(), "endpoint": endpoint}
         engine = validate(EngineSpec, data, "--endpoint", InputError)
         spec = spec.model_copy(update={"engine": engine})
