@@ -218,3 +218,15 @@ def test_collect_refuses_credentials_in_endpoint_naming_the_flag(
         "password_env)\n"
     )
     assert not out.exists()
+
+
+def test_a_label_longer_than_a_report_holds_is_refused_naming_label(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, output = _invoke(
+        "--endpoint", CLOSED, "--model", "m", "--rate", "1", "--label", "x" * 121,
+        "--out", str(out),
+    )  # fmt: skip
+    assert code == 2, output
+    assert output.endswith("\nerror: --label: label: must have at most 120 characters, got 121\n")
+    assert "Traceback" not in output
+    assert not out.exists()

@@ -24,6 +24,7 @@ from tokenwatt.collect.workload import CHAT_MIX_V1
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.files import atomic_write_text, check_regular_file, same_file
 from tokenwatt.records import (
+    MAX_LABEL_CHARS,
     MAX_WORKERS,
     EngineSpec,
     Environment,
@@ -234,6 +235,12 @@ def check_run_options(
             TypeAdapter(PlainName).validate_python(label)
         except ValidationError as exc:
             message = str(exc.errors()[0]["ctx"]["error"])
+            problems.append(Problem("--label", "label", message))
+        if len(label) > MAX_LABEL_CHARS:
+            # A report record holds at most this many: refused now, not at `report`. Path
+            # separators stay allowed: collect never makes a path of it (--out is the file),
+            # and the default label is the served model's id (Qwen/Qwen3-8B).
+            message = f"must have at most {MAX_LABEL_CHARS} characters, got {len(label)}"
             problems.append(Problem("--label", "label", message))
     if role not in ("baseline", "tuned"):
         problems.append(Problem("--role", "role", f"{role!r} is not one of baseline, tuned"))

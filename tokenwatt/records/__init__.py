@@ -8,6 +8,7 @@ importing the records never brings them along.
 
 from tokenwatt.records.accuracy import AccuracyResult, ItemResult, SeedResult
 from tokenwatt.records.base import (
+    MAX_LABEL_CHARS,
     MIN_POSITIVE,
     ArrivalProcess,
     LoadProfile,
@@ -132,6 +133,7 @@ __all__ = [
     "CDF_LEVELS_PCT",
     "GOLD",
     "MAX_CONCURRENCY",
+    "MAX_LABEL_CHARS",
     "MAX_PROBLEMS",
     "MAX_SCHEDULE_ARRIVALS",
     "MAX_WORKERS",
