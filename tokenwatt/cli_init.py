@@ -53,11 +53,16 @@ def init_command(
     import yaml
     from pydantic import ValidationError
 
-    from tokenwatt.collect import model_config_facts, read_server, spec_text
-    from tokenwatt.errors import EngineError
+    from tokenwatt.collect import check_endpoint_flag, model_config_facts, read_server, spec_text
+    from tokenwatt.errors import EngineError, InputError
     from tokenwatt.files import atomic_write_text
     from tokenwatt.records import Spec, problems_from
 
+    try:
+        check_endpoint_flag(endpoint)  # before any request: no credentials in the URL
+    except InputError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
     api_key = os.environ.get(api_key_env) if api_key_env else None
     if api_key_env and api_key is None:
         click.echo(f"error: --api-key-env: the variable {api_key_env} is not set", err=True)

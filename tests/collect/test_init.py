@@ -97,3 +97,49 @@ def test_init_refuses_a_server_without_models(
     assert done.returncode == 2
     assert message in done.stderr
     assert not (tmp_path / "specs").exists()
+
+
+def test_init_refuses_credentials_in_the_url_before_any_request(tmp_path: Path) -> None:
+    hits: list[str] = []
+
+    def models(query: dict[str, list[str]]) -> tuple[int, object]:
+        hits.append("models")
+        return 200, {"object": "list", "data": [{"id": "m"}]}
+
+    with ScriptedServer({"/v1/models": models}) as srv:
+        url = srv.url.replace("http://", "http://user:pw-SECRET@")
+        done = init("--endpoint", url, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "error: --endpoint: must not carry a user name or password (user:password@host): "
+        "records keep this URL; give secrets through an environment variable (api_key_env, "
+        "password_env)\n"
+    )
+    assert hits == [] and "SECRET" not in done.stdout + done.stderr
+    assert not (tmp_path / "specs").exists()
+
+
+@pytest.mark.parametrize(
+    ("route", "message"),
+    [
+        (lambda q: (200, "not json {"), "/v1/models did not answer with JSON"),
+        (lambda q: (302, {}), "/v1/models answered HTTP 302"),
+    ],
+)
+def test_probe_errors_never_show_the_urls_password(route: object, message: str) -> None:
+    from tokenwatt.collect.probes import probe_engine
+    from tokenwatt.errors import EngineError
+
+    with ScriptedServer({"/v1/models": route}) as srv:  # type: ignore[dict-item]
+        url = srv.url.replace("http://", "http://user:pw-SECRET@")
+        with pytest.raises(EngineError) as caught:
+            probe_engine(url, None, timeout_s=5.0)
+    root = srv.url.rstrip("/").removesuffix("/v1").replace("http://", "http://user:[redacted]@")
+    assert str(caught.value) == f"{root}{message}"
+    # Nothing answers on port 9: the connection error names the URL, scrubbed.
+    with pytest.raises(EngineError) as refused:
+        probe_engine("http://user:pw-SECRET@127.0.0.1:9/v1", None, timeout_s=5.0)
+    assert str(refused.value).startswith(
+        "cannot reach the engine at http://user:[redacted]@127.0.0.1:9/v1/models: "
+    )
+    assert "SECRET" not in str(refused.value)

@@ -15,7 +15,7 @@ from tokenwatt.cli import cli
 from tokenwatt.collect.modes import apply_mode
 from tokenwatt.collect.point import PointFlags, override_spec, point_spec
 from tokenwatt.errors import InputError
-from tokenwatt.records import load_spec
+from tokenwatt.records import Spec, load_spec, validate
 from tokenwatt.records.spec import fingerprint, fingerprint_fields
 
 REPO = Path(__file__).resolve().parents[2]
@@ -133,3 +133,100 @@ def test_with_spec_label_and_role_are_still_needed(tmp_path: Path) -> None:
 def test_effective_spec_is_the_mode_capped_flag_spec() -> None:
     spec = apply_mode(point_spec(FLAGS, "http://127.0.0.1:8000/v1"), "smoke")
     assert spec.measurement.warmup_s == 5.0 and spec.measurement.window_s == 5.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--concurrency", "100000000"],
+            "--concurrency: 100000000 clients is more than one load generator holds; "
+            "the largest accepted is 10,000",
+        ),
+        (
+            # 1 s window + 0 s warm-up + 120 s request timeout: 10,000,000 / 121 req/s.
+            ["--rate", "1e9"],
+            "--rate/--rates: 1e+09 req/s over 121 s (warm-up + window + request timeout) "
+            "would schedule more than 10,000,000 arrivals; the largest rate accepted with "
+            "these lengths is 82644.6 req/s",
+        ),
+        (
+            ["--rate", "1", "--workers", "100000"],
+            "--workers: must be a whole number from 1 to 256 (the largest accepted), or "
+            "auto; got '100000'",
+        ),
+    ],
+)
+def test_loads_past_the_ceilings_exit_2_naming_the_flag_and_the_largest(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    out = tmp_path / "run.json"
+    code, output = _invoke(
+        "--endpoint", CLOSED, "--model", "m", "--duration", "1", "--warmup", "0",
+        "--out", str(out), *args,
+    )  # fmt: skip
+    assert code == 2, output
+    assert message in " ".join(output.split())
+    assert "Traceback" not in output and "cannot reach the engine" not in output
+    assert not out.exists()
+
+
+def test_the_largest_accepted_loads_still_make_a_spec() -> None:
+    flags = PointFlags(model="m", concurrencies=(10_000,), duration_s=1.0, warmup_s=0.0)
+    assert point_spec(flags, CLOSED).measurement.max_concurrency == 10_000
+    rate = PointFlags(model="m", rates=(82644.0,), duration_s=1.0, warmup_s=0.0)
+    assert point_spec(rate, CLOSED).sweep.rates == [82644.0]
+
+
+def test_spec_files_past_the_ceilings_are_refused_naming_the_field() -> None:
+    spec = load_spec(REPO / "specs" / "sim-demo.spec.yaml")
+    data = spec.model_dump()
+    lengths = {"warmup_s": 10.0, "window_s": 60.0, "search_window_s": 30.0}
+    data["measurement"].update(lengths, request_timeout_s=60.0)  # 130 s in all
+
+    def problems(section: str, **changes: object) -> list[str]:
+        changed = {**data, section: {**data[section], **changes}}
+        with pytest.raises(InputError) as caught:
+            validate(Spec, changed, "s.yaml", InputError)
+        return [f"{p.field}: {p.message}" for p in caught.value.problems]
+
+    assert problems("measurement", max_concurrency=10_001) == [
+        "measurement.max_concurrency: must be less than or equal to 10000, got 10001"
+    ]
+    assert "less than or equal to 256, got 257" in problems("measurement", workers=257)[0]
+    assert problems("sweep", max_rps=80_000.0) == [
+        "sweep.max_rps: 80000 req/s over warm-up + window + request timeout would schedule "
+        "more than 10,000,000 arrivals in one window; the largest rate accepted with these "
+        "measurement lengths is 76923.1 req/s"
+    ]
+
+
+@pytest.mark.parametrize("with_spec", [False, True])
+def test_collect_refuses_credentials_in_endpoint_naming_the_flag(
+    tmp_path: Path, with_spec: bool
+) -> None:
+    out = tmp_path / "run.json"
+    spec = ["--spec", str(REPO / "specs" / "sim-demo.spec.yaml"), "--label", "a", "--role", "tuned"]
+    code, output = _invoke(
+        *(spec if with_spec else ["--model", "m", "--rate", "1"]),
+        "--endpoint", "http://user:pw-SECRET@127.0.0.1:9/v1", "--out", str(out),
+    )  # fmt: skip
+    assert code == 2, output
+    assert output == (
+        "error: --endpoint: must not carry a user name or password (user:password@host): "
+        "records keep this URL; give secrets through an environment variable (api_key_env, "
+        "password_env)\n"
+    )
+    assert not out.exists()
+
+
+def test_a_label_longer_than_a_report_holds_is_refused_naming_label(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, output = _invoke(
+        "--endpoint", CLOSED, "--model", "m", "--rate", "1", "--label", "x" * 121,
+        "--out", str(out),
+    )  # fmt: skip
+    assert code == 2, output
+    assert output.endswith("\nerror: --label: label: must have at most 120 characters, got 121\n")
+    assert "Traceback" not in output
+    assert not out.exists()

@@ -166,6 +166,20 @@ def test_smoke_first_skips_the_run_of_a_configuration_whose_smoke_run_failed(
             },
             "session.yaml: configurations[0].engine_args[0]: --api-key passes a secret",
         ),
+        (
+            {"configurations": [{"label": "../../evil", "role": "baseline"}]},
+            "session.yaml: configurations[0].label: must be a plain file name (it names "
+            "RUNS_DIR/LABEL.json): no '/' or '\\'\n",
+        ),
+        (
+            {"configurations": [{"label": "..", "role": "baseline"}]},
+            "session.yaml: configurations[0].label: must be a plain file name (it names "
+            "RUNS_DIR/LABEL.json): no leading '.', no leading or trailing spaces\n",
+        ),
+        (
+            {"configurations": [{"label": "x" * 121, "role": "baseline"}]},
+            "session.yaml: configurations[0].label: must have at most 120 characters, got ",
+        ),
     ],
 )
 def test_a_bad_session_file_names_the_field_and_runs_nothing(
@@ -182,6 +196,7 @@ def test_a_bad_session_file_names_the_field_and_runs_nothing(
     assert FAKE_SECRET not in done.stderr
     assert "session [" not in done.stderr  # nothing ran
     assert not (tmp_path / "runs").exists()
+    assert not list(tmp_path.parent.glob("*evil*")) and "Traceback" not in done.stderr
 
 
 def test_the_example_session_file_is_valid() -> None:

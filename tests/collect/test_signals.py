@@ -114,3 +114,33 @@ def test_an_engine_that_dies_mid_window_ends_the_run_as_engine_died(
     assert record.complete is False and record.interrupted == "engine-died"
     last = record.probes[-1].window
     assert last.completed > 0 and "connect" in last.error_kinds
+
+
+def test_an_unexpected_error_leaves_the_record_incomplete_with_its_reason(
+    engine: EngineProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure nobody planned for (injected into the search) is raised on, and the record
+    written on the way out says why instead of "in progress"; no secret in it."""
+    import tokenwatt.collect.run as run_module
+    from tokenwatt.collect.options import CollectOptions
+
+    def broken(self: object) -> None:
+        raise RuntimeError("injected failure\nat password=hunter2-SECRET")
+
+    monkeypatch.setattr(run_module.Measurement, "run", broken)
+    spec = write_spec(tmp_path, engine.endpoint, warmup_s=0.2, window_s=1.0)
+    out = tmp_path / "run.json"
+    opts = CollectOptions(
+        spec_path=spec, label="err", role="baseline", out=out, accuracy=False, progress=False
+    )
+    with pytest.raises(RuntimeError, match="injected failure"):
+        run_module.collect(opts)
+    text = out.read_text()
+    record = RunRecord.model_validate_json(text)
+    assert record.complete is False and record.interrupted is None
+    assert record.incomplete_reason == (
+        "stopped by an unexpected error (RuntimeError: injected failure at "
+        "password=[redacted]); everything measured so far is kept"
+    )
+    assert record.finished is not None and "hunter2" not in text
+    assert not list(tmp_path.glob(".run.json*")), "a temporary or lock file was left behind"

@@ -13,7 +13,7 @@ stays fast.
 from tokenwatt.collect.init_spec import model_config_facts, read_server, spec_text
 from tokenwatt.collect.modes import apply_mode
 from tokenwatt.collect.options import CollectOptions
-from tokenwatt.collect.point import FLAGS_SPEC, PointFlags, parse_list
+from tokenwatt.collect.point import FLAGS_SPEC, PointFlags, check_endpoint_flag, parse_list
 from tokenwatt.collect.request_log import read_rows
 from tokenwatt.collect.run import collect
 from tokenwatt.collect.session import check_session, plan_steps, run_session
@@ -28,6 +28,7 @@ __all__ = [
     "StopSignal",
     "apply_mode",
     "build_suite_file",
+    "check_endpoint_flag",
     "check_session",
     "collect",
     "exit_status",

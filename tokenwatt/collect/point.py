@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from tokenwatt.errors import InputError, Problem
-from tokenwatt.records import Spec, validate
+from tokenwatt.records import MAX_CONCURRENCY, MAX_SCHEDULE_ARRIVALS, EngineSpec, Spec, validate
 
 if TYPE_CHECKING:
     from tokenwatt.collect.options import CollectOptions
@@ -247,15 +247,58 @@ def _apply(data: dict[str, Any], flags: PointFlags, *, fresh: bool) -> None:
         sweep["fixed"] = False
 
 
+def check_endpoint_flag(url: str, flag: str = "--endpoint") -> None:
+    """Refuse an endpoint flag the spec's ``engine.endpoint`` would refuse (credentials in
+    it — ``user:password@``, ``?api_key=`` —, whitespace, not http(s)), before any request
+    is sent; the message names ``flag`` and never repeats the URL.
+
+    Raises:
+        InputError: named ``flag``.
+    """
+    try:
+        validate(EngineSpec, {"endpoint": url, "name": "unknown", "model": "m"}, flag, InputError)
+    except InputError as exc:
+        raise InputError([Problem(flag, "", p.message) for p in exc.problems]) from None
+
+
+def _check_ceilings(data: dict[str, Any], flags: PointFlags) -> None:
+    """Refuse a load flag past the spec's ceilings, naming the flag and the largest value
+    accepted (``records.MAX_CONCURRENCY``, ``records.MAX_SCHEDULE_ARRIVALS``), before the
+    spec is validated, so the message speaks of the flag rather than of a spec field.
+
+    Raises:
+        InputError: named ``--concurrency`` or ``--rate/--rates``.
+    """
+    if flags.concurrencies is not None and max(flags.concurrencies) > MAX_CONCURRENCY:
+        raise _refuse(
+            "--concurrency",
+            f"{max(flags.concurrencies)} clients is more than one load generator holds; "
+            f"the largest accepted is {MAX_CONCURRENCY:,}",
+        )
+    if flags.rates is None:
+        return
+    m = data["measurement"]
+    span_s = m["warmup_s"] + max(m["window_s"], m["search_window_s"]) + m["request_timeout_s"]
+    limit = MAX_SCHEDULE_ARRIVALS / span_s
+    if max(flags.rates) > limit:
+        raise _refuse(
+            "--rate/--rates",
+            f"{max(flags.rates):g} req/s over {span_s:g} s (warm-up + window + request "
+            f"timeout) would schedule more than {MAX_SCHEDULE_ARRIVALS:,} arrivals; the "
+            f"largest rate accepted with these lengths is {limit:g} req/s",
+        )
+
+
 def point_spec(flags: PointFlags, endpoint: str) -> Spec:
     """The spec of a run given by flags alone (module docstring).
 
     Raises:
         InputError: the flags do not make a valid spec (named ``<flags>``), e.g. an
-            endpoint that is not an http(s) URL.
+            endpoint that is not an http(s) URL; a load past the ceilings (named by flag).
     """
     data = _base(flags, endpoint)
     _apply(data, flags, fresh=True)
+    _check_ceilings(data, flags)
     return validate(Spec, data, "<flags>", InputError)
 
 
@@ -267,6 +310,7 @@ def override_spec(spec: Spec, flags: PointFlags) -> Spec:
     """
     data = spec.model_dump()
     _apply(data, flags, fresh=False)
+    _check_ceilings(data, flags)
     return validate(Spec, data, "<flags>", InputError)
 
 
@@ -292,6 +336,7 @@ def run_spec(opts: CollectOptions) -> tuple[Spec, Spec]:
     if from_flags:
         if opts.endpoint is None:
             raise InputError([Problem("--endpoint", "", "is needed without --spec")])
+        check_endpoint_flag(opts.endpoint)
         spec = point_spec(flags, opts.endpoint)
     else:
         spec = load_spec(opts.spec_path)
@@ -314,6 +359,7 @@ __all__ = [
     "DEFAULT_TTFT_P99_MS",
     "FLAGS_SPEC",
     "PointFlags",
+    "check_endpoint_flag",
     "check_flags",
     "override_spec",
     "parse_list",

@@ -35,7 +35,7 @@ from tokenwatt.collect.engine_metrics import (
 from tokenwatt.errors import EngineError, InputError, Problem
 from tokenwatt.files import check_regular_file
 from tokenwatt.records import Environment, NonNegInt, StrictModel
-from tokenwatt.redact import scrub_capped
+from tokenwatt.redact import scrub, scrub_capped
 
 __all__ = [
     "EngineInfo",
@@ -158,22 +158,23 @@ def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0)
     info = EngineInfo(endpoint=endpoint)
     with httpx.Client(timeout=timeout_s, headers=_headers(api_key)) as client:
         models_url = f"{root}/v1/models"
+        shown = scrub(models_url)  # a user:password@ in the URL never reaches a message
         try:
             r = client.get(models_url)
         except httpx.HTTPError as exc:
-            raise EngineError(f"cannot reach the engine at {models_url}: {exc}") from exc
+            raise EngineError(scrub(f"cannot reach the engine at {shown}: {exc}")) from exc
         if r.status_code != 200:
             raise EngineError(
-                f"{models_url} answered HTTP {r.status_code}"
+                f"{shown} answered HTTP {r.status_code}"
                 + (" (check the API key)" if r.status_code in (401, 403) else "")
             )
         try:
             models = r.json()
         except ValueError as exc:
-            raise EngineError(f"{models_url} did not answer with JSON") from exc
+            raise EngineError(f"{shown} did not answer with JSON") from exc
         data = models.get("data") if isinstance(models, dict) else None
         if not isinstance(data, list):
-            raise EngineError(f"{models_url} answered without a 'data' list of models")
+            raise EngineError(f"{shown} answered without a 'data' list of models")
         owners: set[str] = set()
         for entry in data:
             if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):

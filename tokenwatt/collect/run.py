@@ -58,7 +58,7 @@ from tokenwatt.collect.search import (
     monotonicity_warnings,
     slo_search,
 )
-from tokenwatt.collect.stopping import GracefulStop, StopSignal
+from tokenwatt.collect.stopping import GracefulStop, StopSignal, failure_reason
 from tokenwatt.collect.tokens import load_token_counter
 from tokenwatt.collect.verdict import RETRIED_PREFIX, retried
 from tokenwatt.collect.window import WindowOutcome, WindowPlan, WindowRunner
@@ -389,6 +389,9 @@ def collect(opts: CollectOptions) -> RunRecord:
         EngineError: the engine cannot be reached at the start (nothing is written).
         StopSignal: SIGTERM or SIGHUP before the first window (nothing is written).
         KeyboardInterrupt: Ctrl-C before the first window (nothing is written).
+        Exception: anything unexpected is raised on; once the record exists it is written
+            first, ``complete: false`` with ``incomplete_reason`` naming the error
+            (:func:`tokenwatt.collect.stopping.failure_reason`).
     """
     # From the start: a signal during the checks stops the run cleanly (lock released).
     with GracefulStop() as stop:
@@ -556,6 +559,11 @@ def _measure(
     except EngineDiedError as exc:
         rec.interrupted = "engine-died"
         rec.incomplete_reason = str(exc)
+    except BaseException as exc:
+        # Whatever else ends the run (a bug, memory, a library's error) is raised on, but
+        # the record says so instead of staying "in progress".
+        rec.incomplete_reason = failure_reason(exc, secrets=[api_key or ""])
+        raise
     finally:
         rec.finished = dt.datetime.now(dt.UTC)
         rec.prompts = PromptStats(

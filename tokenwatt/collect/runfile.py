@@ -17,12 +17,15 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from tokenwatt.collect.modes import Mode, apply_mode
+from tokenwatt.collect.point import check_endpoint_flag
 from tokenwatt.collect.probes import EngineInfo
 from tokenwatt.collect.trace import MAX_TRACE_BYTES
 from tokenwatt.collect.workload import CHAT_MIX_V1
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.files import atomic_write_text, check_regular_file, same_file
 from tokenwatt.records import (
+    MAX_LABEL_CHARS,
+    MAX_WORKERS,
     EngineSpec,
     Environment,
     ModelSpec,
@@ -116,7 +119,7 @@ def load_spec_before_mode(
         SpecError: the spec cannot be read or is invalid.
         InputError: ``endpoint`` is not an http(s) URL (named ``--endpoint``),
             ``kv_dtype`` is not a KV-cache dtype (named ``--kv-dtype``), or ``workers`` is
-            neither a positive whole number nor ``auto`` (named ``--workers``).
+            neither a whole number from 1 to 256 nor ``auto`` (named ``--workers``).
     """
     return adjust_run_spec(load_spec(path), endpoint, kv_dtype, workers)
 
@@ -133,6 +136,7 @@ def adjust_run_spec(
         InputError: as :func:`load_spec_before_mode`.
     """
     if endpoint is not None:
+        check_endpoint_flag(endpoint)
         data = {**spec.engine.model_dump(), "endpoint": endpoint}
         engine = validate(EngineSpec, data, "--endpoint", InputError)
         spec = spec.model_copy(update={"engine": engine})
@@ -143,8 +147,11 @@ def adjust_run_spec(
         spec = spec.model_copy(update={"model": model})
     if workers is not None:
         text = str(workers).strip()
-        if text != "auto" and not (text.isdigit() and int(text) >= 1):
-            message = f"must be a whole number of at least 1, or auto; got {text!r}"
+        if text != "auto" and not (text.isdigit() and 1 <= int(text) <= MAX_WORKERS):
+            message = (
+                f"must be a whole number from 1 to {MAX_WORKERS} (the largest accepted), "
+                f"or auto; got {text[:40]!r}"
+            )
             raise InputError([Problem("--workers", "", message)])
         value = "auto" if text == "auto" else int(text)
         measurement = spec.measurement.model_copy(update={"workers": value})
@@ -228,6 +235,12 @@ def check_run_options(
             TypeAdapter(PlainName).validate_python(label)
         except ValidationError as exc:
             message = str(exc.errors()[0]["ctx"]["error"])
+            problems.append(Problem("--label", "label", message))
+        if len(label) > MAX_LABEL_CHARS:
+            # A report record holds at most this many: refused now, not at `report`. Path
+            # separators stay allowed: collect never makes a path of it (--out is the file),
+            # and the default label is the served model's id (Qwen/Qwen3-8B).
+            message = f"must have at most {MAX_LABEL_CHARS} characters, got {len(label)}"
             problems.append(Problem("--label", "label", message))
     if role not in ("baseline", "tuned"):
         problems.append(Problem("--role", "role", f"{role!r} is not one of baseline, tuned"))

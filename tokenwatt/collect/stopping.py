@@ -20,12 +20,29 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from types import FrameType, TracebackType
 from typing import Any
 
+from tokenwatt.redact import scrub
+
 GRACEFUL_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 """The signals that end a run like Ctrl-C (SIGINT stays Python's KeyboardInterrupt)."""
+
+
+FAILURE_TEXT_CHARS = 300
+"""How much of an unexpected error's text :func:`failure_reason` keeps."""
+
+
+def failure_reason(exc: BaseException, secrets: Iterable[str] = ()) -> str:
+    """A run record's ``incomplete_reason`` for a run ended by an unexpected error: its type
+    and its text, credentials scrubbed (:func:`tokenwatt.redact.scrub`, with ``secrets``
+    such as the run's API key) and clipped to :data:`FAILURE_TEXT_CHARS` characters."""
+    text = scrub(" ".join(str(exc).split()), secrets)
+    if len(text) > FAILURE_TEXT_CHARS:
+        text = text[: FAILURE_TEXT_CHARS - 1] + "…"
+    detail = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return f"stopped by an unexpected error ({detail}); everything measured so far is kept"
 
 
 class StopSignal(KeyboardInterrupt):

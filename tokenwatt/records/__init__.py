@@ -8,6 +8,7 @@ importing the records never brings them along.
 
 from tokenwatt.records.accuracy import AccuracyResult, ItemResult, SeedResult
 from tokenwatt.records.base import (
+    MAX_LABEL_CHARS,
     MIN_POSITIVE,
     ArrivalProcess,
     LoadProfile,
@@ -89,6 +90,9 @@ from tokenwatt.records.run_input import RunInput
 from tokenwatt.records.schema import json_schemas, schema_files, schema_text
 from tokenwatt.records.session import Session, SessionConfig, check_paths, load_session, spec_path
 from tokenwatt.records.spec import (
+    MAX_CONCURRENCY,
+    MAX_SCHEDULE_ARRIVALS,
+    MAX_WORKERS,
     EngineSpec,
     LengthDist,
     ModelSpec,
@@ -99,6 +103,7 @@ from tokenwatt.records.spec import (
     fingerprint,
     fingerprint_diff,
     fingerprint_fields,
+    max_schedule_rate,
 )
 from tokenwatt.records.suite import (
     GOLD,
@@ -127,7 +132,11 @@ ReportRecord = ReportV3
 __all__ = [
     "CDF_LEVELS_PCT",
     "GOLD",
+    "MAX_CONCURRENCY",
+    "MAX_LABEL_CHARS",
     "MAX_PROBLEMS",
+    "MAX_SCHEDULE_ARRIVALS",
+    "MAX_WORKERS",
     "MIN_POSITIVE",
     "NEWEST_REPORT_VERSION",
     "PORT_PLACEHOLDER",
@@ -222,6 +231,7 @@ __all__ = [
     "load_session",
     "load_spec",
     "load_suite",
+    "max_schedule_rate",
     "migrate_report",
     "overrides_text",
     "parse_report",

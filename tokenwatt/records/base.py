@@ -92,6 +92,33 @@ PlainName = Annotated[str, Field(min_length=1), AfterValidator(_printable)]
 formatting characters, which could move a terminal's cursor or reverse a page's text."""
 
 
+MAX_LABEL_CHARS = 120
+"""Longest configuration label: what a report record's ``label`` accepts."""
+
+
+def _file_name(value: str) -> str:
+    if "/" in value or "\\" in value:
+        raise ValueError("must be a plain file name (it names RUNS_DIR/LABEL.json): no '/' or '\\'")
+    if value.startswith(".") or value != value.strip():
+        raise ValueError(
+            "must be a plain file name (it names RUNS_DIR/LABEL.json): no leading '.', "
+            "no leading or trailing spaces"
+        )
+    return value
+
+
+FileLabel = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_LABEL_CHARS),
+    AfterValidator(_printable),
+    AfterValidator(_file_name),
+]
+"""A label that also names files (``RUNS_DIR/LABEL.json``, ``LABEL.engine.log``): plain
+printable text (:data:`PlainName`), at most :data:`MAX_LABEL_CHARS` characters, no path
+separator, no leading dot (``..``, hidden files), so it cannot leave the folder it is
+written in."""
+
+
 class FieldValueError(ValueError):
     """A validator's error about one field below the model being validated.
 

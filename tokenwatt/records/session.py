@@ -14,7 +14,14 @@ from typing import Literal
 from pydantic import Field, ValidationError, model_validator
 
 from tokenwatt.errors import InputError, Problem
-from tokenwatt.records.base import FieldValueError, NonEmptyStr, PlainName, PosInt, StrictModel
+from tokenwatt.records.base import (
+    FieldValueError,
+    FileLabel,
+    NonEmptyStr,
+    PlainName,
+    PosInt,
+    StrictModel,
+)
 from tokenwatt.records.launch import check_argv
 from tokenwatt.records.load import problems_from, read_yaml
 from tokenwatt.records.spec import KvDtype
@@ -25,8 +32,9 @@ SessionMode = Literal["smoke", "quick", "full"]
 class SessionConfig(StrictModel):
     """One configuration of a session: what ``collect`` is run with."""
 
-    label: PlainName = Field(
-        description="The configuration's name; its run record is RUNS_DIR/LABEL.json."
+    label: FileLabel = Field(
+        description="The configuration's name; its run record is RUNS_DIR/LABEL.json, so "
+        "a plain file name: at most 120 characters, no '/' or '\\', no leading '.'."
     )
     role: Literal["baseline", "tuned"] = Field(description="Its role in the report.")
     engine_cmd: NonEmptyStr | None = Field(

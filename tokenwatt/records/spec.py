@@ -10,7 +10,7 @@ import hashlib
 import json
 import re
 import shlex
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
@@ -30,6 +30,19 @@ from tokenwatt.records.launch import EngineLaunch
 from tokenwatt.redact import scrub
 
 KvDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+
+MAX_CONCURRENCY = 10_000
+"""Most requests a client may hold in flight (``measurement.max_concurrency``, and so the
+most closed-loop clients). Every client is a coroutine with a connection and buffers: far
+beyond this one load-generator host runs out of memory or sockets before the engine is
+measured."""
+MAX_WORKERS = 256
+"""Most load-generator processes ``measurement.workers`` may ask for: each is a Python
+process with its own interpreter (tens of MB); more than this is no benchmark host's."""
+MAX_SCHEDULE_ARRIVALS = 10_000_000
+"""Most arrivals one window's schedule may hold: rate × (warm-up + window + keep-load tail,
+which is at most ``request_timeout_s``). The schedule is a float64 array built before the
+window starts (80 MB at this bound), so a larger load is refused when the spec is read."""
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SECRET_QUERY = re.compile(r"key|token|secret|passw|auth|sig|credential", re.IGNORECASE)
@@ -305,14 +318,15 @@ class MeasurementSpec(StrictModel):
     request_timeout_s: PosFloat
     """A request still unanswered after this many seconds fails (kind timeout) and counts as
     infinitely slow."""
-    max_concurrency: PosInt
-    """Most requests the client keeps in flight; arrivals beyond it wait, and the wait counts in
-    their TTFT."""
-    workers: PosInt | Literal["auto"] = Field(
+    max_concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]
+    """Most requests the client keeps in flight (at most 10,000); arrivals beyond it wait, and
+    the wait counts in their TTFT."""
+    workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = Field(
         default=1,
         description="Load-generator processes that share each window's one Poisson schedule "
-        "(round-robin by arrival); 'auto' picks from the CPU cores and the expected chunk "
-        "rate (tokenwatt.collect.workers.auto_workers). 1: one process, one event loop. "
+        "(round-robin by arrival), at most 256; 'auto' picks from the CPU cores and the "
+        "expected chunk rate (tokenwatt.collect.workers.auto_workers). 1: one process, one "
+        "event loop. "
         "How the client drives the load, not what is measured: outside the fingerprint.",
     )
     arrivals: ArrivalProcess = Field(
@@ -338,6 +352,15 @@ class MeasurementSpec(StrictModel):
         "is measured); 'poisson' leaves the fingerprint of specs written before the field "
         "existed unchanged.",
     )
+
+
+def max_schedule_rate(measurement: MeasurementSpec) -> float:
+    """The highest open-loop rate (req/s) whose schedule stays within
+    :data:`MAX_SCHEDULE_ARRIVALS`: the bound over warm-up + the longer of the two window
+    lengths + the keep-load tail (at most ``request_timeout_s``)."""
+    m = measurement
+    span_s = m.warmup_s + max(m.window_s, m.search_window_s) + m.request_timeout_s
+    return MAX_SCHEDULE_ARRIVALS / span_s
 
 
 class SweepSpec(StrictModel):
@@ -605,6 +628,8 @@ class Spec(StrictModel):
                     f"{top} clients exceed measurement.max_concurrency ({cap}), the most "
                     "requests the client holds in flight",
                 )
+        else:
+            self._check_schedule_size()
         if sweep.fixed:
             listed = sweep.concurrencies if closed else sweep.rates
             if listed is None:
@@ -613,6 +638,19 @@ class Spec(StrictModel):
                     name, f"sweep.fixed measures the listed loads: {name} must be given"
                 )
         return self
+
+    def _check_schedule_size(self) -> None:
+        """Refuse an open-loop load whose schedule would exceed :data:`MAX_SCHEDULE_ARRIVALS`."""
+        sweep, limit = self.sweep, max_schedule_rate(self.measurement)
+        top = max(sweep.rates) if sweep.rates else sweep.max_rps
+        if top > limit:
+            field = "sweep.rates" if sweep.rates else "sweep.max_rps"
+            raise FieldValueError(
+                field,
+                f"{top:g} req/s over warm-up + window + request timeout would schedule more "
+                f"than {MAX_SCHEDULE_ARRIVALS:,} arrivals in one window; the largest rate "
+                f"accepted with these measurement lengths is {limit:g} req/s",
+            )
 
 
 _WORKLOAD_DEFAULTS_OUTSIDE_FINGERPRINT: dict[str, Any] = {
