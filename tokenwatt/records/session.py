@@ -122,7 +122,12 @@ def load_session(path: Path) -> Session:
     Raises:
         InputError: unreadable, not YAML, or not a valid session (one problem per field).
     """
-    data = read_yaml(path, InputError, "a session file must be a mapping (title, spec, ...)")
+    data = read_yaml(
+        path,
+        InputError,
+        "a session file must be a mapping (title, spec, ...)",
+        kind="a session file",
+    )
     try:
         return Session.model_validate(data, strict=True)
     except ValidationError as exc:
