@@ -91,8 +91,15 @@ class Session(StrictModel):
         "RUNS_DIR/smoke/); a configuration whose smoke run fails is not measured.",
     )
     runs_dir: NonEmptyStr = Field(default="runs", description="Folder for the run records.")
-    report: SessionReport = Field(default_factory=SessionReport)
-    configurations: list[SessionConfig] = Field(min_length=1)
+    report: SessionReport = Field(
+        default_factory=SessionReport,
+        description="The report written at the end (id, cards, demo, replace).",
+    )
+    configurations: list[SessionConfig] = Field(
+        min_length=1,
+        description="The configurations, measured one after another in this order; exactly "
+        "one has role baseline.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Session:
