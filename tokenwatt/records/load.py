@@ -434,7 +434,7 @@ def read_yaml(
         try:
             data = loader.get_single_data()  # what yaml.load does, with the kind set
         finally:
-            loader.dispose()  # type: ignore[no-untyped-call]
+            loader.dispose()
     except yaml.YAMLError as exc:
         raise error([Problem(file, "", f"not valid YAML: {_yaml_message(exc)}")]) from exc
     except RecursionError as exc:
