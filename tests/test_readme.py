@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import click
@@ -41,3 +42,34 @@ def test_quick_start_is_two_commands() -> None:
     assert all(len(b.strip().splitlines()) == 1 for b in blocks)
     assert "tokenwatt build" in blocks[0] and "mkdocs build --strict" in blocks[0]
     assert "[test]" in blocks[1] and "pytest" in blocks[1]
+
+
+def _sh_commands(section: str) -> list[list[str]]:
+    """Each ``tokenwatt ...`` command of the section's sh blocks, continuation lines joined,
+    split as the shell would (``&& mkdocs ...`` cut off)."""
+    out = []
+    for block in re.findall(r"```sh\n(.*?)```", section, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split("&&")[0].strip()
+            if line.startswith("tokenwatt "):
+                out.append(shlex.split(line.rstrip("&").strip()))
+    return out
+
+
+def test_measure_your_own_server_uses_real_commands_and_options() -> None:
+    """Every command in "Measure your own server" exists and accepts each option it is
+    given (the walk-through itself was run against `tokenwatt sim`)."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Measure your own server", 1)[1].split("\n## ", 1)[0]
+    commands = _sh_commands(section)
+    assert [c[1] for c in commands] == [
+        *("collect", "show", "show", "init", "collect", "collect", "collect", "report"),
+        *("build", "collect"),
+    ]
+    for argv in commands:
+        command = cli.commands[argv[1]]
+        known = {o for p in command.params for o in getattr(p, "opts", [])}
+        used = [a.split("=")[0] for a in argv[2:] if a.startswith("--")]
+        assert set(used) <= known, (argv, set(used) - known)
+    for name in ("`tokenwatt session FILE.yaml`", "`tokenwatt cloud session`", "--engine-cmd"):
+        assert name in section

@@ -483,12 +483,12 @@ def _print_report(record: Any, target: Path, runs: list[Any], *, as_json: bool) 
     type=click.Path(path_type=Path, file_okay=False),
     default=Path("schemas"),
     show_default=True,
-    help="Folder for report.schema.json, run.schema.json and spec.schema.json.",
+    help="Folder for report, run, spec and session .schema.json files.",
 )
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when the files are stale.")
 @errors_to_exit
 def schema(out_dir: Path, check: bool) -> None:
-    """Export the JSON Schema of every record (report, run, spec)."""
+    """Export the JSON Schema of every record (report, run, spec, session file)."""
     from tokenwatt.records_io import export_schemas
 
     result = export_schemas(out_dir, check=check)

@@ -23,6 +23,7 @@ from tokenwatt.analysis import (
     ms_cell,
     run_rows,
     triple_cell,
+    workload_text,
 )
 from tokenwatt.records import RunRecord
 from tokenwatt.site import bidi_isolated
@@ -74,7 +75,7 @@ def window_cells(row: dict[str, Any]) -> list[str]:
 
 def run_title(record: RunRecord) -> str:
     """``label (role, mode, workload)`` with the simulated and incomplete flags."""
-    flags = [record.role, f"{record.mode} mode", f"workload {record.spec.workload.trace}"]
+    flags = [record.role, f"{record.mode} mode", f"workload {workload_text(record)}"]
     if record.simulated:
         flags.append("simulated")
     if not record.complete:
@@ -121,7 +122,9 @@ REQUEST_HEADERS = (
 
 
 def requests_table(title: str, windows: Sequence[dict[str, Any]]) -> Table:
-    """The per-window distributions of :func:`~tokenwatt.analysis.run_table.request_percentiles`."""
+    """The per-window distributions of :func:`~tokenwatt.analysis.run_table.request_percentiles`;
+    a column of text prompt lengths when the file has them (a dataset run)."""
+    texts = any(w.get("prompt_text_tokens") for w in windows)
     rows = [
         [
             f"{w['kind']} {w['index'] + 1}",
@@ -130,10 +133,19 @@ def requests_table(title: str, windows: Sequence[dict[str, Any]]) -> Table:
             str(w["counted"]),
             str(w["errors"]),
             *(triple_cell(w[key]) for key in ("ttft_ms", "tpot_ms", "e2e_ms")),
+            *([_tokens_cell(w.get("prompt_text_tokens"))] if texts else []),
         ]
         for w in windows
     ]
-    return _table(title, REQUEST_HEADERS, rows)
+    headers = (*REQUEST_HEADERS, *(["text prompt tokens p50/p90/p99"] if texts else []))
+    return _table(title, headers, rows)
+
+
+def _tokens_cell(p: dict[str, Any] | None) -> str:
+    """Token-count percentiles in one cell (``"-"`` where there are none)."""
+    if p is None:
+        return "- / - / -"
+    return " / ".join("-" if p[k] is None else f"{p[k]:,.6g}" for k in ("p50", "p90", "p99"))
 
 
 REPORT_HEADERS = (

@@ -163,3 +163,26 @@ def test_doubt_sentence_names_the_result_repeats_in_doubt() -> None:
         "Not beyond doubt: repeat 1 at 9 req/s missed the SLO, but its p99 TTFT's 95% "
         "interval (480–530 ms) reaches down to the 500 ms limit."
     )
+
+
+def test_doubt_sentence_of_a_fixed_load_run_names_each_load() -> None:
+    """A fixed-load run (``collect --rates`` / ``--concurrency``): every window is one listed
+    load, stored as a repeat with back-off 0; the sentence names the load, not "repeat N"."""
+    from tokenwatt.analysis.doubt import doubt_sentence
+
+    open_loop = [
+        _w(4.0, 0, True, True, ttft_p99_ci_ms=_ci(100.0, 200.0)),
+        _w(8.0, 0, False, False, ttft_p99_ci_ms=_ci(480.0, 530.0), profile="constant"),
+    ]
+    assert doubt_sentence(open_loop, 500.0, 50.0, fixed=True) == (  # type: ignore[arg-type]
+        "Not beyond doubt: load 2 (8 req/s, constant rate) missed the SLO, but its p99 "
+        "TTFT's 95% interval (480–530 ms) reaches down to the 500 ms limit."
+    )
+    closed = [
+        _w(3.2, 0, True, False, concurrency=4, tpot_p99_ci_ms=_ci(45.0, 55.0)),
+        _w(5.9, 0, True, True, concurrency=8, tpot_p99_ci_ms=_ci(30.0, 40.0)),
+    ]
+    assert doubt_sentence(closed, 500.0, 50.0, fixed=True) == (  # type: ignore[arg-type]
+        "Not beyond doubt: load 1 (4 clients, closed loop) met the SLO, but its p99 TPOT's "
+        "95% interval (45–55 ms) reaches past the 50 ms limit."
+    )

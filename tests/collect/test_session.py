@@ -216,9 +216,15 @@ def test_the_example_session_file_is_valid() -> None:
     assert all("{port}" in (s.config.command() or "") for s in steps)
 
 
-def test_sigterm_to_the_session_stops_its_collect_and_engine_and_runs_nothing_more(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("sig", "status", "interrupted"),
+    [(signal.SIGTERM, 143, "sigterm"), (signal.SIGINT, 130, "ctrl-c")],
+)
+def test_a_signal_to_the_session_alone_stops_its_collect_and_engine_and_runs_nothing_more(
+    tmp_path: Path, sig: signal.Signals, status: int, interrupted: str
 ) -> None:
+    """Sent to the session's pid only (``kill -TERM pid``, ``kill -INT pid``), not to a
+    process group: the session passes it on to its running ``collect``."""
     pid = tmp_path / "engine.pid"
     configs = [
         {"label": "a", "role": "baseline", "engine_cmd": sim_cmd(pid), "accuracy": False},
@@ -230,11 +236,13 @@ def test_sigterm_to_the_session_stops_its_collect_and_engine_and_runs_nothing_mo
     proc = start(argv)
     wait_for_file(tmp_path / "runs" / "a.json", proc)
     time.sleep(1.0)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     _, stderr = finish(proc)
-    assert proc.returncode == 143, stderr
-    assert "session stopped by SIGTERM; no further configuration was run" in stderr
+    assert proc.returncode == status, stderr
+    assert f"session stopped by {sig.name}; no further configuration was run" in stderr
     assert_gone(pid)
     record = json.loads((tmp_path / "runs" / "a.json").read_text())
-    assert record["interrupted"] == "sigterm" and record["engine_process"]["stop"] == "sigterm"
+    assert record["interrupted"] == interrupted, stderr
+    assert record["engine_process"]["stop"] == "sigterm"
+    assert record["complete"] is False
     assert not (tmp_path / "runs" / "b.json").exists()

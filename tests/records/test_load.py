@@ -315,3 +315,24 @@ def test_a_bad_date_names_the_value_and_the_parser_reason() -> None:
     assert problem.field == "day"
     assert problem.message.startswith('must be a date as YYYY-MM-DD, got "2026-02-30" (')
     assert problem.message.endswith(")")
+
+
+def test_a_session_file_with_an_alias_or_nan_names_the_session_file(tmp_path: Path) -> None:
+    """The YAML reader is shared with specs; its messages name the kind of file read."""
+    from tokenwatt.errors import InputError
+    from tokenwatt.records import load_session
+
+    path = tmp_path / "s.yaml"
+    path.write_text("title: &t x\nspec: *t\n", encoding="utf-8")
+    with pytest.raises(InputError) as exc:
+        load_session(path)
+    assert not isinstance(exc.value, SpecError)
+    assert [str(p) for p in exc.value.problems] == [
+        f"{path}: not valid YAML: anchors and aliases (&name, *name) are not allowed in a "
+        "session file; write the values out (line 2, column 7)"
+    ]
+    path.write_text("title: x\nspec: s.yaml\nrepeat: .nan\n", encoding="utf-8")
+    with pytest.raises(InputError) as exc:
+        load_session(path)
+    assert not isinstance(exc.value, SpecError)
+    assert [str(p) for p in exc.value.problems] == [f"{path}: repeat: nan is not a finite number"]

@@ -26,7 +26,7 @@ def test_committed_schemas_are_current(repo_root: Path) -> None:
 def test_schema_check_command_passes_on_the_repository(repo_root: Path) -> None:
     result = CliRunner().invoke(cli, ["schema", "--check", "--out", str(repo_root / "schemas")])
     assert result.exit_code == 0, result.output
-    assert "3 schema files are current" in result.output
+    assert "4 schema files are current" in result.output
 
 
 def test_export_then_check_and_stale_detection(tmp_path: Path) -> None:
@@ -38,6 +38,7 @@ def test_export_then_check_and_stale_detection(tmp_path: Path) -> None:
     assert sorted(p.name for p in first.written) == [
         "report.schema.json",
         "run.schema.json",
+        "session.schema.json",
         "spec.schema.json",
     ]
     assert export_schemas(out).written == []  # nothing changed, nothing rewritten
@@ -53,7 +54,7 @@ def test_export_then_check_and_stale_detection(tmp_path: Path) -> None:
 
 def test_schema_text_is_canonical() -> None:
     schemas = json_schemas()
-    assert set(schemas) == {"report", "run", "spec"}
+    assert set(schemas) == {"report", "run", "spec", "session"}
     text = schema_text(schemas["spec"])
     assert text.endswith("}\n") and json.loads(text) == schemas["spec"]
     assert schema_text(json.loads(text)) == text
@@ -80,4 +81,18 @@ def test_spec_file_validates_against_the_exported_spec_schema(repo_root: Path) -
     jsonschema.Draft202012Validator(schema).validate(data)
     data["slo"]["ttft_p99_ms"] = 0
     with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate(data)
+
+
+def test_the_example_session_file_points_at_and_validates_against_the_session_schema(
+    repo_root: Path,
+) -> None:
+    path = repo_root / "specs" / "sim-session.yaml"
+    text = path.read_text("utf-8")
+    assert text.splitlines()[0] == "# yaml-language-server: $schema=../schemas/session.schema.json"
+    schema = json.loads((repo_root / "schemas" / "session.schema.json").read_text("utf-8"))
+    data = yaml.safe_load(text)
+    jsonschema.Draft202012Validator(schema).validate(data)
+    data["configurations"][0]["role"] = "winner"
+    with pytest.raises(jsonschema.ValidationError, match="'winner' is not one of"):
         jsonschema.Draft202012Validator(schema).validate(data)

@@ -211,3 +211,65 @@ def test_show_requests_of_a_record_without_the_file_exits_2(tmp_path: Path) -> N
     result = CliRunner().invoke(cli, ["show", "--requests", str(path)])
     assert result.exit_code == 2
     assert result.output == (f"error: {path}: requests_log: the record names no per-request file\n")
+
+
+def _row(index: int, text_tokens: int | None, **change: object) -> dict[str, object]:
+    row: dict[str, object] = {
+        "kind": "repeat",
+        "index": index,
+        "rate_rps": 2.0,
+        "in_window": True,
+        "scheduled_s": 0.0,
+        "sent_s": 0.0,
+        "first_token_s": 0.1,
+        "last_token_s": 0.5,
+        "end_s": 0.5,
+        "input_tokens": 12,
+        "output_tokens": 5,
+        "status": 200,
+        "error": None,
+        "prompt": "text",
+        "prompt_text_tokens": text_tokens,
+    }
+    return {**row, **change}
+
+
+def test_show_requests_summarises_the_measured_text_prompt_lengths() -> None:
+    from tokenwatt.terminal import requests_table
+
+    rows = [_row(0, n) for n in (10, 20, 30, 40)]
+    rows.append(_row(0, 1000, in_window=False))  # warm-up: not counted
+    rows.append(_row(0, 2000, error="cancelled"))  # cancelled by the client: not counted
+    rows.append(_row(1, None))  # a window of token-id prompts
+    windows = request_percentiles(rows)
+    # Linear percentiles of 10, 20, 30, 40: p50 25, p90 30 + 0.7 x 10, p99 30 + 0.97 x 10.
+    assert windows[0]["prompt_text_tokens"] == {"p50": 25.0, "p90": 37.0, "p99": 39.7}
+    assert windows[0]["counted"] == 4 and windows[0]["requests"] == 6
+    assert windows[1]["prompt_text_tokens"] is None
+    table = requests_table("t", windows)
+    assert str(table.columns[-1].header) == "text prompt tokens p50/p90/p99"
+    assert [str(c) for c in table.columns[-1].cells] == ["25 / 37 / 39.7", "- / - / -"]
+    # A file without the field (written before it) and a token-id run: no such column.
+    old = [{k: v for k, v in _row(0, None).items() if k != "prompt_text_tokens"}]
+    assert request_percentiles(old)[0]["prompt_text_tokens"] is None
+    assert str(requests_table("t", request_percentiles(old)).columns[-1].header) == (
+        "E2E ms p50/p90/p99"
+    )
+
+
+def test_the_title_of_a_dataset_run_names_the_dataset_and_its_hash(tmp_path: Path) -> None:
+    from tokenwatt.records.spec import DatasetSpec
+    from tokenwatt.terminal import run_title
+
+    run = known_record()
+    assert run_title(run) == "vllm-default (baseline, quick mode, workload chat-mix-v1)"
+    dataset = DatasetSpec(kind="sharegpt", path="conv.json", sha256="3f2a" + "0" * 60)
+    run.spec.workload = run.spec.workload.model_copy(update={"dataset": dataset})
+    assert run_title(run) == (
+        "vllm-default (baseline, quick mode, workload sharegpt dataset 3f2a00000000…)"
+    )
+    path = tmp_path / "dataset.json"
+    path.write_text(run.model_dump_json(), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["show", "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["workload"] == "sharegpt dataset 3f2a00000000…"

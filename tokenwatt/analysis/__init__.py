@@ -89,6 +89,7 @@ from tokenwatt.analysis.run_table import (
     run_json,
     run_rows,
     triple_cell,
+    workload_text,
 )
 from tokenwatt.analysis.scoring import ScoredAnswer, extract_answer, score_completion
 from tokenwatt.analysis.search_story import (
@@ -197,4 +198,5 @@ __all__ = [
     "weight_bytes",
     "window_tokens_per_joule",
     "worker_lags",
+    "workload_text",
 ]

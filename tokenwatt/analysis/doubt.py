@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 
 from tokenwatt.analysis.intervals import limit_side, quantile_interval
-from tokenwatt.analysis.search_story import rate_text
+from tokenwatt.analysis.search_story import load_words, rate_text
 from tokenwatt.records import LatencyBound, QuantileCI, RunRecord, SearchWindowV3
 
 LATENCY_REASONS = frozenset({"ttft", "tpot", "errors"})
@@ -166,13 +166,19 @@ def _straddled(w: SearchWindowV3, ttft_limit_ms: float, tpot_limit_ms: float) ->
 
 
 def doubt_sentence(
-    windows: Sequence[SearchWindowV3], ttft_limit_ms: float, tpot_limit_ms: float
+    windows: Sequence[SearchWindowV3],
+    ttft_limit_ms: float,
+    tpot_limit_ms: float,
+    *,
+    fixed: bool = False,
 ) -> str | None:
     """One sentence naming the result's repeats whose verdict is not beyond doubt, with the
     interval and limit that make it so; None when every one is beyond doubt (or unjudged).
 
     E.g. "Not beyond doubt: repeat 2 at 9 req/s met the SLO, but its p99 TTFT's 95%
-    interval (1,650 ms to beyond the sample) reaches past the 2,000 ms limit."
+    interval (1,650 ms to beyond the sample) reaches past the 2,000 ms limit." With
+    ``fixed`` (a fixed-load run, ``sweep.fixed``: one window per listed load, no repeats)
+    each window is named by its load: "load 2 (8 clients, closed loop) met the SLO, ...".
     """
     parts = []
     for number, w in enumerate(_final_repeats(windows), start=1):
@@ -180,7 +186,10 @@ def doubt_sentence(
             continue
         how = _straddled(w, ttft_limit_ms, tpot_limit_ms)
         verdict = "met the SLO" if w.slo_pass else "missed the SLO"
-        where = f"repeat {number} at {rate_text(w.rate_rps)} req/s"
+        if fixed:
+            where = f"load {number} ({load_words(w)})"
+        else:
+            where = f"repeat {number} at {rate_text(w.rate_rps)} req/s"
         parts.append(f"{where} {verdict}" + (", but " + " and ".join(how) if how else ""))
     if not parts:
         return None
@@ -191,4 +200,7 @@ def run_doubt(run: RunRecord) -> str | None:
     """:func:`doubt_sentence` for a run record's result repeats (the terminal's words)."""
     from tokenwatt.analysis.search_windows import search_windows
 
-    return doubt_sentence(search_windows(run), run.spec.slo.ttft_p99_ms, run.spec.slo.tpot_p99_ms)
+    slo = run.spec.slo
+    return doubt_sentence(
+        search_windows(run), slo.ttft_p99_ms, slo.tpot_p99_ms, fixed=run.spec.sweep.fixed
+    )

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tokenwatt.analysis.latency import PERCENTILES, percentile
+from tokenwatt.analysis.report_setup import trace_text
 from tokenwatt.analysis.search_story import fixed_label
 from tokenwatt.records import LatencyMs, Percentiles, RunRecord, WindowSummary, retried
 
@@ -77,6 +78,12 @@ def run_rows(record: RunRecord) -> list[dict[str, Any]]:
     return rows
 
 
+def workload_text(record: RunRecord) -> str:
+    """What the run's requests were drawn from, in words: the trace's name, or a replayed
+    dataset's kind and short hash (:func:`~tokenwatt.analysis.report_setup.trace_text`)."""
+    return trace_text(record.spec)
+
+
 def run_json(record: RunRecord) -> dict[str, Any]:
     """What ``tokenwatt show --json`` prints: the run's identity, result and window rows."""
     result = record.result
@@ -86,7 +93,7 @@ def run_json(record: RunRecord) -> dict[str, Any]:
         "mode": record.mode,
         "simulated": record.simulated,
         "complete": record.complete,
-        "workload": record.spec.workload.trace,
+        "workload": workload_text(record),
         "slo": {
             "ttft_p99_ms": record.spec.slo.ttft_p99_ms,
             "tpot_p99_ms": record.spec.slo.tpot_p99_ms,
@@ -155,7 +162,9 @@ def request_percentiles(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
     Returns:
         One dict per window: ``kind``, ``index``, ``rate_rps``, ``requests`` (lines of the
-        window), ``counted``, ``errors``, and ``ttft_ms``/``tpot_ms``/``e2e_ms``.
+        window), ``counted``, ``errors``, ``ttft_ms``/``tpot_ms``/``e2e_ms`` and
+        ``prompt_text_tokens``: p50/p90/p99 of the counted requests' text prompt lengths as
+        the model's tokenizer measured them (a dataset run), None when no line has one.
     """
     out: list[dict[str, Any]] = []
     key: tuple[str, int] | None = None
@@ -175,6 +184,7 @@ def request_percentiles(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                 "ttft_ms": _p(acc["ttft"]),
                 "tpot_ms": _p(acc["tpot"]),
                 "e2e_ms": _p(acc["e2e"]),
+                "prompt_text_tokens": _p(acc["text"]) if acc["text"] else None,
             }
         )
 
@@ -184,7 +194,7 @@ def request_percentiles(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             flush()
             key = this
             acc = {"rate_rps": row["rate_rps"], "requests": 0, "errors": 0}
-            acc.update(ttft=[], tpot=[], e2e=[])
+            acc.update(ttft=[], tpot=[], e2e=[], text=[])
         acc["requests"] += 1
         if not row["in_window"] or row["error"] == "cancelled":
             continue
@@ -192,6 +202,8 @@ def request_percentiles(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         acc["errors"] += row["error"] is not None
         acc["ttft"].append(ttft)
         acc["e2e"].append(e2e)
+        if row.get("prompt_text_tokens") is not None:  # files before it lack the key
+            acc["text"].append(row["prompt_text_tokens"])
         if tpot is not None:
             acc["tpot"].append(tpot)
     flush()

@@ -105,10 +105,16 @@ def fixed_label(w: SearchWindowV3 | WindowSummary, number: int) -> str:
     """A fixed-load window's name (``sweep.fixed``): its place, load and profile ("load 2:
     8 clients, closed loop", "load 1: 12 req/s, Poisson", "load 3: 5 req/s, constant
     rate")."""
+    return f"load {number}: {load_words(w)}"
+
+
+def load_words(w: SearchWindowV3 | WindowSummary) -> str:
+    """A fixed-load window's load and profile in words ("8 clients, closed loop", "12
+    req/s, Poisson", "5 req/s, constant rate")."""
     if w.concurrency is not None:
-        return f"load {number}: {w.concurrency} clients, closed loop"
+        return f"{w.concurrency} clients, closed loop"
     profile = "constant rate" if w.profile == "constant" else "Poisson"
-    return f"load {number}: {rate_text(w.rate_rps)} req/s, {profile}"
+    return f"{rate_text(w.rate_rps)} req/s, {profile}"
 
 
 def explain_fixed(windows: Sequence[SearchWindowV3], story: SearchStory) -> str:

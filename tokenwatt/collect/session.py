@@ -7,10 +7,11 @@ itself (``--engine-cmd``): one engine at a time, each stopped before the next st
 and one whose smoke run fails is not measured. A configuration that fails leaves the others
 running; the session ends with the list of those that failed.
 
-Signals: Ctrl-C at the terminal reaches the running ``collect`` directly (same process
-group), which keeps its partial record; SIGTERM and SIGHUP sent to the session are passed
-on to it. Either way the session stops after that configuration, runs no other, and exits
-with the shell's status for the signal.
+Signals: each ``collect`` runs in a process group of its own, so Ctrl-C at the terminal
+reaches only the session, which passes it on exactly once (the same path as a lone
+``kill -INT`` of the session); SIGTERM and SIGHUP sent to the session are passed on the same
+way. ``collect`` keeps its partial record; the session stops after that configuration, runs
+no other, and exits with the shell's status for the signal.
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ def check_session(session: Session, session_path: Path) -> None:
 
 @contextlib.contextmanager
 def _forwarding(current: Callable[[], subprocess.Popen[bytes] | None]) -> Iterator[list[str]]:
-    """SIGTERM and SIGHUP passed on to the running ``collect``; the list holds their names."""
+    """SIGINT, SIGTERM and SIGHUP passed on to the running ``collect``; the list holds their
+    names."""
     received: list[str] = []
 
     def handle(signum: int, _frame: FrameType | None) -> None:
@@ -133,7 +135,8 @@ def _forwarding(current: Callable[[], subprocess.Popen[bytes] | None]) -> Iterat
         if proc is not None and proc.poll() is None:
             proc.send_signal(signum)
 
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, handle) for sig in signals}
     try:
         yield received
     finally:
@@ -164,12 +167,15 @@ def run_session(
     with _forwarding(lambda: running[-1] if running else None) as received:
         for n, step in enumerate(steps, start=1):
             label = step.config.label
+            if received:  # a signal between two configurations
+                result.stopped_by = received[0]
+                return result
             if label in broken:
                 echo(f"session [{n}/{len(steps)}] {label}: skipped (its smoke run failed)")
                 continue
             kind = "smoke run" if step.smoke else f"{step.mode} run"
             echo(f"session [{n}/{len(steps)}] {label}: {kind} -> {step.out}")
-            status = _run_one(collect_argv(step, spec, progress=progress), running, received)
+            status = _run_one(collect_argv(step, spec, progress=progress), running)
             if status in _SIGNAL_STATUS or received:
                 result.stopped_by = received[0] if received else _SIGNAL_STATUS[status]
                 result.failed.append((label, f"stopped by {result.stopped_by}"))
@@ -187,17 +193,14 @@ def run_session(
     return result
 
 
-def _run_one(argv: list[str], running: list[subprocess.Popen[bytes]], received: list[str]) -> int:
-    """One ``collect``; a Ctrl-C while it runs waits for it to keep its partial record (and
-    is noted in ``received``, so the session stops after it)."""
-    proc = subprocess.Popen(argv)
+def _run_one(argv: list[str], running: list[subprocess.Popen[bytes]]) -> int:
+    """One ``collect``, in a process group of its own: a terminal's Ctrl-C reaches it only
+    through the session's forwarding, so it gets one SIGINT, not two (a second would cut
+    its record short). Waits for it to keep its partial record."""
+    proc = subprocess.Popen(argv, process_group=0)
     running.append(proc)
     try:
-        while True:
-            try:
-                return proc.wait()
-            except KeyboardInterrupt:  # it got the same Ctrl-C; let it finish its record
-                received.append("SIGINT")
+        return proc.wait()
     finally:
         running.remove(proc)
 

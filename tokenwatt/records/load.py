@@ -403,7 +403,9 @@ def load_spec(path: Path) -> Spec:
         raise SpecError(problems_from(str(path), exc)) from exc
 
 
-def read_yaml(path: Path, error: type[InputError], what: str) -> dict[str, Any]:
+def read_yaml(
+    path: Path, error: type[InputError], what: str, kind: str = "a spec"
+) -> dict[str, Any]:
     """A YAML (or JSON) file that must hold a mapping: duplicate keys, NaN and infinity are
     refused, as for JSON records.
 
@@ -411,6 +413,7 @@ def read_yaml(path: Path, error: type[InputError], what: str) -> dict[str, Any]:
         path: the file.
         error: the error class to raise.
         what: the start of the message when the file holds no mapping ("a spec must be …").
+        kind: what the file is, in messages ("a spec", "a session file").
 
     Raises:
         error: unreadable file, not UTF-8, bad YAML, not a mapping (naming the file).
@@ -426,7 +429,12 @@ def read_yaml(path: Path, error: type[InputError], what: str) -> dict[str, Any]:
         message = f"line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); save it as UTF-8"
         raise error([Problem(file, "", message)]) from None
     try:
-        data = yaml.load(text, Loader=_StrictYamlLoader)  # noqa: S506 (a SafeLoader subclass)
+        loader = _StrictYamlLoader(text)
+        loader.kind = kind
+        try:
+            data = loader.get_single_data()  # what yaml.load does, with the kind set
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         raise error([Problem(file, "", f"not valid YAML: {_yaml_message(exc)}")]) from exc
     except RecursionError as exc:
@@ -435,7 +443,7 @@ def read_yaml(path: Path, error: type[InputError], what: str) -> dict[str, Any]:
         raise error([Problem(file, "", f"not valid YAML: {_plain(exc)}")]) from exc
     if not isinstance(data, dict):
         raise error([Problem(file, "", f"{what}, got {_json_kind(data)}")])
-    _reject_nonfinite(data, file)
+    _reject_nonfinite(data, file, error)
     return data
 
 
@@ -444,6 +452,9 @@ class _StrictYamlLoader(yaml.SafeLoader):
     so is any alias (``*name``): a spec never needs one, and nested aliases expand
     exponentially (the "billion laughs" file that takes minutes and gigabytes to walk)."""
 
+    kind = "a spec"
+    """What the file is, for messages ("a spec", "a session file")."""
+
     def compose_node(self, parent: Any, index: Any) -> Any:
         """Compose a node, refusing aliases."""
         if self.check_event(yaml.AliasEvent):
@@ -451,8 +462,8 @@ class _StrictYamlLoader(yaml.SafeLoader):
             raise yaml.composer.ComposerError(
                 None,
                 None,
-                "anchors and aliases (&name, *name) are not allowed in a spec; write the "
-                "values out",
+                f"anchors and aliases (&name, *name) are not allowed in {self.kind}; write "
+                "the values out",
                 event.start_mark,
             )
         return super().compose_node(parent, index)
@@ -494,13 +505,15 @@ def _yaml_message(exc: yaml.YAMLError) -> str:
     return str(exc).splitlines()[0]
 
 
-def _reject_nonfinite(data: Any, file: str, path: str = "") -> None:
-    """YAML allows ``.nan`` and ``.inf``; a spec never needs them."""
+def _reject_nonfinite(
+    data: Any, file: str, error: type[InputError] = SpecError, path: str = ""
+) -> None:
+    """YAML allows ``.nan`` and ``.inf``; no spec or session file needs them."""
     if isinstance(data, float) and not math.isfinite(data):
-        raise SpecError([Problem(file, path, f"{data} is not a finite number")])
+        raise error([Problem(file, path, f"{data} is not a finite number")])
     if isinstance(data, dict):
         for k, v in data.items():
-            _reject_nonfinite(v, file, f"{path}.{k}" if path else str(k))
+            _reject_nonfinite(v, file, error, f"{path}.{k}" if path else str(k))
     elif isinstance(data, list):
         for i, v in enumerate(data):
-            _reject_nonfinite(v, file, f"{path}[{i}]")
+            _reject_nonfinite(v, file, error, f"{path}[{i}]")

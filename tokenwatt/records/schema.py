@@ -11,6 +11,7 @@ from pydantic import TypeAdapter
 from tokenwatt.records.base import MAX_TEXT_CHARS
 from tokenwatt.records.load import AnyReport
 from tokenwatt.records.run import RunRecord
+from tokenwatt.records.session import Session
 from tokenwatt.records.spec import Spec
 
 
@@ -18,12 +19,14 @@ def json_schemas() -> dict[str, dict[str, Any]]:
     """JSON Schemas (draft 2020-12, pydantic's output) keyed by file stem.
 
     ``report`` accepts every known report version (v1 without ``schema_version``, v2, v3);
-    ``run`` is the run record; ``spec`` the benchmark spec.
+    ``run`` is the run record; ``spec`` the benchmark spec; ``session`` the file
+    ``tokenwatt session`` runs.
     """
     schemas = {
         "report": TypeAdapter(AnyReport).json_schema(),
         "run": RunRecord.model_json_schema(),
         "spec": Spec.model_json_schema(),
+        "session": Session.model_json_schema(),
     }
     for schema in schemas.values():
         _bound_strings(schema)

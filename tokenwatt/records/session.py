@@ -99,8 +99,15 @@ class Session(StrictModel):
         "RUNS_DIR/smoke/); a configuration whose smoke run fails is not measured.",
     )
     runs_dir: NonEmptyStr = Field(default="runs", description="Folder for the run records.")
-    report: SessionReport = Field(default_factory=SessionReport)
-    configurations: list[SessionConfig] = Field(min_length=1)
+    report: SessionReport = Field(
+        default_factory=SessionReport,
+        description="The report written at the end (id, cards, demo, replace).",
+    )
+    configurations: list[SessionConfig] = Field(
+        min_length=1,
+        description="The configurations, measured one after another in this order; exactly "
+        "one has role baseline.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Session:
@@ -130,7 +137,12 @@ def load_session(path: Path) -> Session:
     Raises:
         InputError: unreadable, not YAML, or not a valid session (one problem per field).
     """
-    data = read_yaml(path, InputError, "a session file must be a mapping (title, spec, ...)")
+    data = read_yaml(
+        path,
+        InputError,
+        "a session file must be a mapping (title, spec, ...)",
+        kind="a session file",
+    )
     try:
         return Session.model_validate(data, strict=True)
     except ValidationError as exc:

@@ -32,11 +32,16 @@ def result_stories(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
         {
             "name": name,
             "story": explain_config(cfg, report),
-            "doubt": doubt_sentence(cfg.search, report.slo.ttft_p99_ms, report.slo.tpot_p99_ms),
+            "doubt": _doubt(cfg, report),
         }
         for name, cfg in zip(names, report.configs, strict=True)
         if cfg.search
     ]
+
+
+def _doubt(cfg: ConfigV3, report: ReportV3) -> str | None:
+    slo = report.slo
+    return doubt_sentence(cfg.search, slo.ttft_p99_ms, slo.tpot_p99_ms, fixed=fixed_loads(report))
 
 
 def fixed_loads(report: ReportV3) -> bool:
@@ -56,7 +61,7 @@ def search_sections(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
             {
                 "name": name,
                 "story": explain_config(cfg, report),
-                "doubt": doubt_sentence(cfg.search, report.slo.ttft_p99_ms, report.slo.tpot_p99_ms),
+                "doubt": _doubt(cfg, report),
                 "ci": any(w.ttft_p99_ci_ms is not None for w in cfg.search),
                 "rows": search_rows(cfg, fixed=fixed_loads(report)),
                 "samples": sample_lines(cfg.search),
