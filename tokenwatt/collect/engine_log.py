@@ -12,7 +12,8 @@ It is also the engine's watchdog: if ``collect`` disappears without stopping the
 to the engine's process group and SIGKILL after the grace period, so that no engine is
 left holding the GPU.
 
-Usage: ``python -m tokenwatt.collect.engine_log LOG PGID GRACE_S`` (PGID 0: no watchdog).
+Usage: ``python -c "...main(sys.argv[1:])" LOG PGID GRACE_S [PARENT_PID]`` (PGID 0: no watchdog;
+PARENT_PID: the process whose death stops the engine, by default the parent at start).
 """
 
 from __future__ import annotations
@@ -92,9 +93,8 @@ def stop_group(pgid: int, grace_s: float) -> bool:
     return True
 
 
-def _pump(log_path: str, pgid: int, grace_s: float) -> None:
+def _pump(log_path: str, pgid: int, grace_s: float, parent: int) -> None:
     secrets = secret_values(os.environ)
-    parent = os.getppid()
     stdin = sys.stdin.buffer
     pending = b""
     with Path(log_path).open("ab") as log:
@@ -123,7 +123,10 @@ def main(argv: list[str]) -> int:
     """The process's entry point (see the module docstring); exit status 0 at end of input."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # collect decides when the engine stops
     log_path, pgid, grace_s = argv[0], int(argv[1]), float(argv[2])
-    _pump(log_path, pgid, grace_s)
+    # The parent's pid comes from the parent: read here with os.getppid(), a collect killed
+    # while this process was still starting would already be gone, and never missed.
+    parent = int(argv[3]) if len(argv) > 3 else os.getppid()
+    _pump(log_path, pgid, grace_s, parent)
     return 0
 
 

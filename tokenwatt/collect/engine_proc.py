@@ -386,9 +386,17 @@ def start_engine(plan: LaunchPlan, api_key: str | None = None) -> LaunchedEngine
         engine.started = time.monotonic()
         # Not ``-m tokenwatt.collect.engine_log``: the collect package's face imports that
         # module first, and runpy then warns on the user's terminal.
+        # Not ``-m tokenwatt.collect.engine_log``: the collect package's face imports that
+        # module first, and runpy then warns on the user's terminal.
         logger_argv = [sys.executable, "-c", _LOGGER_MAIN]
         engine.logger = subprocess.Popen(
-            [*logger_argv, str(plan.log_path), str(engine.process.pid), str(plan.stop_grace_s)],
+            [
+                *logger_argv,
+                str(plan.log_path),
+                str(engine.process.pid),
+                str(plan.stop_grace_s),
+                str(os.getpid()),
+            ],
             stdin=read_end,
             stdout=subprocess.DEVNULL,
             start_new_session=True,
