@@ -3,7 +3,8 @@ Lambda API double (its instances come up at 127.0.0.1) and ``ssh_box.py`` (async
 server, in its own process group, on a high port) standing in for the box, with the
 simulated engine as every configuration's engine: the package installed on the "box" from
 a wheel, the session run there, the records copied back with their cost, the report
-written, the instance terminated. And the local process killed with SIGKILL mid-run: the
+written, the instance terminated; SIGTERM mid-session: the records back carry the cost, the
+instance is terminated. And the local process killed with SIGKILL mid-run: the
 box's watchdog (here a hook that tells the double the box powered off) ends the instance,
 and ``tokenwatt cloud instances`` lists it until then."""
 
@@ -246,3 +247,34 @@ def test_sigkill_of_the_local_process_mid_run_leaves_the_watchdog_to_end_the_ins
         assert f"{inst.id}  {inst.name}  terminated" in listed  # from the ledger, not running
     finally:
         _kill(proc)
+
+
+def test_sigterm_over_ssh_stops_the_box_session_costs_what_came_back_and_terminates(
+    tmp_path: Path, double: LambdaDouble, box: Box, wheel: Path
+) -> None:
+    local = _local(tmp_path, double, ["a", "b"])
+    proc = _start(local, double, box, wheel, f"echo {{minutes}} > {tmp_path / 'armed'}")
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + LIMIT_S
+        for line in proc.stdout:  # until a's run is over on the box
+            if (line.startswith("[a] a: ") and "goodput" in line) or time.monotonic() > deadline:
+                break
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        _kill(proc)
+    assert proc.returncode == 143, err[-3000:]
+    assert "stopped by SIGTERM" in err
+    assert "cloud: session took " in out and "runs/a.json: $" in out
+    (inst,) = double.instances.values()
+    assert inst.status == "terminated" and f"{inst.id} terminated (confirmed)" in err
+    back = sorted((local / "runs").glob("*.json"))
+    assert local / "runs" / "a.json" in back
+    for path in back:
+        record = RunRecord.model_validate_json(path.read_text())
+        assert record.cost is not None and record.cost.instance_id == inst.id, path
+    assert not (local / "reports").exists()
+    # the session on the box was stopped (SIGTERM) and said its exit status, not killed
+    work = max(box.home.glob("tokenwatt-sessions/*"), key=lambda p: p.stat().st_mtime)
+    assert (work / "session.exit").read_text().strip() in ("0", "143"), out[-2000:]

@@ -14,14 +14,58 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import Callable
+import signal
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from tokenwatt.cloud import remote
 from tokenwatt.cloud.provider import CloudError
 from tokenwatt.cloud.remote_box import asyncssh_module
+
+T = TypeVar("T")
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def run_cancellable(make: Callable[[], Awaitable[T]]) -> T:
+    """Run ``make()`` on a new event loop; SIGINT, SIGTERM or SIGHUP cancel it (so the
+    remote side stops cleanly and copies back what it kept: ``run_remote_session``'s
+    cancellation), then the signal is raised again for the handlers installed before
+    (the orchestration's, which terminate the instance). A signal's Python handler would
+    otherwise raise inside whatever task was running, which asyncio does not treat as a
+    cancellation.
+
+    Raises:
+        whatever the caller's handler raises for the signal, or what ``make()`` raised.
+    """
+    got: list[signal.Signals] = []
+    previous = {s: signal.getsignal(s) for s in _SIGNALS}
+
+    async def main() -> T:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        assert task is not None
+
+        def cancel(s: signal.Signals) -> None:
+            got.append(s)
+            task.cancel()
+
+        for s in _SIGNALS:
+            loop.add_signal_handler(s, cancel, s)
+        return await make()
+
+    try:
+        return asyncio.run(main())
+    except asyncio.CancelledError:
+        if not got:
+            raise
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    signal.raise_signal(got[0])
+    raise CloudError(f"stopped by {got[0].name}")
 
 
 @dataclass(frozen=True)
@@ -106,7 +150,7 @@ class SshRunner:
         Raises:
             RemoteError: SSH failed (asyncssh missing included) or the command failed.
         """
-        asyncio.run(remote.arm_watchdog(self._target(host), deadline_s))
+        run_cancellable(lambda: remote.arm_watchdog(self._target(host), deadline_s))
 
     def run(
         self,
@@ -122,8 +166,8 @@ class SshRunner:
         Raises:
             RemoteError: see :func:`tokenwatt.cloud.remote.run_remote_session`.
         """
-        result = asyncio.run(
-            remote.run_remote_session(
+        result = run_cancellable(
+            lambda: remote.run_remote_session(
                 self._target(host),
                 session_file,
                 runs_dir,
