@@ -6,12 +6,15 @@ API key appears in no output or file."""
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from cli_helpers import start, workdir
+from cli_helpers import ROOT, start, workdir
+from cli_helpers import argv as cli_argv
 from lambda_double import LambdaDouble
 
 from tokenwatt.records import RunRecord
@@ -156,3 +159,20 @@ def test_failed_configuration_terminates_and_writes_no_report(double, tmp_path):
     assert double.live() == []
     base = RunRecord.model_validate_json((tmp_path / "runs/vllm-default.json").read_text())
     assert base.cost is not None and base.cost.share == 1.0
+
+
+def test_without_asyncssh_the_ssh_runner_fails_before_launching_naming_the_extra(double, tmp_path):
+    workdir(tmp_path, double.api_key)
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "asyncssh.py").write_text("raise ImportError('no asyncssh in this test')\n")
+    argv = [a if a != "fake_runner:FakeRunner" else "ssh" for a in cli_argv(double.url)]
+    pythonpath = os.pathsep.join([str(shadow), str(ROOT)])
+    proc = subprocess.run(
+        argv, cwd=tmp_path, env={**os.environ, "PYTHONPATH": pythonpath},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "needs asyncssh: pip install 'tokenwatt-bench[cloud]'" in proc.stderr
+    assert double.instances == {}
+    assert not any(r[1].endswith("/launch") for r in double.requests)
