@@ -4,9 +4,10 @@
 statuses: InputError (and a cost above ``--max-cost-usd``) 2, other errors 1, a signal 128 +
 its number, an instance that could not be confirmed terminated 3.
 
-The API key is read from ``--api-key-file`` and never printed. ``--api-url``, ``--runner``
-and the timing options are hidden: they exist for the tests (an API double on 127.0.0.1,
-a runner without SSH), not for operators.
+The API key is read from ``--api-key-file`` and never printed. ``--api-url``, ``--runner``,
+``--ssh-port``, ``--ssh-user``, ``--wheel`` and the timing options are hidden: they exist
+for the tests (an API double on 127.0.0.1, an SSH server on a high port, a runner without
+SSH), not for operators.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from tokenwatt.cli_exits import exit_on_errors
-from tokenwatt.errors import InputError, Problem
+from tokenwatt.errors import InputError, Problem, TokenwattError
 
 if TYPE_CHECKING:
     from tokenwatt.cloud import LambdaCloud
@@ -235,6 +236,15 @@ def _on_line(label: str, line: str) -> None:
 @click.option("--poll-s", type=float, default=10.0, hidden=True)
 @click.option("--active-timeout-s", type=float, default=1200.0, hidden=True)
 @click.option("--terminate-timeout-s", type=float, default=600.0, hidden=True)
+@click.option("--ssh-port", type=int, default=22, hidden=True, help="SSH port (tests).")
+@click.option("--ssh-user", default="ubuntu", hidden=True, help="SSH login (tests).")
+@click.option(
+    "--wheel",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    hidden=True,
+    help="Wheel of this package to install on the box (default: built from the checkout).",
+)
 def session_command(**opts: Any) -> None:
     """Launch an instance, run a session file on it, always terminate it.
 
@@ -267,8 +277,11 @@ def _cloud_session(**o: Any) -> None:
 
     session = load_session(o["session_file"])
     plans = _effective_plans(session, o["session_file"])
+    cloud.plan_upload(o["session_file"])  # every file the box needs, before renting it
     public = cloud.public_key(o["key_file"])
-    runner = cloud.load_runner(o["runner_name"])
+    runner = cloud.load_runner(o["runner_name"], package=o["wheel"])
+    if isinstance(runner, cloud.SshRunner):
+        runner.check()
     client = _provider(o["api_key_file"], o["api_url"], o["api_max_wait_s"])
     try:
         types = {t.name: t for t in client.instance_types()}
@@ -303,25 +316,30 @@ def _cloud_session(**o: Any) -> None:
             session_file=o["session_file"],
             runs_dir=Path(session.runs_dir),
             deadline_s=deadline_s,
+            ssh_port=o["ssh_port"],
+            ssh_user=o["ssh_user"],
         )
         timing = cloud.Timing(o["poll_s"], o["active_timeout_s"], o["terminate_timeout_s"])
         ledger = (o["ledger"] or cloud.DEFAULT_LEDGER).expanduser()
-        outcome = cloud.run_cloud_session(
-            client, plan, runner, ledger=ledger, echo=_echo, on_line=_on_line, timing=timing
-        )
+        outcome = cloud.CloudOutcome()
+        before = cloud.record_stamps(plan.runs_dir)
+        try:
+            cloud.run_cloud_session(
+                client, plan, runner, ledger=ledger, echo=_echo, on_line=_on_line,
+                timing=timing, outcome=outcome,
+            )  # fmt: skip
+        except BaseException:
+            _cost_what_came_back(plan, outcome, cloud.records_since(plan.runs_dir, before))
+            raise
     finally:
         client.close()
     _after(session, o["session_file"], plan, outcome)
 
 
-def _after(session: Any, session_file: Path, plan: Any, outcome: Any) -> None:
-    """Costs into the run records, then the report (as ``tokenwatt session`` makes it)."""
-    import subprocess
+def _write_costs(plan: Any, outcome: Any, paths: list[Path]) -> None:
+    """The session's cost into the records ``paths``, and a summary on the terminal."""
+    from tokenwatt import cloud
 
-    from tokenwatt import analysis, cloud
-
-    result = outcome.result
-    paths = [*result.runs, *result.incomplete]
     costs = (
         cloud.apply_costs(
             paths,
@@ -341,6 +359,28 @@ def _after(session: Any, session_file: Path, plan: Any, outcome: Any) -> None:
     click.echo(f"cloud: session took {outcome.session_s / 60:.1f} min, cost ${total:.2f}")
     for path, cost in zip(paths, costs, strict=True):
         click.echo(f"  {path}: ${cost.cost_usd:.2f} ({cost.share:.0%} of the bill)")
+
+
+def _cost_what_came_back(plan: Any, outcome: Any, paths: list[Path]) -> None:
+    """After a signal or an error: the records copied back before it still get the
+    session's cost. A record that cannot take it (a partial one that does not validate)
+    is said and left as it is, so that the original error is the one reported."""
+    if outcome.instance_id is None:
+        return
+    try:
+        _write_costs(plan, outcome, paths)
+    except TokenwattError as exc:
+        _echo(f"cloud: could not write the cost into the records brought back: {exc}")
+
+
+def _after(session: Any, session_file: Path, plan: Any, outcome: Any) -> None:
+    """Costs into the run records, then the report (as ``tokenwatt session`` makes it)."""
+    import subprocess
+
+    from tokenwatt import analysis
+
+    result = outcome.result
+    _write_costs(plan, outcome, [*result.runs, *result.incomplete])
     if result.failed or result.exit_status != 0 or result.incomplete:
         failed = ", ".join(result.failed) or "none"
         _echo(

@@ -9,6 +9,9 @@ terminate calls fail with HTTP 500 first; ``terminate_never`` makes every termin
 fail; ``launch_then_fail`` launches, then answers 502 (a lost answer).
 ``requests`` logs ``(method, path, Authorization, User-Agent)``.
 
+Not Lambda's API: ``POST /api/v1/_box/shutdown/IP`` (no key) is the box powering itself
+off (the remote watchdog's test hook): every instance at that IP reads ``terminated``.
+
 Errors have Lambda's shape ``{"error": {"code", "message", "suggestion"}}``.
 """
 
@@ -26,6 +29,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 PREFIX = "/api/v1"
+SHUTDOWN = PREFIX + "/_box/shutdown/"
 
 TYPES: dict[str, dict[str, Any]] = {
     "gpu_1x_a10": {"price": 75, "gpus": 1, "gpu": "A10 (24 GB PCIe)", "regions": ["us-east-1"]},
@@ -98,6 +102,8 @@ class LambdaDouble:
             (request.method, request.path, auth, request.headers.get("User-Agent"))
         )
         with self._lock:
+            if request.method == "POST" and request.path.startswith(SHUTDOWN):
+                return self._shutdown(request.path.removeprefix(SHUTDOWN))
             for (method, suffix), answers in self.script.items():
                 if answers and request.method == method and request.path.endswith(suffix):
                     status, body, headers = answers.pop(0)
@@ -211,6 +217,12 @@ class LambdaDouble:
                 inst.status, inst.polls = "terminating", 0
             done.append(self._view(inst))
         return _ok({"terminated_instances": done})
+
+    def _shutdown(self, ip: str) -> Response:
+        down = [i.id for i in self.instances.values() if i.ip == ip and i.status != "terminated"]
+        for iid in down:
+            self.instances[iid].status = "terminated"
+        return _ok({"shut_down": down})
 
     def _advance(self, inst: DoubleInstance) -> None:
         inst.polls += 1

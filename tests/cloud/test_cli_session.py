@@ -6,12 +6,15 @@ API key appears in no output or file."""
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from cli_helpers import start, workdir
+from cli_helpers import ROOT, start, workdir
+from cli_helpers import argv as cli_argv
 from lambda_double import LambdaDouble
 
 from tokenwatt.records import RunRecord
@@ -86,6 +89,44 @@ def test_signal_during_the_run_terminates(double, tmp_path, sig, status):
     no_key_anywhere(double.api_key, tmp_path, out, err)
 
 
+def test_records_back_before_a_sigterm_still_get_their_cost(double, tmp_path):
+    workdir(tmp_path, double.api_key)
+    ready = tmp_path / "ready"
+    proc = start(tmp_path, double.url, FAKE_RUNNER="partial", FAKE_RUNNER_READY=str(ready))
+    deadline = time.monotonic() + 60
+    while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ready.exists(), proc.communicate()[1]
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    (inst,) = double.instances.values()
+    assert inst.status == "terminated"
+    base = RunRecord.model_validate_json((tmp_path / "runs/vllm-default.json").read_text())
+    assert not (tmp_path / "runs/vllm-fp8kv.json").exists()
+    assert base.cost is not None
+    # the only record back carries the whole (one-minute) bill
+    assert (base.cost.share, base.cost.billed_s) == (1.0, 60.0)
+    assert base.cost.cost_usd == pytest.approx(3.29 / 60, abs=1e-6)
+    assert base.cost.instance_id == inst.id and base.cost.terminate_confirmed
+    assert "runs/vllm-default.json: $0.05 (100% of the bill)" in out
+    assert not (tmp_path / "reports").exists()
+
+
+def test_a_session_file_that_cannot_travel_launches_nothing(double, tmp_path):
+    workdir(tmp_path, double.api_key)
+    text = (tmp_path / "session.yaml").read_text()
+    spec = tmp_path / "seed.spec.yaml"
+    (tmp_path / "session.yaml").write_text(text.replace("spec: seed.spec.yaml", f"spec: {spec}"))
+    proc = start(tmp_path, double.url)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert f"{tmp_path / 'session.yaml'}: spec: give the spec relative to the session file" in err
+    assert double.instances == {}
+    assert [r[1] for r in double.requests if "launch" in r[1] or "ssh-keys" in r[1]] == []
+    assert "ESTIMATE" not in out
+
+
 def test_terminate_never_confirmed_exits_3_naming_the_instance(double, tmp_path):
     double.terminate_never = True
     workdir(tmp_path, double.api_key)
@@ -118,3 +159,20 @@ def test_failed_configuration_terminates_and_writes_no_report(double, tmp_path):
     assert double.live() == []
     base = RunRecord.model_validate_json((tmp_path / "runs/vllm-default.json").read_text())
     assert base.cost is not None and base.cost.share == 1.0
+
+
+def test_without_asyncssh_the_ssh_runner_fails_before_launching_naming_the_extra(double, tmp_path):
+    workdir(tmp_path, double.api_key)
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "asyncssh.py").write_text("raise ImportError('no asyncssh in this test')\n")
+    argv = [a if a != "fake_runner:FakeRunner" else "ssh" for a in cli_argv(double.url)]
+    pythonpath = os.pathsep.join([str(shadow), str(ROOT)])
+    proc = subprocess.run(
+        argv, cwd=tmp_path, env={**os.environ, "PYTHONPATH": pythonpath},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "needs asyncssh: pip install 'tokenwatt-bench[cloud]'" in proc.stderr
+    assert double.instances == {}
+    assert not any(r[1].endswith("/launch") for r in double.requests)

@@ -8,11 +8,12 @@ redact; nothing below imports it, and only the CLI does. On the box
 (:mod:`~tokenwatt.cloud.remote`): everything that happens over SSH once it accepts connections.
 """
 
-from tokenwatt.cloud.costs import apply_costs
+from tokenwatt.cloud.costs import apply_costs, record_stamps, records_since
 from tokenwatt.cloud.estimate import Estimate, RunPlan, cost_usd, estimate
 from tokenwatt.cloud.lambda_api import LAMBDA_API_URL, USER_AGENT, LambdaCloud, read_api_key
 from tokenwatt.cloud.ledger import DEFAULT_LEDGER, read_ledger, record_terminated
 from tokenwatt.cloud.orchestrate import (
+    CloudOutcome,
     CloudPlan,
     SessionStopped,
     TerminateUnconfirmedError,
@@ -49,6 +50,7 @@ from tokenwatt.cloud.remote import (
     arm_watchdog,
     run_remote_session,
 )
+from tokenwatt.cloud.remote_files import plan_upload
 from tokenwatt.cloud.runner import Host, Runner, RunnerResult, SshRunner, load_runner
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "USER_AGENT",
     "AuthError",
     "CloudError",
+    "CloudOutcome",
     "CloudPlan",
     "Estimate",
     "Host",
@@ -91,10 +94,13 @@ __all__ = [
     "new_session_id",
     "now_utc",
     "plan_lines",
+    "plan_upload",
     "public_key",
     "read_api_key",
     "read_ledger",
+    "record_stamps",
     "record_terminated",
+    "records_since",
     "run_cloud_session",
     "run_remote_session",
     "terminate_and_confirm",

@@ -17,6 +17,21 @@ from tokenwatt.files import atomic_write_text
 from tokenwatt.records import CloudCost, RunRecord, read_json, validate
 
 
+def record_stamps(runs_dir: Path) -> dict[Path, int]:
+    """The run records (``*.json``) directly in ``runs_dir``, with their modification
+    times (ns); empty when the folder does not exist."""
+    if not runs_dir.is_dir():
+        return {}
+    return {p: p.stat().st_mtime_ns for p in sorted(runs_dir.glob("*.json")) if p.is_file()}
+
+
+def records_since(runs_dir: Path, before: dict[Path, int]) -> list[Path]:
+    """The run records in ``runs_dir`` that are new or changed since ``before`` (a
+    :func:`record_stamps` taken earlier): those a session brought back, even one that
+    was interrupted before its runner could say which."""
+    return [p for p, ns in record_stamps(runs_dir).items() if before.get(p) != ns]
+
+
 def shares(durations: list[float]) -> list[float]:
     """Each duration's share of their sum (equal shares when they add up to zero)."""
     total = sum(durations)

@@ -87,6 +87,8 @@ class CloudPlan:
         session_file: the local session YAML.
         runs_dir: where the run records are copied back to.
         deadline_s: the watchdog's deadline (s after the session starts on the box).
+        ssh_port: the instance's SSH port.
+        ssh_user: the login name on the instance (Lambda's images: ``ubuntu``).
     """
 
     type: InstanceType
@@ -97,6 +99,8 @@ class CloudPlan:
     session_file: Path
     runs_dir: Path
     deadline_s: float
+    ssh_port: int = 22
+    ssh_user: str = "ubuntu"
 
     @property
     def instance_name(self) -> str:
@@ -274,9 +278,13 @@ def run_cloud_session(
     timing: Timing = Timing(),
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    outcome: CloudOutcome | None = None,
 ) -> CloudOutcome:
     """Launch, wait for ``active``, arm the watchdog, run the session, terminate and
     confirm (see the module docstring).
+
+    ``outcome``, when given, is filled in as the session goes, so that a caller still
+    knows the instance, its region and the session's length when this raises.
 
     Raises:
         SessionStopped, KeyboardInterrupt: a signal stopped the session (after the
@@ -285,7 +293,7 @@ def run_cloud_session(
         TerminateUnconfirmedError: the instance may still be running; raised instead of any of
             the above.
     """
-    outcome = CloudOutcome()
+    outcome = outcome if outcome is not None else CloudOutcome()
     started = clock()
     launch_started = False
     with SignalGuard(echo) as guard:
@@ -326,7 +334,7 @@ def _run(
     )
     echo(f"cloud: launched {outcome.instance_id} ({plan.type.name}, {outcome.region})")
     ip = _wait_active(provider, outcome.instance_id, timing, echo, sleep, clock)
-    host = Host(ip=ip, key_file=plan.key_file)
+    host = Host(ip=ip, key_file=plan.key_file, user=plan.ssh_user, port=plan.ssh_port)
     runner.arm_watchdog(host, plan.deadline_s)
     outcome.result = runner.run(
         host, plan.session_file, plan.runs_dir, deadline_s=plan.deadline_s, on_line=on_line

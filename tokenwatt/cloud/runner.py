@@ -2,9 +2,11 @@
 
 The orchestration (:mod:`tokenwatt.cloud.orchestrate`) calls a runner's
 :meth:`~Runner.arm_watchdog` and then :meth:`~Runner.run`; it never talks SSH itself. The
-real runner, :class:`SshRunner`, hands both calls to ``tokenwatt.cloud.remote``
-(``arm_watchdog`` and ``run_remote_session`` over asyncssh); tests inject a runner without
-SSH that writes run records, so the launch-run-terminate logic is tested against the API
+real runner, :class:`SshRunner`, hands both calls to :mod:`tokenwatt.cloud.remote`
+(``arm_watchdog`` and ``run_remote_session`` over asyncssh, which that module imports only
+when it connects: without the ``[cloud]`` extra the commands that need no SSH still work,
+and a session fails with a message naming the extra); tests inject a runner without SSH
+that writes run records, so the launch-run-terminate logic is tested against the API
 double alone.
 """
 
@@ -12,12 +14,58 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import Callable
+import signal
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
+from tokenwatt.cloud import remote
 from tokenwatt.cloud.provider import CloudError
+from tokenwatt.cloud.remote_box import asyncssh_module
+
+T = TypeVar("T")
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def run_cancellable(make: Callable[[], Awaitable[T]]) -> T:
+    """Run ``make()`` on a new event loop; SIGINT, SIGTERM or SIGHUP cancel it (so the
+    remote side stops cleanly and copies back what it kept: ``run_remote_session``'s
+    cancellation), then the signal is raised again for the handlers installed before
+    (the orchestration's, which terminate the instance). A signal's Python handler would
+    otherwise raise inside whatever task was running, which asyncio does not treat as a
+    cancellation.
+
+    Raises:
+        whatever the caller's handler raises for the signal, or what ``make()`` raised.
+    """
+    got: list[signal.Signals] = []
+    previous = {s: signal.getsignal(s) for s in _SIGNALS}
+
+    async def main() -> T:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        assert task is not None
+
+        def cancel(s: signal.Signals) -> None:
+            got.append(s)
+            task.cancel()
+
+        for s in _SIGNALS:
+            loop.add_signal_handler(s, cancel, s)
+        return await make()
+
+    try:
+        return asyncio.run(main())
+    except asyncio.CancelledError:
+        if not got:
+            raise
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    signal.raise_signal(got[0])
+    raise CloudError(f"stopped by {got[0].name}")
 
 
 @dataclass(frozen=True)
@@ -72,27 +120,37 @@ class Runner(Protocol):
 
 
 class SshRunner:
-    """The real runner: ``tokenwatt.cloud.remote`` over SSH (asyncssh).
+    """The real runner: :mod:`tokenwatt.cloud.remote` over SSH (asyncssh).
 
-    The remote module is imported when first used, so that the cloud commands that need
-    no SSH (types, instances, terminate) work without it.
+    Args:
+        package: a wheel of this package to install on the box (None: one is built from
+            the local checkout).
     """
 
-    def _remote(self) -> Any:
-        try:
-            return importlib.import_module("tokenwatt.cloud.remote")
-        except ImportError as exc:
-            raise CloudError(f"the SSH runner is not available: {exc}") from None
+    def __init__(self, package: Path | None = None) -> None:
+        self.package = package
 
-    def _target(self, remote: Any, host: Host) -> Any:
+    def check(self) -> None:
+        """Fail now, before anything is rented, when SSH cannot work here.
+
+        Raises:
+            RemoteError: asyncssh is not installed (the message names the ``[cloud]`` extra).
+        """
+        asyncssh_module()
+
+    @staticmethod
+    def _target(host: Host) -> remote.RemoteTarget:
         return remote.RemoteTarget(
             host=host.ip, port=host.port, user=host.user, key_file=host.key_file
         )
 
     def arm_watchdog(self, host: Host, deadline_s: float) -> None:
-        """See :class:`Runner`."""
-        remote = self._remote()
-        asyncio.run(remote.arm_watchdog(self._target(remote, host), deadline_s))
+        """See :class:`Runner`.
+
+        Raises:
+            RemoteError: SSH failed (asyncssh missing included) or the command failed.
+        """
+        run_cancellable(lambda: remote.arm_watchdog(self._target(host), deadline_s))
 
     def run(
         self,
@@ -103,35 +161,39 @@ class SshRunner:
         deadline_s: float,
         on_line: Callable[[str, str], None],
     ) -> RunnerResult:
-        """See :class:`Runner`."""
-        remote = self._remote()
-        result = asyncio.run(
-            remote.run_remote_session(
-                self._target(remote, host),
+        """See :class:`Runner`.
+
+        Raises:
+            RemoteError: see :func:`tokenwatt.cloud.remote.run_remote_session`.
+        """
+        result = run_cancellable(
+            lambda: remote.run_remote_session(
+                self._target(host),
                 session_file,
                 runs_dir,
                 deadline_s=deadline_s,
                 on_line=on_line,
+                package=self.package,
             )
         )
         return RunnerResult(
             runs=list(result.runs),
             failed=list(result.failed),
             incomplete=list(result.incomplete),
-            exit_status=int(result.exit_status),
+            exit_status=result.exit_status,
             log=result.log,
         )
 
 
-def load_runner(spec: str) -> Runner:
-    """The runner named ``MODULE:ATTRIBUTE`` (``ssh``: :class:`SshRunner`). For tests only:
-    ``tokenwatt cloud session --runner`` is a hidden option.
+def load_runner(spec: str, *, package: Path | None = None) -> Runner:
+    """The runner named ``MODULE:ATTRIBUTE`` (``ssh``: :class:`SshRunner` installing
+    ``package``). For tests only: ``tokenwatt cloud session --runner`` is a hidden option.
 
     Raises:
         CloudError: the module or attribute cannot be found.
     """
     if spec == "ssh":
-        return SshRunner()
+        return SshRunner(package)
     module, _, attr = spec.partition(":")
     try:
         found = getattr(importlib.import_module(module), attr)
