@@ -36,7 +36,8 @@ def test_a_bad_workers_value_is_one_clear_error(
     result = CliRunner().invoke(cli, [*args, "--out", "run.json", "--workers", value])
     assert result.exit_code == 2, result.output
     assert result.output == (
-        f"error: --workers: must be a whole number of at least 1, or auto; got {value!r}\n"
+        f"error: --workers: must be a whole number from 1 to 256 (the largest accepted), or auto; "
+        f"got {value!r}\n"
     )
     assert not (tmp_path / "run.json").exists()
 
