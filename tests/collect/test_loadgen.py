@@ -567,5 +567,9 @@ async def test_wire_arrivals_are_exponential_at_200_per_second(instant_server: s
         # (seen at load 4 on 2 cores), and then no client can send on time. The verdict
         # is then about the machine, not the sender; the benchmark prints the figures.
         pytest.skip(f"client starved of CPU: send lag p99 {lag_p99_ms:.1f} ms")
-    assert stats.kstest(np.diff(sent), exponential).pvalue > 0.01
+    p_sent = stats.kstest(np.diff(sent), exponential).pvalue
+    assert p_sent > 0.01
+    # The record carries the same test of the same sends, and no bunched-sends warning.
+    assert result.summary.send_gaps_ks_p == pytest.approx(p_sent, rel=1e-3)
+    assert not any(w.startswith("sends not Poisson") for w in result.summary.warnings)
     assert result.summary.errors == 0

@@ -4,6 +4,7 @@ Imports nothing from the other stages but :mod:`tokenwatt.records` (``lint-impor
 checks it). The other stages and the CLI import analysis from here, not from its modules.
 """
 
+from tokenwatt.analysis.arrival_fit import KS_ALPHA, bunched_sends_warning, send_gaps_ks_p
 from tokenwatt.analysis.capacity import Capacity, NoCredit, capacity, cards_needed
 from tokenwatt.analysis.config_settings import SETTING_LABELS, differing_settings
 from tokenwatt.analysis.cost import (
@@ -103,6 +104,7 @@ from tokenwatt.analysis.summarise import report_command, slug, summarise
 from tokenwatt.analysis.variance import variance_band_pct
 
 __all__ = [
+    "KS_ALPHA",
     "LATENCIES",
     "SETTING_LABELS",
     "AccuracySummary",
@@ -125,6 +127,7 @@ __all__ = [
     "analyse_report",
     "band_warning",
     "bootstrap_delta_ci_pts",
+    "bunched_sends_warning",
     "bytes_per_decode_step",
     "capacity",
     "cards_needed",
@@ -176,6 +179,7 @@ __all__ = [
     "run_json",
     "run_rows",
     "score_completion",
+    "send_gaps_ks_p",
     "send_lag_ms",
     "session_totals",
     "slug",

@@ -42,7 +42,15 @@ from typing import Literal
 
 import aiohttp
 
-from tokenwatt.analysis import percentile, send_lag_ms, summarise_window, tpot_ms, ttft_ms
+from tokenwatt.analysis import (
+    bunched_sends_warning,
+    percentile,
+    send_gaps_ks_p,
+    send_lag_ms,
+    summarise_window,
+    tpot_ms,
+    ttft_ms,
+)
 from tokenwatt.collect.arrivals import SEND_SPIN_S, load_schedule, sleep_until
 from tokenwatt.collect.http import Sender, fail, open_session
 from tokenwatt.collect.loadconfig import LoadConfig
@@ -244,6 +252,13 @@ def window_summary(
     )
     summary.profile = cfg.profile
     summary.arrivals = cfg.arrivals if cfg.profile == "poisson" else None
+    if cfg.profile == "poisson":
+        summary.send_gaps_ks_p = send_gaps_ks_p(window_results, rate_rps)
+        bunched = bunched_sends_warning(
+            summary.send_gaps_ks_p, rate_rps, summary.send_lag_p99_ms or 0.0
+        )
+        if bunched:
+            summary.warnings.append(bunched)
     return summary
 
 

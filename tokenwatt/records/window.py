@@ -247,6 +247,15 @@ class WindowSummary(StrictModel):
         default=False,
         description="The client's max_concurrency held requests back: slot-wait p99 above 1 ms.",
     )
+    send_gaps_ks_p: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="Kolmogorov-Smirnov p-value of the gaps between the window's actual "
+        "sends (wire order) against the exponential of the target rate: below 0.01 the "
+        "client's sends were not Poisson on the wire (a warning says so). Null for "
+        "constant-rate and closed-loop windows, fewer than 20 sends, and older records.",
+    )
     ttfc_ms: Percentiles = Field(
         default_factory=Percentiles,
         description="Time to first *content* token (ms, from the scheduled time): differs "
