@@ -229,7 +229,7 @@ def test_retried_windows_are_recognised() -> None:
 
 
 def test_goodput_is_zero_when_the_backoffs_ran_out() -> None:
-    from tokenwatt.collect.run import repeats_goodput
+    from tokenwatt.collect.measurement import repeats_goodput
     from tokenwatt.records.run import Repeat
 
     passed = Repeat(window=_summary(slo_pass=True, stopped_early=False, goodput_tok_s=500.0))

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from tokenwatt.collect.arrivals import window_schedule
-from tokenwatt.collect.run import RETRIED_PREFIX
+from tokenwatt.collect.verdict import RETRIED_PREFIX
 from tokenwatt.records import RunRecord, load_spec
 from tokenwatt.records.spec import Spec
 from tokenwatt.sim.engine import PROFILES, Profile, simulate

@@ -22,7 +22,7 @@ from tokenwatt.collect.search import monotonicity_warnings
 from tokenwatt.records import Repeat, SearchResult, WindowSummary, retried
 
 if TYPE_CHECKING:
-    from tokenwatt.collect.run import Measurement
+    from tokenwatt.collect.measurement import Measurement
     from tokenwatt.collect.window import WindowOutcome
 
 
