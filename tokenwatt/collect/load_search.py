@@ -17,11 +17,12 @@ from __future__ import annotations
 import math
 
 from tokenwatt.collect.search import (
-    Phase,
     ProbeFn,
-    ProbeStep,
     SearchTrace,
+    bisect,
+    bracket,
     monotonicity_warnings,
+    recorder,
 )
 from tokenwatt.records import LoadProfile, SweepSpec
 
@@ -47,43 +48,23 @@ def concurrency_search(probe: ProbeFn, sweep: SweepSpec, ceiling: int) -> Search
     """
     trace = SearchTrace()
 
-    def run(clients: int, phase: Phase) -> bool:
-        outcome = probe(float(clients), phase)
-        trace.steps.append(ProbeStep(float(clients), phase, outcome))
-        return outcome.passed
-
-    last_pass: int | None = None
-    first_miss: int | None = None
-    if sweep.concurrencies is not None:
-        for clients in sweep.concurrencies:
-            if run(clients, "list"):
-                last_pass = clients
-            else:
-                first_miss = clients
-                break
-    else:
-        clients = min(sweep.start_concurrency, ceiling)
-        while True:
-            if run(clients, "grow"):
-                last_pass = clients
-                if clients >= ceiling:
-                    break
-                clients = next_concurrency(clients, sweep.growth, ceiling)
-            else:
-                first_miss = clients
-                break
+    run = recorder(probe, trace)
+    last_pass, first_miss = bracket(
+        run,
+        None if sweep.concurrencies is None else [float(c) for c in sweep.concurrencies],
+        float(min(sweep.start_concurrency, ceiling)),
+        lambda c: float(next_concurrency(int(c), sweep.growth, ceiling)),
+        float(ceiling),
+    )
     if last_pass is not None and first_miss is not None:
-        lo, hi, steps = last_pass, first_miss, 0
-        while steps < sweep.bisect_steps and hi - lo > 1:
-            mid = (lo + hi) // 2
-            if run(mid, "bisect"):
-                lo = mid
-            else:
-                hi = mid
-            steps += 1
-        last_pass, first_miss = lo, hi
-    trace.last_pass_rps = None if last_pass is None else float(last_pass)
-    trace.first_miss_rps = None if first_miss is None else float(first_miss)
+        last_pass, first_miss = bisect(
+            run,
+            last_pass,
+            first_miss,
+            lambda lo, hi: float((int(lo) + int(hi)) // 2),
+            lambda lo, hi, steps: steps < sweep.bisect_steps and hi - lo > 1,
+        )
+    trace.last_pass_rps, trace.first_miss_rps = last_pass, first_miss
     if trace.steps and not any(s.outcome.passed for s in trace.steps):
         lowest = min(s.rate_rps for s in trace.steps)
         trace.warnings.append(

@@ -188,53 +188,89 @@ def slo_search(
     opts = options or SearchOptions()
     trace = SearchTrace()
 
-    def run(rate: float, phase: Phase) -> bool:
-        outcome = probe(rate, phase)
-        trace.steps.append(ProbeStep(rate, phase, outcome))
-        return outcome.passed
+    run = recorder(probe, trace)
+    start = min(opts.start_rps or sweep.start_rps, sweep.max_rps)
+    last_pass, first_miss = bracket(
+        run, sweep.rates, start, lambda r: min(r * sweep.growth, sweep.max_rps), sweep.max_rps
+    )
 
-    last_pass: float | None = None
-    first_miss: float | None = None
-    if sweep.rates is not None:
-        for rate in sweep.rates:
-            if run(rate, "list"):
-                last_pass = rate
-            else:
-                first_miss = rate
-                break
-    else:
-        rate = min(opts.start_rps or sweep.start_rps, sweep.max_rps)
-        while True:
-            if run(rate, "grow"):
-                last_pass = rate
-                if rate >= sweep.max_rps:
-                    break
-                rate = min(rate * sweep.growth, sweep.max_rps)
-            else:
-                first_miss = rate
-                break
+    def more(lo: float, hi: float, steps: int) -> bool:
+        if steps >= opts.max_bisect_steps:
+            return False
+        if opts.bisect_until_rel is None:
+            return steps < sweep.bisect_steps
+        return (hi - lo) / lo > opts.bisect_until_rel
+
+    def midpoint(lo: float, hi: float) -> float:
+        return math.sqrt(lo * hi) if opts.geometric_bisect else (lo + hi) / 2
 
     if last_pass is not None and first_miss is not None:
-        lo, hi = last_pass, first_miss
-        steps = 0
-        while steps < opts.max_bisect_steps:
-            if opts.bisect_until_rel is None:
-                if steps >= sweep.bisect_steps:
-                    break
-            elif (hi - lo) / lo <= opts.bisect_until_rel:
-                break
-            mid = math.sqrt(lo * hi) if opts.geometric_bisect else (lo + hi) / 2
-            if run(mid, "bisect"):
-                lo = mid
-            else:
-                hi = mid
-            steps += 1
-        last_pass, first_miss = lo, hi
+        last_pass, first_miss = bisect(run, last_pass, first_miss, midpoint, more)
 
     trace.last_pass_rps = last_pass
     trace.first_miss_rps = first_miss
     trace.warnings.extend(_warnings(trace.steps))
     return trace
+
+
+def recorder(probe: ProbeFn, trace: SearchTrace) -> Callable[[float, Phase], bool]:
+    """``probe`` wrapped to append each step to ``trace`` and return whether it passed."""
+
+    def run(load: float, phase: Phase) -> bool:
+        outcome = probe(load, phase)
+        trace.steps.append(ProbeStep(load, phase, outcome))
+        return outcome.passed
+
+    return run
+
+
+def bracket(
+    run: Callable[[float, Phase], bool],
+    listed: Sequence[float] | None,
+    start: float,
+    grow: Callable[[float], float],
+    ceiling: float,
+) -> tuple[float | None, float | None]:
+    """The list or grow phase of a search: (last pass, first miss), each None if none.
+
+    With ``listed``, walk it until a miss; else probe ``start``, then ``grow(load)`` after
+    each pass, until a miss or a pass at ``ceiling``. Shared by the search over rate and
+    the closed loop's over clients.
+    """
+    last_pass: float | None = None
+    if listed is not None:
+        for load in listed:
+            if not run(load, "list"):
+                return last_pass, load
+            last_pass = load
+        return last_pass, None
+    load = start
+    while run(load, "grow"):
+        last_pass = load
+        if load >= ceiling:
+            return last_pass, None
+        load = grow(load)
+    return last_pass, load
+
+
+def bisect(
+    run: Callable[[float, Phase], bool],
+    lo: float,
+    hi: float,
+    midpoint: Callable[[float, float], float],
+    more: Callable[[float, float, int], bool],
+) -> tuple[float, float]:
+    """The bisect phase: probe ``midpoint(lo, hi)`` and move the bound it lands on while
+    ``more(lo, hi, steps_so_far)``; returns the final (last pass, first miss)."""
+    steps = 0
+    while more(lo, hi, steps):
+        mid = midpoint(lo, hi)
+        if run(mid, "bisect"):
+            lo = mid
+        else:
+            hi = mid
+        steps += 1
+    return lo, hi
 
 
 def _warnings(steps: list[ProbeStep]) -> list[str]:
