@@ -4,33 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from tests.analysis.request_builders import ok
 from tokenwatt.analysis.doubt import beyond_doubt, ci_text, p99_ci, verdict_words
 from tokenwatt.analysis.latency import summarise_window
 from tokenwatt.records.interval import QuantileCI
-from tokenwatt.records.request import RequestResult
 from tokenwatt.records.spec import SloSpec
-
-
-def _request(at: float, ttft_ms: float, tokens: int = 5, tpot_ms: float = 10.0) -> RequestResult:
-    first = at + ttft_ms / 1e3
-    chunks = [first + i * tpot_ms / 1e3 for i in range(tokens)]
-    return RequestResult(
-        scheduled_s=at,
-        sent_s=at,
-        dispatched_s=at,
-        first_token_s=first,
-        chunk_s=chunks,
-        last_token_s=chunks[-1],
-        prompt_tokens=8,
-        output_tokens=tokens,
-        status=200,
-        finished_s=chunks[-1],
-    )
 
 
 def _window(n: int, ttft_limit_ms: float, *, stopped_early: bool = False) -> object:
     """n requests, 10 ms apart, TTFT 0.1, 0.2, …, n/10 ms, TPOT 10 ms (limit 20 ms)."""
-    requests = [_request(i * 0.01, (i + 1) * 0.1) for i in range(n)]
+    requests = [ok(at=i * 0.01, ttft_ms=(i + 1) * 0.1) for i in range(n)]
     return summarise_window(
         requests,
         rate_rps=100.0,

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from tests.analysis.request_builders import ok
 from tokenwatt.analysis.latency import (
     missed_beyond_doubt,
     misses_allowed,
@@ -19,24 +20,6 @@ from tokenwatt.records.request import RequestResult
 from tokenwatt.records.spec import SloSpec
 
 SLO = SloSpec(ttft_p99_ms=100, tpot_p99_ms=20)
-
-
-def ok(ttft_ms: float, tokens: int = 5, tpot: float = 10.0, at: float = 0.0) -> RequestResult:
-    """A finished request scheduled at ``at`` s with the given TTFT and TPOT (ms)."""
-    first = at + ttft_ms / 1e3
-    chunks = [first + i * tpot / 1e3 for i in range(tokens)]
-    return RequestResult(
-        scheduled_s=at,
-        sent_s=at,
-        dispatched_s=at,
-        first_token_s=first,
-        chunk_s=chunks,
-        last_token_s=chunks[-1],
-        prompt_tokens=8,
-        output_tokens=tokens,
-        status=200,
-        finished_s=chunks[-1],
-    )
 
 
 def failed(kind: str = "timeout", at: float = 0.0) -> RequestResult:
