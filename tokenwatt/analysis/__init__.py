@@ -15,7 +15,15 @@ from tokenwatt.analysis.cost import (
 from tokenwatt.analysis.doubt import ci_side, ci_text, doubt_sentence, run_doubt, verdict_words
 from tokenwatt.analysis.efficiency import delta_pct, tokens_per_joule, tokens_per_joule_from_energy
 from tokenwatt.analysis.failure import classify_failure
-from tokenwatt.analysis.gate import GateVerdict, accuracy_delta_pts, gate_verdict, spread_pts
+from tokenwatt.analysis.gate import (
+    GateVerdict,
+    accuracy_delta_pts,
+    gate_comparison,
+    gate_delta_text,
+    gate_drop_text,
+    gate_verdict,
+    spread_pts,
+)
 from tokenwatt.analysis.geometry import (
     ModelGeometry,
     ParameterCounts,
@@ -55,6 +63,7 @@ from tokenwatt.analysis.mbu import (
     weight_bytes,
 )
 from tokenwatt.analysis.model_info import info_rows, model_info
+from tokenwatt.analysis.number_text import MINUS, comparison, signed, trimmed, value_text
 from tokenwatt.analysis.paired import (
     AccuracySummary,
     PairedVerdict,
@@ -104,6 +113,7 @@ from tokenwatt.analysis.variance import variance_band_pct
 
 __all__ = [
     "LATENCIES",
+    "MINUS",
     "SETTING_LABELS",
     "AccuracySummary",
     "Capacity",
@@ -131,6 +141,7 @@ __all__ = [
     "ci_side",
     "ci_text",
     "classify_failure",
+    "comparison",
     "conclusion",
     "decode_steps_per_s",
     "delta_pct",
@@ -142,6 +153,9 @@ __all__ = [
     "explain_run",
     "extract_answer",
     "fixed_label",
+    "gate_comparison",
+    "gate_delta_text",
+    "gate_drop_text",
     "gate_verdict",
     "geometry_from_config",
     "goodput_cell",
@@ -178,6 +192,7 @@ __all__ = [
     "score_completion",
     "send_lag_ms",
     "session_totals",
+    "signed",
     "slug",
     "spread_pts",
     "straddles_threshold",
@@ -190,9 +205,11 @@ __all__ = [
     "tokens_per_joule_from_energy",
     "tpot_ms",
     "trapezoid_energy_j",
+    "trimmed",
     "triple_cell",
     "ttft_ms",
     "usd_per_million_tokens",
+    "value_text",
     "variance_band_pct",
     "verdict_words",
     "weight_bytes",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tokenwatt.analysis.gate import gate_delta_text
 from tokenwatt.analysis.report import ConfigAnalysis, ReportAnalysis, conclusion
 from tokenwatt.records import ReportV3
 
@@ -25,7 +26,7 @@ def accuracy_verdict(c: ConfigAnalysis) -> str:
         return f"{acc.score:.1f}% (baseline)"
     if c.gate is None:
         return f"{acc.score:.1f}% (no baseline score to gate on)"
-    shown = f"{c.gate.delta_pts:+.1f}".replace("-", "−")
+    shown = gate_delta_text(c.gate)
     word = "passes" if c.gate.passed else "fails"
     return f"{acc.score:.1f}%: {word} the {c.gate.threshold_pts:g}-point gate ({shown} points)"
 

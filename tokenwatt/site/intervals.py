@@ -19,6 +19,7 @@ from tokenwatt.analysis import (
     band_warning,
     ci_side,
     ci_text,
+    value_text,
     verdict_words,
 )
 from tokenwatt.records import LatencyMsV3, QuantileCI
@@ -36,7 +37,8 @@ def p99_cell(value: float, limit: float, ci: QuantileCI | None) -> Markup:
     """A headline p99 (ms) with its mark, its 95% interval, and "pass, but not beyond
     doubt" (or "miss, …") when the interval straddles the limit."""
     mark = "✓" if value <= limit else "✗ over"
-    cell = trusted(f"{num(value, 1)} {mark}")
+    # Decimals enough that a miss never reads as level with the limit (number_text).
+    cell = trusted(f"{value_text(value, limit, 1) or num(value, 6)} {mark}")
     text = ci_text(ci)
     if text is None:
         return cell
