@@ -89,7 +89,7 @@ from tokenwatt.analysis.report import (
     band_warning,
     conclusion,
 )
-from tokenwatt.analysis.report_table import goodput_cell, report_summary
+from tokenwatt.analysis.report_table import goodput_cell, no_interval_reason, report_summary
 from tokenwatt.analysis.run_table import (
     LATENCIES,
     errors_cell,
@@ -174,6 +174,7 @@ __all__ = [
     "misses_allowed",
     "model_info",
     "ms_cell",
+    "no_interval_reason",
     "not_covered_text",
     "operating_point_distribution",
     "operating_point_rows",

@@ -19,6 +19,7 @@ from tokenwatt.analysis import (
     band_warning,
     ci_side,
     ci_text,
+    no_interval_reason,
     value_text,
     verdict_words,
 )
@@ -52,7 +53,10 @@ def goodput_cell(c: ConfigAnalysis) -> Markup:
     """Goodput (tok/s) with the 95% interval of the repeats' mean."""
     cell = num(c.config.goodput_tok_s)
     ci = c.goodput_ci
-    return cell if ci is None else cell + _ci(span(ci.low, ci.high))
+    if ci is not None:
+        return cell + _ci(span(ci.low, ci.high))
+    why = no_interval_reason(c.config.repeats, c.config.slo_pass_count)
+    return cell + trusted(f" ({why})") if why else cell
 
 
 def _delta_ci(ci: Interval | None) -> Markup:
