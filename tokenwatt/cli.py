@@ -219,11 +219,9 @@ def _collect(
 
 def _print_run_table(record: Any) -> None:
     """The run's windows as a table on stdout (:mod:`tokenwatt.terminal`)."""
-    from rich.console import Console
+    from tokenwatt.terminal import console, run_table
 
-    from tokenwatt.terminal import run_table
-
-    Console(soft_wrap=False).print(run_table(record))
+    console().print(run_table(record))
 
 
 @cli.command()
@@ -241,10 +239,8 @@ def show(run_file: Path, as_json: bool, with_requests: bool) -> None:
     """Print a run record's windows: rate, errors, latency percentiles, tok/s, verdict."""
     import json
 
-    from rich.console import Console
-
     from tokenwatt.analysis import run_json
-    from tokenwatt.terminal import plain, print_run, requests_table, show_run
+    from tokenwatt.terminal import console, plain, print_run, requests_table, show_run
 
     record, windows = show_run(run_file, with_requests=with_requests)
     if as_json:
@@ -253,14 +249,14 @@ def show(run_file: Path, as_json: bool, with_requests: bool) -> None:
             data["requests"] = windows
         click.echo(json.dumps(data, indent=2))
         return
-    console = Console(soft_wrap=False)
-    print_run(record, console)
+    out = console()
+    print_run(record, out)
     if windows is not None:
         log = record.requests_log
         assert log is not None
         title = f"per-request file {log.file} (SHA-256 checked, {log.requests} requests)"
-        console.print(requests_table(title, windows))
-        console.print(plain("failed requests count as infinite; cancelled and warm-up ones not"))
+        out.print(requests_table(title, windows))
+        out.print(plain("failed requests count as infinite; cancelled and warm-up ones not"))
 
 
 @cli.command()
@@ -463,15 +459,13 @@ def _print_report(record: Any, target: Path, runs: list[Any], *, as_json: bool) 
     and sentences; the band warning goes to stderr either way."""
     import json
 
-    from rich.console import Console
-
-    from tokenwatt.terminal import print_report, report_output
+    from tokenwatt.terminal import console, print_report, report_output
 
     summary = report_output(record, target, runs)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:
-        print_report(summary, Console(soft_wrap=False))
+        print_report(summary, console())
     if summary["band_warning"]:
         click.echo(f"warning: {summary['band_warning']}", err=True)
 
@@ -580,15 +574,16 @@ def model_info_cmd(
     if as_json:
         click.echo(json.dumps(info.as_dict(), indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
+
+    from tokenwatt.terminal import console
 
     table = Table(title="model-info", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value", overflow="fold")
     for label, value in analysis.info_rows(info):
         table.add_row(label, value)
-    Console().print(table)
+    console().print(table)
 
 
 from tokenwatt.cli_init import init_command  # noqa: E402 (registered after cli exists)

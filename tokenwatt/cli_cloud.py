@@ -88,8 +88,9 @@ def types_command(
     provider: str, api_key_file: Path, api_url: str | None, api_max_wait_s: float
 ) -> None:
     """The instance types on offer: GPUs, price per hour, regions with capacity now."""
-    from rich.console import Console
     from rich.table import Table
+
+    from tokenwatt.terminal import console, plain
 
     with _exits():
         client = _provider(api_key_file, api_url, api_max_wait_s)
@@ -102,10 +103,9 @@ def types_command(
         table.add_column(column, overflow="fold")
     for t in types:
         regions = ", ".join(t.regions) or "none"
-        table.add_row(
-            t.name, str(t.gpus), t.gpu_description, f"{t.price_usd_per_hour:.2f}", regions
-        )
-    Console().print(table)
+        cells = (t.name, t.gpus, t.gpu_description, f"{t.price_usd_per_hour:.2f}", regions)
+        table.add_row(*map(plain, cells))  # the provider's text is data, never markup
+    console().print(table)
 
 
 @cloud_group.command("instances")

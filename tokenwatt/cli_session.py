@@ -17,21 +17,28 @@ _EXIT_BY_SIGNAL = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
 @click.command("session")
 @click.argument("session_file", metavar="FILE.yaml", type=click.Path(path_type=Path))
 @click.option("--no-progress", is_flag=True, help="No live display on stderr.")
-def session_command(session_file: Path, no_progress: bool) -> None:
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace run records (and their engine logs and per-request files) of an earlier "
+    "session; without it the session refuses, naming them, before anything runs.",
+)
+def session_command(session_file: Path, no_progress: bool, force: bool) -> None:
     """Measure several configurations one after another (each with the engine collect
     starts for it), then write their report.
 
     FILE.yaml names the spec, the configurations (label, role, engine command, KV-cache
     dtype, extra engine arguments, ...) and the report's title; it is checked whole before
     anything runs. Each configuration's run record is RUNS_DIR/LABEL.json, its engine's log
-    RUNS_DIR/LABEL.engine.log. A failing configuration does not stop the others; the session
+    RUNS_DIR/LABEL.engine.log. Existing run files are replaced only with --force (exit 2
+    naming them otherwise). A failing configuration does not stop the others; the session
     then exits 1 naming it, and writes no report.
     """
     with exit_on_errors():
-        _session(session_file, progress=not no_progress)
+        _session(session_file, progress=not no_progress, force=force)
 
 
-def _session(session_file: Path, *, progress: bool) -> None:
+def _session(session_file: Path, *, progress: bool, force: bool) -> None:
     import shlex
     import subprocess
 
@@ -40,7 +47,7 @@ def _session(session_file: Path, *, progress: bool) -> None:
     from tokenwatt.records import load_session
 
     session = load_session(session_file)
-    check_session(session, session_file)
+    check_session(session, session_file, force=force)
     rep = session.report
     target = Path("reports") / f"{rep.id or slug(session.title)}.json"
     if target.exists() and not rep.replace:

@@ -8,6 +8,8 @@ directional controls are isolated as on the pages (:func:`tokenwatt.site.escape.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,28 @@ from tokenwatt.records import RunRecord
 from tokenwatt.site import bidi_isolated
 
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(32), *range(0x7F, 0xA0)]}
+
+
+PIPE_WIDTH = 10_000
+"""Columns a table may take when stdout is not a terminal and ``COLUMNS`` is unset: wide
+enough that no row of ours wraps, so piped output (``| less -S``, ``> file``, CI logs) keeps
+one line per row. A table is as wide as its cells need, never padded to this."""
+
+
+def console() -> Console:
+    """The console the commands print their tables to (stdout).
+
+    On a terminal, rich's own width (the terminal's). Otherwise rich would take 80 columns,
+    or the width of stdin's or stderr's terminal (``tokenwatt show RUN.json | less``), and
+    wrap every row over several lines; there the width is ``COLUMNS`` when it is set (an
+    explicit choice) and :data:`PIPE_WIDTH` when not. No colour or style sequences off a
+    terminal (rich's own rule, and ``NO_COLOR`` is honoured on one).
+    """
+    if sys.stdout.isatty():
+        return Console(soft_wrap=False)
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH
+    return Console(width=width, soft_wrap=False, no_color=True, highlight=False)
 
 
 def plain(value: object) -> Text:
@@ -270,6 +294,8 @@ def show_run(path: Path, *, with_requests: bool) -> tuple[RunRecord, list[dict[s
 
 
 __all__ = [
+    "PIPE_WIDTH",
+    "console",
     "ms_cell",
     "plain",
     "print_report",

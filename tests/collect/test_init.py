@@ -51,6 +51,8 @@ def test_init_against_the_simulator_writes_a_spec_that_loads(tmp_path: Path) -> 
     assert text.splitlines()[0] == "# yaml-language-server: $schema=../schemas/spec.schema.json"
     spec = load_spec(out)
     assert spec.engine.model == "tokenwatt-sim"
+    # The simulator speaks vLLM's metric names but says what it is: never named vLLM.
+    assert spec.engine.name == "tokenwatt-sim" and "vLLM" not in text
     assert spec.engine.endpoint == sim.url.rstrip("/").removesuffix("/v1") + "/v1"
     # The simulator's context length (1,280 tokens for bf16-kv) is below chat-mix-v1's
     # p90s, so the lengths shrink to an eighth / sixteenth of it.

@@ -343,3 +343,25 @@ def test_a_key_in_a_matching_log_line_is_scrubbed(tmp_path: Path) -> None:
     assert found.startswith("out of memory (1×): ")
     assert "sk-live-0123456789abcdefXYZ" not in found and "abcdef123456" not in found
     assert "[redacted]" in found
+
+
+def test_a_version_answer_alone_does_not_name_vllm() -> None:
+    # Any server may answer /version with {"version": ...}; without vLLM's owner or its
+    # metric names the engine stays unknown.
+    routes = {"/v1/models": _models("someone"), "/version": _json({"version": "1.2.3"})}
+    with ScriptedServer(routes) as srv:
+        info = probe_engine(srv.url, None)
+    assert info.engine_name is None and info.engine_version is None
+
+
+def test_the_simulated_engine_is_named_as_itself_not_vllm() -> None:
+    # The simulator's own answers: owner tokenwatt-sim, vLLM-shaped /version and metrics.
+    metrics = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"
+    routes = {
+        "/v1/models": _models("tokenwatt-sim", 1280),
+        "/version": _json({"version": "tokenwatt-sim 0.1.0", "profile": "bf16-kv"}),
+        "/metrics": _text(metrics),
+    }
+    with ScriptedServer(routes) as srv:
+        info = probe_engine(srv.url, None)
+    assert (info.engine_name, info.engine_version) == ("tokenwatt-sim", "tokenwatt-sim 0.1.0")

@@ -246,3 +246,36 @@ def test_a_signal_to_the_session_alone_stops_its_collect_and_engine_and_runs_not
     assert record["engine_process"]["stop"] == "sigterm"
     assert record["complete"] is False
     assert not (tmp_path / "runs" / "b.json").exists()
+
+
+def test_a_session_refuses_to_replace_earlier_run_files_unless_forced(tmp_path: Path) -> None:
+    session = _session(
+        tmp_path,
+        [
+            {"label": "a", "role": "baseline", "engine_cmd": "false"},
+            {"label": "b", "role": "tuned", "engine_cmd": "false"},
+        ],
+    )
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    from tests.runs_factory import make_run
+
+    earlier = make_run(label="a").model_dump_json()
+    (runs / "a.json").write_text(earlier, encoding="utf-8")
+    (runs / "b.engine.log").write_text("earlier", encoding="utf-8")
+    done = _run(session)
+    assert done.returncode == 2, done.stderr
+    assert (
+        f"session.yaml: configurations[0]: {runs / 'a.json'} exists (an earlier run); "
+        "pass --force to replace it"
+    ) in done.stderr
+    assert f"configurations[1]: {runs / 'b.engine.log'} exists" in done.stderr
+    assert "session [" not in done.stderr  # nothing ran
+    assert (runs / "a.json").read_text(encoding="utf-8") == earlier
+    # With --force the files are no obstacle: the session runs (and its engines fail).
+    argv = [sys.executable, "-m", "tokenwatt", "session", str(session), "--no-progress", "--force"]
+    forced = subprocess.run(
+        argv, capture_output=True, text=True, cwd=tmp_path, timeout=WAIT_S * 2, check=False
+    )
+    assert "session [1/2] a" in forced.stderr, forced.stderr
+    assert "exists (an earlier run)" not in forced.stderr

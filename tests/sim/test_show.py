@@ -48,9 +48,18 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
         cmd = [sys.executable, "-m", "tokenwatt", "collect", "--spec", str(SPEC)]
         cmd += ["--label", "sim-fp8", "--role", "baseline", "--out", str(out)]
         cmd += ["--endpoint", sim.endpoint, "--no-progress", "--no-accuracy"]
-        env = {**os.environ, **WIDE, "PYTHONPATH": str(REPO)}
+        # Piped and without COLUMNS, as in CI or `| less`: the table must keep whole rows.
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        env["PYTHONPATH"] = str(REPO)
         done = subprocess.run(
-            cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240, check=False
+            cmd,
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
         )
     finally:
         sim.stop()

@@ -16,7 +16,15 @@ from tokenwatt.analysis.cost import (
 from tokenwatt.analysis.doubt import ci_side, ci_text, doubt_sentence, run_doubt, verdict_words
 from tokenwatt.analysis.efficiency import delta_pct, tokens_per_joule, tokens_per_joule_from_energy
 from tokenwatt.analysis.failure import classify_failure
-from tokenwatt.analysis.gate import GateVerdict, accuracy_delta_pts, gate_verdict, spread_pts
+from tokenwatt.analysis.gate import (
+    GateVerdict,
+    accuracy_delta_pts,
+    gate_comparison,
+    gate_delta_text,
+    gate_drop_text,
+    gate_verdict,
+    spread_pts,
+)
 from tokenwatt.analysis.geometry import (
     ModelGeometry,
     ParameterCounts,
@@ -56,6 +64,7 @@ from tokenwatt.analysis.mbu import (
     weight_bytes,
 )
 from tokenwatt.analysis.model_info import info_rows, model_info
+from tokenwatt.analysis.number_text import MINUS, comparison, signed, trimmed, value_text
 from tokenwatt.analysis.paired import (
     AccuracySummary,
     PairedVerdict,
@@ -81,7 +90,7 @@ from tokenwatt.analysis.report import (
     band_warning,
     conclusion,
 )
-from tokenwatt.analysis.report_table import goodput_cell, report_summary
+from tokenwatt.analysis.report_table import goodput_cell, no_interval_reason, report_summary
 from tokenwatt.analysis.run_table import (
     LATENCIES,
     errors_cell,
@@ -106,6 +115,7 @@ from tokenwatt.analysis.variance import variance_band_pct
 __all__ = [
     "KS_ALPHA",
     "LATENCIES",
+    "MINUS",
     "SETTING_LABELS",
     "AccuracySummary",
     "Capacity",
@@ -134,6 +144,7 @@ __all__ = [
     "ci_side",
     "ci_text",
     "classify_failure",
+    "comparison",
     "conclusion",
     "decode_steps_per_s",
     "delta_pct",
@@ -145,6 +156,9 @@ __all__ = [
     "explain_run",
     "extract_answer",
     "fixed_label",
+    "gate_comparison",
+    "gate_delta_text",
+    "gate_drop_text",
     "gate_verdict",
     "geometry_from_config",
     "goodput_cell",
@@ -163,6 +177,7 @@ __all__ = [
     "misses_allowed",
     "model_info",
     "ms_cell",
+    "no_interval_reason",
     "not_covered_text",
     "operating_point_distribution",
     "operating_point_rows",
@@ -182,6 +197,7 @@ __all__ = [
     "send_gaps_ks_p",
     "send_lag_ms",
     "session_totals",
+    "signed",
     "slug",
     "spread_pts",
     "straddles_threshold",
@@ -194,9 +210,11 @@ __all__ = [
     "tokens_per_joule_from_energy",
     "tpot_ms",
     "trapezoid_energy_j",
+    "trimmed",
     "triple_cell",
     "ttft_ms",
     "usd_per_million_tokens",
+    "value_text",
     "variance_band_pct",
     "verdict_words",
     "weight_bytes",

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from tokenwatt.analysis.capacity import Capacity, NoCredit, capacity
 from tokenwatt.analysis.cost import kwh_per_million_tokens, usd_per_million_tokens
 from tokenwatt.analysis.efficiency import delta_pct, tokens_per_joule, tokens_per_joule_above_idle
-from tokenwatt.analysis.gate import GateVerdict, gate_verdict
+from tokenwatt.analysis.gate import GateVerdict, gate_drop_text, gate_verdict
 from tokenwatt.analysis.intervals import Interval
+from tokenwatt.analysis.number_text import signed, trimmed
 from tokenwatt.analysis.repeat_stats import (
     delta_interval_pct,
     goodput_interval,
@@ -276,8 +277,13 @@ def conclusion(analysis: ReportAnalysis, cards: int) -> str:
     return " ".join(sentences)
 
 
+def _points(value: float) -> str:
+    """A threshold in points, as given: at least one decimal (``1.0``, ``0.25``)."""
+    return f"{value:.1f}" if round(value, 1) == value else trimmed(value)
+
+
 def _signed(value: float) -> str:
-    return f"{value:+.1f}%".replace("-", "−")
+    return signed(value, 1, "%")
 
 
 def gain_interval_sentence(c: ConfigAnalysis, band_pct: float) -> str | None:
@@ -311,7 +317,7 @@ def _sentence(c: ConfigAnalysis, cards: int) -> str:
     label = c.config.label
     if cap is None:
         return f"{label} has no baseline goodput to compare with, so no capacity figure."
-    gain = f"{cap.gain_pct:+.1f}% goodput"
+    gain = f"{signed(cap.gain_pct, 1, '%')} goodput"
     if cap.credited:
         return (
             f"{label} ({gain}) serves the baseline load of {cards} cards on "
@@ -321,8 +327,8 @@ def _sentence(c: ConfigAnalysis, cards: int) -> str:
     for reason in cap.reasons:
         if reason is NoCredit.GATE_FAILED and c.gate is not None:
             why.append(
-                f"it failed the accuracy gate by {-c.gate.delta_pts:.1f} points "
-                f"against a {c.gate.threshold_pts:.1f}-point threshold"
+                f"it failed the accuracy gate by {gate_drop_text(c.gate)} points "
+                f"against a {_points(c.gate.threshold_pts)}-point threshold"
             )
         else:
             why.append(f"it {reason.value}" if not reason.value.startswith("its") else reason.value)

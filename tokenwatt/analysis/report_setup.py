@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tokenwatt.analysis.gate import gate_verdict
+from tokenwatt.analysis.gate import gate_delta_text, gate_verdict
+from tokenwatt.analysis.number_text import signed
 from tokenwatt.records import (
     ConfigV3,
     HardwareV1,
@@ -298,12 +299,11 @@ def summary_text(ordered: Sequence[RunInput], configs: Sequence[ConfigV3]) -> st
     for cfg in configs[1:]:
         if base.goodput_tok_s > 0:
             change = 100.0 * (cfg.goodput_tok_s - base.goodput_tok_s) / base.goodput_tok_s
-            text += f" {cfg.label}: SLO goodput {change:+.1f}% against {base.label}"
+            text += f" {cfg.label}: SLO goodput {signed(change, 1, '%')} against {base.label}"
             acc = cfg.accuracy
             if acc is not None and base.accuracy is not None:
-                delta = acc.score - base.accuracy.score
                 verdict = gate_verdict(acc.score, base.accuracy.score, threshold)
-                shown = f"{delta:+.1f}".replace("-", "−")
+                shown = gate_delta_text(verdict)
                 if verdict.passed:
                     text += f"; accuracy {shown} points, within the {threshold:g}-point gate"
                 else:

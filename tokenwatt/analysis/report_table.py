@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tokenwatt.analysis.gate import gate_delta_text
 from tokenwatt.analysis.report import ConfigAnalysis, ReportAnalysis, conclusion
 from tokenwatt.records import ReportV3
 
@@ -25,7 +26,7 @@ def accuracy_verdict(c: ConfigAnalysis) -> str:
         return f"{acc.score:.1f}% (baseline)"
     if c.gate is None:
         return f"{acc.score:.1f}% (no baseline score to gate on)"
-    shown = f"{c.gate.delta_pts:+.1f}".replace("-", "−")
+    shown = gate_delta_text(c.gate)
     word = "passes" if c.gate.passed else "fails"
     return f"{acc.score:.1f}%: {word} the {c.gate.threshold_pts:g}-point gate ({shown} points)"
 
@@ -81,10 +82,24 @@ def report_summary(report: ReportV3, analysis: ReportAnalysis) -> dict[str, Any]
     }
 
 
+def no_interval_reason(repeats: int, slo_pass_count: int) -> str | None:
+    """Why a goodput has no 95% interval, in the words the terminal and the page both show
+    (methods/uncertainty.md): ``"no interval: 1 repeat"`` (no spread to estimate),
+    ``"no interval: a repeat missed the SLO"`` (goodput is then 0, not a mean); None when
+    the repeats give one."""
+    if repeats <= 1:
+        return "no interval: 1 repeat" if repeats == 1 else "no interval: no repeat"
+    if slo_pass_count < repeats:
+        return "no interval: a repeat missed the SLO"
+    return None
+
+
 def goodput_cell(row: dict[str, Any]) -> str:
-    """``goodput`` or ``goodput [low–high]`` (tok/s) for the table."""
+    """``goodput [low–high]`` (tok/s) for the table, or ``goodput [no interval: why]``
+    (:func:`no_interval_reason`)."""
     text = f"{row['goodput_tok_s']:,.1f}"
     ci = row["goodput_ci_tok_s"]
     if ci is not None:
-        text += f" [{ci['low']:,.1f}–{ci['high']:,.1f}]"
-    return text
+        return text + f" [{ci['low']:,.1f}–{ci['high']:,.1f}]"
+    why = no_interval_reason(row["repeats"], row["slo_pass_count"])
+    return text + (f" [{why}]" if why else "")

@@ -34,6 +34,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tokenwatt.analysis.number_text import comparison
 from tokenwatt.records import (
     ConfigV3,
     LatencyMsV3,
@@ -170,12 +171,6 @@ def rate_text(rate_rps: float) -> str:
     return f"{rate_rps:,.2f}".rstrip("0").rstrip(".")
 
 
-def _ms(value: float) -> str:
-    if value >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.1f}".rstrip("0").rstrip(".")
-
-
 def _ordinal(n: int) -> str:
     return _ORDINALS[n - 1] if n <= len(_ORDINALS) else f"{n}th"
 
@@ -193,7 +188,9 @@ def _words(reason: str | None) -> set[str]:
 
 def _limit_text(name: str, value: LatencyMsV3, limit: float, stopped_early: bool) -> str:
     if isinstance(value, int | float) and value > limit:
-        return f"{name} ({_ms(value)} ms > {_ms(limit)} ms)"
+        # Decimals enough that a miss never reads as level with the limit (number_text).
+        decimals = 0 if value >= 100 else 1
+        return f"{name} ({comparison(value, limit, decimals=decimals, unit=' ms', strip=True)})"
     if stopped_early:
         return f"{name} (stopped early)"
     if value == "inf":

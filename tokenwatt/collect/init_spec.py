@@ -18,12 +18,19 @@ from typing import Any
 from tokenwatt.collect.endpoints import api_base_url, server_root_url
 from tokenwatt.collect.engine_metrics import parse_metrics_text
 from tokenwatt.collect.probes import EngineInfo, probe_engine
+from tokenwatt.records import SIM_ENGINE_NAME
 
 SCHEMA_COMMENT = "# yaml-language-server: $schema={schema}"
 DEFAULT_VOCAB = 32000
 """Vocabulary size written when no config.json is given: prompts are token ids below it,
 and every current model's vocabulary is at least this large."""
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp", "tgi": "TGI"}
+ENGINE_NAMES = {
+    "vllm": "vLLM",
+    "sglang": "SGLang",
+    "llama.cpp": "llama.cpp",
+    "tgi": "TGI",
+    SIM_ENGINE_NAME: SIM_ENGINE_NAME,
+}
 METRIC_PREFIXES = ("vllm:", "sglang:", "llamacpp:", "tgi_")
 CHAT_MIX_TOKENS = 1024 * 4 + 1024
 """Longest request of chat-mix-v1 at its p90s (4,096 in + 1,024 out, tokens)."""
@@ -118,7 +125,7 @@ def spec_text(facts: ServerFacts, *, endpoint: str, name: str, schema: str) -> s
     info = facts.info
     model = info.served_models[0]
     others = ", ".join(info.served_models[1:])
-    engine = ENGINE_NAMES.get(info.engine_name or "", info.engine_name or "unknown engine")
+    engine = ENGINE_NAMES.get(info.engine_name or "", info.engine_name or "unknown")
     context = info.max_model_len
     vocab = facts.vocab_size or DEFAULT_VOCAB
     metrics = facts.metric_names

@@ -34,7 +34,7 @@ from tokenwatt.collect.engine_metrics import (
 )
 from tokenwatt.errors import EngineError, InputError, Problem
 from tokenwatt.files import check_regular_file
-from tokenwatt.records import Environment, NonNegInt, StrictModel
+from tokenwatt.records import SIM_ENGINE_NAME, Environment, NonNegInt, StrictModel
 from tokenwatt.redact import scrub, scrub_capped
 
 __all__ = [
@@ -196,20 +196,44 @@ def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0)
         if hinted is None and families:
             hinted = _engine_from_metric_names(families)
 
-        order = ["vllm", "sglang", "llama.cpp", "tgi"]
-        if hinted is not None:
-            order.remove(hinted)
-            order.insert(0, hinted)
-        for name in order:
-            if _READERS[name](client, root, info, families):
-                info.engine_name = name
-                break
-        else:
-            info.engine_name = hinted
-            info.notes.append("no version endpoint answered (tried /version, /server_info, …)")
+        _read_version(client, root, info, families, hinted, simulated=SIM_ENGINE_NAME in owners)
     if info.kv_capacity_tokens is None:
         info.notes.append("KV-cache capacity not reported by the engine")
     return info
+
+
+def _read_version(
+    client: httpx.Client,
+    root: str,
+    info: EngineInfo,
+    families: Families,
+    hinted: str | None,
+    *,
+    simulated: bool,
+) -> None:
+    """Name the engine and read its version from evidence, never from a guess.
+
+    Each engine's version endpoint is tried, the hinted one first (``owned_by`` in
+    ``/v1/models``, else the prefix of its metric names). vLLM's ``/version`` answers
+    ``{"version": …}`` as other servers may, so it names vLLM only with a hint that the
+    server is vLLM. The simulated engine speaks vLLM's metric names and ``/version`` but
+    names itself (``owned_by``, a version starting with its name): it is named
+    ``tokenwatt-sim``, never vLLM. Without evidence the name stays None ("unknown")."""
+    order = ["vllm", "sglang", "llama.cpp", "tgi"]
+    if hinted is not None:
+        order.remove(hinted)
+        order.insert(0, hinted)
+    for name in order:
+        if name == "vllm" and hinted != "vllm" and not simulated:
+            continue  # an answer at /version alone does not say vLLM
+        if _READERS[name](client, root, info, families):
+            info.engine_name = name
+            break
+    else:
+        info.engine_name = hinted
+        info.notes.append("no version endpoint answered (tried /version, /server_info, …)")
+    if simulated or (info.engine_version or "").startswith(SIM_ENGINE_NAME):
+        info.engine_name = SIM_ENGINE_NAME
 
 
 METRICS_PROBE_TIMEOUT_S = 3.0

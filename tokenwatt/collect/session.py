@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from tokenwatt.collect.engine_proc import engine_log_path
+from tokenwatt.collect.request_log import log_path
 from tokenwatt.collect.runfile import check_run_options
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.records import Session, SessionConfig, check_paths, load_spec, spec_path
@@ -96,12 +98,17 @@ def collect_argv(step: Step, spec: Path, *, progress: bool) -> list[str]:
     return argv
 
 
-def check_session(session: Session, session_path: Path) -> None:
+def check_session(session: Session, session_path: Path, *, force: bool = False) -> None:
     """Everything that can refuse the session does so before the first run: the spec
-    (validated), and every run record's file (``collect``'s own checks).
+    (validated), every run record's file (``collect``'s own checks) and, unless ``force``,
+    files of earlier measurements it would replace: a run record ``RUNS_DIR/LABEL.json``,
+    its engine log or its per-request file that exists already (smoke runs, never
+    reported, are replaced without asking). Like ``init`` and ``report``, the session
+    replaces measurements only when told (``--force``; the report by ``report.replace``).
 
     Raises:
-        InputError: naming the session file and field, or the spec file and its field.
+        InputError: naming the session file and field, or the spec file and its field; an
+            existing run file by its path.
     """
     check_paths(session, session_path)
     spec = spec_path(session, session_path)
@@ -119,8 +126,24 @@ def check_session(session: Session, session_path: Path) -> None:
         except InputError as exc:
             where = f"configurations[{i % len(session.configurations)}]"
             problems += [Problem(str(session_path), where, str(p)) for p in exc.problems]
+    if not force:
+        problems += _existing_run_files(session, session_path)
     if problems:
         raise InputError(problems)
+
+
+def _existing_run_files(session: Session, session_path: Path) -> list[Problem]:
+    """The measured runs' files that exist already, each named (``check_session``)."""
+    problems = []
+    for i, step in enumerate(plan_steps(session)):
+        if step.smoke:
+            continue
+        where = f"configurations[{i % len(session.configurations)}]"
+        for path in (step.out, engine_log_path(step.out), log_path(step.out)):
+            if path.exists():
+                message = f"{path} exists (an earlier run); pass --force to replace it"
+                problems.append(Problem(str(session_path), where, message))
+    return problems
 
 
 @contextlib.contextmanager

@@ -72,6 +72,7 @@ from tokenwatt.records.request_file import SUFFIX as REQUEST_FILE_SUFFIX
 from tokenwatt.records.request_file import log_path as request_log_path
 from tokenwatt.records.request_file import read_rows as read_request_rows
 from tokenwatt.records.run import (
+    SIM_ENGINE_NAME,
     SIM_VERSION,
     DatasetStats,
     EngineMetrics,
@@ -143,6 +144,7 @@ __all__ = [
     "REQUEST_FILE_MAX_LINE_BYTES",
     "REQUEST_FILE_SUFFIX",
     "RETRIED_PREFIX",
+    "SIM_ENGINE_NAME",
     "SIM_VERSION",
     "AccuracyResult",
     "AccuracySuiteV1",

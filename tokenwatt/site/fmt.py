@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
+from tokenwatt.analysis import signed
 from tokenwatt.site.escape import trusted
 
 DASH = trusted("—")
@@ -22,20 +23,18 @@ def num(value: float | int | None, decimals: int = 1) -> Markup:
 
 
 def signed_pct(value: float | None, decimals: int = 1) -> Markup:
-    """A relative change: ``+10.6%`` / ``−3.0%`` (true minus sign); None → dash."""
+    """A relative change: ``+10.6%`` / ``−3.0%`` (true minus sign,
+    :func:`tokenwatt.analysis.signed`); None → dash."""
     if value is None:
         return DASH
-    text = f"{value:+.{decimals}f}%"
-    return trusted(text.replace("-", "−"))
+    return trusted(signed(value, decimals, "%"))
 
 
 def signed_pts(value: float | None, decimals: int = 1) -> Markup:
     """A change in points: ``−8.0 pts``; None → dash. ``-0.0`` is shown as ``0.0``."""
     if value is None:
         return DASH
-    if round(value, decimals) == 0:
-        value = 0.0
-    return trusted(f"{value:+.{decimals}f} pts".replace("-", "−").replace("+0.0 ", "0.0 "))
+    return trusted(signed(value, decimals, " pts"))
 
 
 def pct(value: float | None, decimals: int = 1) -> Markup:

@@ -19,6 +19,8 @@ from tokenwatt.analysis import (
     band_warning,
     ci_side,
     ci_text,
+    no_interval_reason,
+    value_text,
     verdict_words,
 )
 from tokenwatt.records import LatencyMsV3, QuantileCI
@@ -36,7 +38,8 @@ def p99_cell(value: float, limit: float, ci: QuantileCI | None) -> Markup:
     """A headline p99 (ms) with its mark, its 95% interval, and "pass, but not beyond
     doubt" (or "miss, …") when the interval straddles the limit."""
     mark = "✓" if value <= limit else "✗ over"
-    cell = trusted(f"{num(value, 1)} {mark}")
+    # Decimals enough that a miss never reads as level with the limit (number_text).
+    cell = trusted(f"{value_text(value, limit, 1) or num(value, 6)} {mark}")
     text = ci_text(ci)
     if text is None:
         return cell
@@ -50,7 +53,10 @@ def goodput_cell(c: ConfigAnalysis) -> Markup:
     """Goodput (tok/s) with the 95% interval of the repeats' mean."""
     cell = num(c.config.goodput_tok_s)
     ci = c.goodput_ci
-    return cell if ci is None else cell + _ci(span(ci.low, ci.high))
+    if ci is not None:
+        return cell + _ci(span(ci.low, ci.high))
+    why = no_interval_reason(c.config.repeats, c.config.slo_pass_count)
+    return cell + trusted(f" ({why})") if why else cell
 
 
 def _delta_ci(ci: Interval | None) -> Markup:

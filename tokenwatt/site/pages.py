@@ -17,6 +17,9 @@ from tokenwatt.analysis import (
     ReportAnalysis,
     analyse_report,
     conclusion,
+    gate_comparison,
+    gate_delta_text,
+    signed,
     straddles_threshold,
 )
 from tokenwatt.errors import Problem
@@ -73,9 +76,8 @@ def _gate_cell(c: ConfigAnalysis) -> Markup:
         return trusted("baseline")
     if c.gate is None:
         return trusted("no accuracy result")
-    if c.gate.passed:
-        return trusted(f"✓ pass ({signed_pts(c.gate.delta_pts)} ≥ −{num(c.gate.threshold_pts)})")
-    return trusted(f"✗ fail ({signed_pts(c.gate.delta_pts)} < −{num(c.gate.threshold_pts)})")
+    mark = "✓ pass" if c.gate.passed else "✗ fail"
+    return trusted(f"{mark} ({gate_comparison(c.gate)})")
 
 
 def _headline(report: ReportV3, analysis: ReportAnalysis, names: list[str]) -> list[dict[str, Any]]:
@@ -99,7 +101,9 @@ def _headline(report: ReportV3, analysis: ReportAnalysis, names: list[str]) -> l
                 "tpot": p99_cell(cfg.tpot_p99_ms, report.slo.tpot_p99_ms, cfg.tpot_p99_ci_ms),
                 "slo_passes": trusted(f"{cfg.slo_pass_count} / {cfg.repeats}"),
                 "accuracy": DASH if acc is None else pct(acc.score),
-                "accuracy_delta": (DASH if c.gate is None else signed_pts(c.gate.delta_pts)),
+                "accuracy_delta": (
+                    DASH if c.gate is None else trusted(f"{gate_delta_text(c.gate)} pts")
+                ),
                 "gate": _gate_cell(c),
             }
         )
@@ -126,7 +130,7 @@ def _outcome_clause(c: ConfigAnalysis) -> str:
     cap = c.capacity
     if cap is None:
         return f"{c.config.label}: no baseline goodput to compare"
-    parts = [f"{cap.gain_pct:+.1f}% goodput"]
+    parts = [f"{signed(cap.gain_pct, 1, '%')} goodput"]
     if c.gate is None:
         parts.append("no accuracy gate")
     else:

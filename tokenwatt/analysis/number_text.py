@@ -1,0 +1,123 @@
+"""Numbers as the terminal and the pages print them, where a rounding could mislead (pure).
+
+Two conventions, one place each:
+
+- **Signs.** A signed number (a change, a delta) is written with a plus sign or the true
+  minus sign U+2212 ("+10.6%", "−3.0%", "−2.04 pts"), in the terminal and on the pages
+  alike; a value that rounds to zero is written without a sign ("0.0%"), never "−0.0%".
+- **Comparisons printed with their operands** ("812 ms > 500 ms", "−2.04 pts < −2") show
+  the value with as many decimals as it takes for the printed value to lie on the same side
+  of the printed limit as the value itself: 100.04 ms against a 100 ms limit reads
+  "100.04 ms > 100 ms", never "100 ms > 100 ms"; 99.996 reads "99.996 ≤ 100", never
+  "100 ≤ 100". The limit is printed as given (up to :data:`MAX_DECIMALS` decimals,
+  trailing zeros dropped). A value that stays level with the limit at
+  :data:`MAX_DECIMALS` decimals while differing from it is said in words ("just over
+  100 ms").
+"""
+
+from __future__ import annotations
+
+MINUS = "\N{MINUS SIGN}"
+"""The minus sign of printed negative numbers (U+2212), never the ASCII hyphen."""
+
+MAX_DECIMALS = 6
+"""The most decimals a value is given to keep it off its limit's printed value."""
+
+
+def trimmed(value: float, decimals: int = MAX_DECIMALS) -> str:
+    """``value`` with thousands separators and at most ``decimals`` decimals, trailing
+    zeros dropped, the true minus sign for a negative: ``1,234.5``, ``100``, ``−2``."""
+    text = f"{value:,.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    if text in ("-0", "0"):
+        return "0"
+    return text.replace("-", MINUS)
+
+
+def signed(value: float, decimals: int = 1, unit: str = "") -> str:
+    """A change with its sign: ``+10.6%``, ``−3.0%`` (U+2212), ``0.0%`` for one that rounds
+    to zero; ``unit`` is appended as given (``"%"``, ``" pts"``)."""
+    text = f"{value:+.{decimals}f}"
+    if float(text) == 0:
+        text = text[1:]
+    return text.replace("-", MINUS) + unit
+
+
+def _side(a: float, b: float) -> int:
+    return (a > b) - (a < b)
+
+
+def decimals_for(value: float, limit: float, decimals: int) -> int | None:
+    """The fewest decimals (at least ``decimals``) at which ``value`` rounds to a number on
+    the same side of ``limit`` as ``value`` itself (level with it only when equal); None
+    when even :data:`MAX_DECIMALS` do not separate them."""
+    side = _side(value, limit)
+    for d in range(decimals, max(decimals, MAX_DECIMALS) + 1):
+        if _side(round(value, d), limit) == side:
+            return d
+    return None
+
+
+def value_text(
+    value: float, limit: float, decimals: int, *, sign: bool = False, strip: bool = False
+) -> str | None:
+    """``value`` printed to compare truly with ``limit`` (:func:`decimals_for`): at least
+    ``decimals`` decimals, more when rounding would bring it level with (or past) the limit;
+    trailing zeros past ``decimals`` dropped (all of them with ``strip``). ``sign``: written
+    as :func:`signed`. None when
+    no precision up to :data:`MAX_DECIMALS` separates them."""
+    d = decimals_for(value, limit, decimals)
+    if d is None:
+        return None
+    text = signed(value, d) if sign else f"{value:,.{d}f}".replace("-", MINUS)
+    if (strip or d > decimals) and "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def comparison(
+    value: float,
+    limit: float,
+    *,
+    decimals: int,
+    unit: str = "",
+    sign: bool = False,
+    strip: bool = False,
+    ops: tuple[str, str, str] = (">", "≤", "≤"),
+) -> str:
+    """``value`` against ``limit`` with the operator that holds between them: ``"812 ms >
+    500 ms"``, ``"100.04 ms > 100 ms"``, ``"99.996 ms ≤ 100 ms"``, the limit as given
+    (:func:`trimmed`). When no printed precision separates them, in words: ``"just over
+    100 ms"`` / ``"just under 100 ms"``.
+
+    Args:
+        value: the measured number.
+        limit: what it is held against.
+        decimals: the value's usual decimals (more are added only when needed).
+        unit: appended to both operands as given (``" ms"``, ``" pts"``).
+        sign: write both with their sign (:func:`signed`), as for deltas.
+        strip: drop the value's trailing zeros even at its usual decimals ("40 ms").
+        ops: the operator printed when the value is above, level with and below the limit
+            (a latency limit: ``(">", "≤", "≤")``; the accuracy gate: ``("≥", "≥", "<")``).
+    """
+    limit_text = trimmed(limit)
+    if sign and not limit_text.startswith((MINUS, "0")):
+        limit_text = "+" + limit_text
+    shown = value_text(value, limit, decimals, sign=sign, strip=strip)
+    if shown is None:
+        word = "just over" if value > limit else "just under"
+        return f"{word} {limit_text}{unit}"
+    op = ops[0] if value > limit else (ops[1] if value == limit else ops[2])
+    return f"{shown}{unit} {op} {limit_text}{unit}"
+
+
+__all__ = [
+    "MAX_DECIMALS",
+    "MINUS",
+    "comparison",
+    "decimals_for",
+    "signed",
+    "trimmed",
+    "value_text",
+]
