@@ -115,4 +115,24 @@ def scrub_capped(text: str, limit: int, secrets: Iterable[str] = ()) -> str:
     return cap(scrub(text, secrets), limit)
 
 
-__all__ = ["REDACTED", "cap", "scrub", "scrub_capped"]
+_SECRET_PARTS = frozenset(
+    {"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "PWD", "CREDENTIAL"}
+    | {"CREDENTIALS", "AUTH", "PAT"}
+)
+_NOT_SECRET = frozenset({"PWD", "OLDPWD"})  # the shell's working folders
+_SECRET_SUFFIXES = ("TOKEN", "SECRET", "PASSWORD", "APIKEY")
+
+
+def secret_name(name: str) -> bool:
+    """Whether an environment variable's name says it holds a secret: one of its
+    ``_``-separated parts is KEY, TOKEN, SECRET, PASSWORD, AUTH, ... or ends in TOKEN,
+    SECRET, PASSWORD or APIKEY (``HF_TOKEN``, ``VLLM_API_KEY``, ``DB_PASSWORD``); not
+    ``PWD``/``OLDPWD`` (the working folder) nor ``TOKENIZERS_PARALLELISM``."""
+    upper = name.upper()
+    if upper in _NOT_SECRET:
+        return False
+    parts = re.split(r"[^A-Z0-9]+", upper)
+    return any(p in _SECRET_PARTS or p.endswith(_SECRET_SUFFIXES) for p in parts)
+
+
+__all__ = ["REDACTED", "cap", "scrub", "scrub_capped", "secret_name"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from tokenwatt.collect.engine_log import group_alive
+from tokenwatt.engine_log import group_alive
 from tokenwatt.records import load_spec
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shlex
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -198,3 +199,16 @@ def test_which_variable_names_hold_secrets(name: str, secret: bool) -> None:
     from tokenwatt.records.launch import secret_name
 
     assert secret_name(name) is secret
+
+
+def test_the_log_process_imports_nothing_of_the_load_generator() -> None:
+    """The log process must be reading before an engine that exits at once has finished:
+    importing the collect package (the load generator, aiohttp, numpy, scipy) took 4.5 s on
+    this busy 2-core machine, past the 5 s drain deadline with start-up added, and the
+    engine's last line was lost from the error message."""
+    code = (
+        "import sys, tokenwatt.engine_log; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('tokenwatt'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["tokenwatt", "tokenwatt.engine_log", "tokenwatt.redact"]

@@ -7,7 +7,7 @@ itself:
   whole process tree (vLLM's API server and engine-core processes, a wrapper script's
   children), and a Ctrl-C at the terminal reaches ``collect`` only, which then stops the
   engine itself;
-* its standard output and error go through :mod:`tokenwatt.collect.engine_log` (a process
+* its standard output and error go through :mod:`tokenwatt.engine_log` (a process
   of its own: scrubbed of credentials, line by line) into a log file beside the run record;
 * ``collect`` polls the health URL (default: the endpoint's ``/v1/models``) until it
   answers HTTP 200, at most ``startup_timeout_s``; an engine that exits first, or never
@@ -35,7 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from tokenwatt.collect.endpoints import server_root_url
-from tokenwatt.collect.engine_log import group_alive, secret_values, stop_group
+from tokenwatt.engine_log import group_alive, secret_values, stop_group
 from tokenwatt.errors import EngineError, InputError, Problem, TokenwattError
 from tokenwatt.records import (
     PORT_PLACEHOLDER,
@@ -125,9 +125,7 @@ def plan_launch(launch: EngineLaunch, endpoint: str, log_path: Path) -> LaunchPl
     )
 
 
-_LOGGER_MAIN = (
-    "import sys; from tokenwatt.collect.engine_log import main; sys.exit(main(sys.argv[1:]))"
-)
+_LOGGER_MAIN = "import sys; from tokenwatt.engine_log import main; sys.exit(main(sys.argv[1:]))"
 
 
 def engine_log_path(out: Path) -> Path:
@@ -384,10 +382,9 @@ def start_engine(plan: LaunchPlan, api_key: str | None = None) -> LaunchedEngine
                 f"cannot start the engine ({name}): {exc.strerror or exc}"
             ) from None
         engine.started = time.monotonic()
-        # Not ``-m tokenwatt.collect.engine_log``: the collect package's face imports that
-        # module first, and runpy then warns on the user's terminal.
-        # Not ``-m tokenwatt.collect.engine_log``: the collect package's face imports that
-        # module first, and runpy then warns on the user's terminal.
+        # A module outside the collect package, which imports the whole load generator
+        # (seconds on a busy machine): an engine that exits at once must find the log
+        # process already reading, or its last words are lost to the drain deadline.
         logger_argv = [sys.executable, "-c", _LOGGER_MAIN]
         engine.logger = subprocess.Popen(
             [

@@ -23,7 +23,7 @@ from tokenwatt.records.base import (
     PosFloat,
     StrictModel,
 )
-from tokenwatt.redact import scrub
+from tokenwatt.redact import scrub, secret_name
 
 SECRET_OPTIONS = frozenset(
     {"--api-key", "--api_key", "--token", "--hf-token", "--password", "--passwd", "--secret"}
@@ -31,28 +31,10 @@ SECRET_OPTIONS = frozenset(
 """Options whose value is a secret (vLLM's and llama.cpp's ``--api-key``, ``--hf-token``)."""
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SECRET_PARTS = frozenset(
-    {"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "PWD", "CREDENTIAL"}
-    | {"CREDENTIALS", "AUTH", "PAT"}
-)
-_NOT_SECRET = frozenset({"PWD", "OLDPWD"})  # the shell's working folders
-_SECRET_SUFFIXES = ("TOKEN", "SECRET", "PASSWORD", "APIKEY")
 
 PORT_PLACEHOLDER = "{port}"
 """Written in an engine's arguments, replaced by a free port on 127.0.0.1 that the
 endpoint then uses too (``tokenwatt sim --port {port}``)."""
-
-
-def secret_name(name: str) -> bool:
-    """Whether an environment variable's name says it holds a secret: one of its
-    ``_``-separated parts is KEY, TOKEN, SECRET, PASSWORD, AUTH, ... or ends in TOKEN,
-    SECRET, PASSWORD or APIKEY (``HF_TOKEN``, ``VLLM_API_KEY``, ``DB_PASSWORD``); not
-    ``PWD``/``OLDPWD`` (the working folder) nor ``TOKENIZERS_PARALLELISM``."""
-    upper = name.upper()
-    if upper in _NOT_SECRET:
-        return False
-    parts = re.split(r"[^A-Z0-9]+", upper)
-    return any(p in _SECRET_PARTS or p.endswith(_SECRET_SUFFIXES) for p in parts)
 
 
 def check_argv(field: str, argv: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""The launched engine's log writer and watchdog: ``python -m tokenwatt.collect.engine_log``.
+"""The launched engine's log writer and watchdog: ``python -m tokenwatt.engine_log``.
 
 A process of its own (not a thread of ``collect``), so that an engine that logs a line per
 request costs the load generator nothing. It reads the engine's standard output and error
@@ -26,8 +26,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from tokenwatt.records import secret_name
-from tokenwatt.redact import scrub
+from tokenwatt.redact import scrub, secret_name
 
 POLL_S = 0.5
 """How often the watchdog looks at its parent while the engine is quiet (s)."""
