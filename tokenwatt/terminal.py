@@ -121,9 +121,11 @@ def result_line(record: RunRecord) -> str:
         return "result: none (the search did not finish)"
     if r.rate_rps == 0:
         return "result: no rate met the SLO; goodput 0"
+    # A fixed-load run has no repeats: each of its windows is one listed load.
+    windows = "windows" if record.spec.sweep.fixed else "repeats"
     return (
         f"result: {r.rate_rps:.4g} req/s, goodput {r.goodput_tok_s:,.1f} tok/s "
-        f"({r.slo_pass_count}/{r.repeats} repeats met the SLO)"
+        f"({r.slo_pass_count}/{r.repeats} {windows} met the SLO)"
     )
 
 

@@ -136,9 +136,9 @@ def test_doubt_sentence_names_the_result_repeats_in_doubt() -> None:
         _w(7.65, 1, True, False, ttft_p99_ci_ms=_ci(450.0, None), tpot_p99_ci_ms=_ci(40.0, 52.0)),
     ]
     assert doubt_sentence(windows, 500.0, 50.0) == (  # type: ignore[arg-type]
-        "Not beyond doubt: #3 repeat 2 at 7.65 req/s (back-off 1) met the SLO, but its p99 TTFT's 95% "
-        "interval (450 ms to beyond the sample) reaches past the 500 ms limit and its p99 "
-        "TPOT's 95% interval (40–52 ms) reaches past the 50 ms limit."
+        "Not beyond doubt: #3 repeat 2 at 7.65 req/s (back-off 1) met the SLO, but its p99 "
+        "TTFT's 95% interval (450 ms to beyond the sample) reaches past the 500 ms limit and "
+        "its p99 TPOT's 95% interval (40–52 ms) reaches past the 50 ms limit."
     )
     assert doubt_sentence(windows[:2], 500.0, 50.0) is None  # type: ignore[arg-type]
     missed = [_w(9.0, 0, False, False, ttft_p99_ci_ms=_ci(480.0, 530.0))]
