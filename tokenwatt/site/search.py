@@ -1,9 +1,11 @@
 """The whole SLO search on a report page: every probe and every repeat, in order.
 
 Per configuration: the sentence that says why the result rate is where it is
-(:func:`~tokenwatt.analysis.search_story.explain_config`), a table of every window (phase,
+(:func:`~tokenwatt.analysis.search_story.explain_config`), a table of every window (its
+label, :func:`~tokenwatt.analysis.window_labels.config_labels`, the same as the terminal's;
 rate, verdict with failure reason, p99s, goodput, errors by kind) with missed repeats and
-back-offs marked, then the error samples and the windows' warnings. Everything comes from
+back-offs marked, then the error samples and the windows' warnings, each under its window's
+label. Everything comes from
 the record's ``configs[].search``. Record text (failure reasons, error kinds, messages, bodies,
 warnings) is data: it goes through :func:`~tokenwatt.site.escape.md_text`; only the
 package's own words and numbers are marked trusted.
