@@ -121,9 +121,11 @@ def result_line(record: RunRecord) -> str:
         return "result: none (the search did not finish)"
     if r.rate_rps == 0:
         return "result: no rate met the SLO; goodput 0"
+    # A fixed-load run has no repeats: each of its windows is one listed load.
+    windows = "windows" if record.spec.sweep.fixed else "repeats"
     return (
         f"result: {r.rate_rps:.4g} req/s, goodput {r.goodput_tok_s:,.1f} tok/s "
-        f"({r.slo_pass_count}/{r.repeats} repeats met the SLO)"
+        f"({r.slo_pass_count}/{r.repeats} {windows} met the SLO)"
     )
 
 
@@ -146,12 +148,14 @@ REQUEST_HEADERS = (
 
 
 def requests_table(title: str, windows: Sequence[dict[str, Any]]) -> Table:
-    """The per-window distributions of :func:`~tokenwatt.analysis.run_table.request_percentiles`;
-    a column of text prompt lengths when the file has them (a dataset run)."""
+    """The per-window distributions of
+    :func:`~tokenwatt.analysis.run_table.labelled_request_windows`, each window named by its
+    label (as in :func:`run_table`); a column of text prompt lengths when the file has them
+    (a dataset run)."""
     texts = any(w.get("prompt_text_tokens") for w in windows)
     rows = [
         [
-            f"{w['kind']} {w['index'] + 1}",
+            w["window"],
             f"{w['rate_rps']:.4g}",
             str(w["requests"]),
             str(w["counted"]),
@@ -259,7 +263,8 @@ def show_run(path: Path, *, with_requests: bool) -> tuple[RunRecord, list[dict[s
     the error.
 
     Returns:
-        The record, and the per-window request distributions (None unless asked for).
+        The record, and the per-window request distributions, each named by the window's
+        label (None unless asked for).
 
     Raises:
         InputError: the file is missing, unreadable, not JSON, a report record or not a
@@ -267,7 +272,7 @@ def show_run(path: Path, *, with_requests: bool) -> tuple[RunRecord, list[dict[s
             file, or the file is missing, changed (SHA-256) or malformed. Each message
             names the file and the field.
     """
-    from tokenwatt.analysis import request_percentiles
+    from tokenwatt.analysis import labelled_request_windows
     from tokenwatt.collect import read_rows
     from tokenwatt.errors import InputError, Problem
     from tokenwatt.records import read_json
@@ -290,7 +295,7 @@ def show_run(path: Path, *, with_requests: bool) -> tuple[RunRecord, list[dict[s
         raise InputError(
             [Problem(name, "requests_log.file", f"{log.file!r} is not a plain file name")]
         )
-    return record, request_percentiles(read_rows(path.parent / log.file, log))
+    return record, labelled_request_windows(record, read_rows(path.parent / log.file, log))
 
 
 __all__ = [

@@ -136,14 +136,14 @@ def test_doubt_sentence_names_the_result_repeats_in_doubt() -> None:
         _w(7.65, 1, True, False, ttft_p99_ci_ms=_ci(450.0, None), tpot_p99_ci_ms=_ci(40.0, 52.0)),
     ]
     assert doubt_sentence(windows, 500.0, 50.0) == (  # type: ignore[arg-type]
-        "Not beyond doubt: repeat 2 at 7.65 req/s met the SLO, but its p99 TTFT's 95% "
-        "interval (450 ms to beyond the sample) reaches past the 500 ms limit and its p99 "
-        "TPOT's 95% interval (40–52 ms) reaches past the 50 ms limit."
+        "Not beyond doubt: #3 repeat 2 at 7.65 req/s (back-off 1) met the SLO, but its p99 "
+        "TTFT's 95% interval (450 ms to beyond the sample) reaches past the 500 ms limit and "
+        "its p99 TPOT's 95% interval (40–52 ms) reaches past the 50 ms limit."
     )
     assert doubt_sentence(windows[:2], 500.0, 50.0) is None  # type: ignore[arg-type]
     missed = [_w(9.0, 0, False, False, ttft_p99_ci_ms=_ci(480.0, 530.0))]
     assert doubt_sentence(missed, 500.0, 50.0) == (  # type: ignore[arg-type]
-        "Not beyond doubt: repeat 1 at 9 req/s missed the SLO, but its p99 TTFT's 95% "
+        "Not beyond doubt: #1 repeat 1 at 9 req/s missed the SLO, but its p99 TTFT's 95% "
         "interval (480–530 ms) reaches down to the 500 ms limit."
     )
 
@@ -158,7 +158,7 @@ def test_doubt_sentence_of_a_fixed_load_run_names_each_load() -> None:
         _w(8.0, 0, False, False, ttft_p99_ci_ms=_ci(480.0, 530.0), profile="constant"),
     ]
     assert doubt_sentence(open_loop, 500.0, 50.0, fixed=True) == (  # type: ignore[arg-type]
-        "Not beyond doubt: load 2 (8 req/s, constant rate) missed the SLO, but its p99 "
+        "Not beyond doubt: #2 load 2: 8 req/s missed the SLO, but its p99 "
         "TTFT's 95% interval (480–530 ms) reaches down to the 500 ms limit."
     )
     closed = [
@@ -166,6 +166,6 @@ def test_doubt_sentence_of_a_fixed_load_run_names_each_load() -> None:
         _w(5.9, 0, True, True, concurrency=8, tpot_p99_ci_ms=_ci(30.0, 40.0)),
     ]
     assert doubt_sentence(closed, 500.0, 50.0, fixed=True) == (  # type: ignore[arg-type]
-        "Not beyond doubt: load 1 (4 clients, closed loop) met the SLO, but its p99 TPOT's "
+        "Not beyond doubt: #1 load 1: 4 clients met the SLO, but its p99 TPOT's "
         "95% interval (45–55 ms) reaches past the 50 ms limit."
     )

@@ -46,7 +46,7 @@ CASES = [
     pytest.param(
         [*SEARCH_45, repeat(45.0, True), repeat(45.0, True)],
         STORY,
-        "The search found 45 req/s, below a probe at 48 req/s that missed p99 TTFT "
+        "The search found 45 req/s, below a probe at 48 req/s (#4) that missed p99 TTFT "
         "(812 ms > 500 ms), and both repeats there met the SLO.",
         id="found-and-both-repeats-met",
     ),
@@ -65,14 +65,14 @@ CASES = [
             repeat(1.0, True),
         ],
         SearchStory(ttft_limit_ms=500.0, tpot_limit_ms=50.0, repeats_planned=1),
-        "The search found 1 req/s, below a probe at 2 req/s that missed p99 TPOT "
+        "The search found 1 req/s, below a probe at 2 req/s (#2) that missed p99 TPOT "
         "(55.2 ms > 50 ms), and the one repeat there met the SLO.",
         id="one-repeat",
     ),
     pytest.param(
         [*SEARCH_45, repeat(45.0, False), repeat(38.25, True, 1), repeat(38.25, True, 1)],
         STORY,
-        "The search found 45 req/s, but the first repeat there missed p99 TTFT "
+        "The search found 45 req/s, but the first repeat there (#5) missed p99 TTFT "
         "(530 ms > 500 ms); backed off to 38.25 req/s, which met the SLO in 2 of 2 repeats.",
         id="one-back-off",
     ),
@@ -94,8 +94,8 @@ CASES = [
             repeat(32.5125, True, 2),
         ],
         STORY,
-        "The search found 45 req/s, but the second repeat there missed p99 TTFT "
-        "(530 ms > 500 ms); backed off to 38.25 req/s, where the first repeat had errors in "
+        "The search found 45 req/s, but the second repeat there (#6) missed p99 TTFT "
+        "(530 ms > 500 ms); backed off to 38.25 req/s, where the first repeat (#7) had errors in "
         "3 of 4,590 requests (connect 2, timeout 1); backed off to 32.51 req/s, which met the "
         "SLO in 2 of 2 repeats.",
         id="two-back-offs-errors",
@@ -107,8 +107,8 @@ CASES = [
             repeat(38.25, False, 1, failure_reason="tpot", tpot_p99_ms=55.2, ttft_p99_ms=300.0),
         ],
         STORY,
-        "The search found 45 req/s, but the first repeat there missed p99 TTFT "
-        "(530 ms > 500 ms); backed off to 38.25 req/s, where the first repeat missed p99 TPOT "
+        "The search found 45 req/s, but the first repeat there (#5) missed p99 TTFT "
+        "(530 ms > 500 ms); backed off to 38.25 req/s, where the first repeat (#6) missed p99 TPOT "
         "(55.2 ms > 50 ms); no rate met the SLO in every repeat, so goodput is 0.",
         id="back-offs-ran-out",
     ),
@@ -118,7 +118,7 @@ CASES = [
             repeat(45.0, False, failure_reason="ttft,tpot", tpot_p99_ms=62.0, ttft_p99_ms=1250.0),
         ],
         STORY,
-        "The search found 45 req/s, but the first repeat there missed p99 TTFT "
+        "The search found 45 req/s, but the first repeat there (#5) missed p99 TTFT "
         "(1,250 ms > 500 ms) and p99 TPOT (62 ms > 50 ms); no rate met the SLO in every "
         "repeat, so goodput is 0.",
         id="no-back-off-allowed-both-limits",
@@ -129,7 +129,8 @@ CASES = [
             probe(1.0, False, failure_reason="per-token-latency-bound (tpot)", tpot_p99_ms=62.4),
         ],
         STORY,
-        "No rate met the SLO: the lowest probe, at 1 req/s, missed p99 TPOT (62.4 ms > 50 ms).",
+        "No rate met the SLO: the lowest probe, at 1 req/s (#2), missed p99 TPOT "
+        "(62.4 ms > 50 ms).",
         id="no-probe-met",
     ),
     pytest.param(
@@ -145,7 +146,7 @@ CASES = [
             )
         ],
         STORY,
-        "No rate met the SLO: the lowest probe, at 1 req/s, missed p99 TTFT (failed requests "
+        "No rate met the SLO: the lowest probe, at 1 req/s (#1), missed p99 TTFT (failed requests "
         "reached the 99th percentile) and had errors in 5 of 120 requests (timeout 5).",
         id="infinite-p99-and-errors",
     ),
@@ -164,7 +165,7 @@ CASES = [
             repeat(8.0, True),
         ],
         STORY,
-        "The search found 8 req/s, below a probe at 16 req/s that missed p99 TTFT (stopped "
+        "The search found 8 req/s, below a probe at 16 req/s (#2) that missed p99 TTFT (stopped "
         "early), and both repeats there met the SLO.",
         id="early-stopped-probe-above",
     ),
@@ -183,7 +184,7 @@ CASES = [
             repeat(38.25, True, 1),
         ],
         STORY,
-        "The search found 45 req/s, but the first repeat there was invalid (not sustained: "
+        "The search found 45 req/s, but the first repeat there (#5) was invalid (not sustained: "
         "41.2 of 45 req/s completed); backed off to 38.25 req/s, which met the SLO in 2 of 2 "
         "repeats.",
         id="invalid-window",
@@ -191,7 +192,7 @@ CASES = [
     pytest.param(
         [probe(1.0, False, failure_reason="no_requests", ttft_p99_ms=None, tpot_p99_ms=None)],
         STORY,
-        "No rate met the SLO: the lowest probe, at 1 req/s, missed the SLO (no_requests).",
+        "No rate met the SLO: the lowest probe, at 1 req/s (#1), missed the SLO (no_requests).",
         id="unknown-reason",
     ),
     pytest.param(
@@ -207,7 +208,7 @@ CASES = [
             repeat(45.0, True),
         ],
         STORY,
-        "The search found 45 req/s, below a probe at 48 req/s that missed p99 TTFT "
+        "The search found 45 req/s, below a probe at 48 req/s (#4) that missed p99 TTFT "
         "(812 ms > 500 ms), and both repeats there met the SLO.",
         id="client-lag-remeasure-left-out",
     ),
@@ -229,7 +230,7 @@ CASES = [
         [probe(2.0, True), probe(4.0, True)],
         STOPPED,
         "The run stopped during the SLO search (interrupted (Ctrl-C)); the highest probe that "
-        "met the SLO was at 4 req/s, and no repeat was measured.",
+        "met the SLO was at 4 req/s (#2), and no repeat was measured.",
         id="stopped-in-search-after-a-pass",
     ),
     pytest.param(
@@ -242,7 +243,7 @@ CASES = [
     pytest.param(
         [*SEARCH_45, repeat(45.0, False)],
         STOPPED,
-        "The search found 45 req/s, but the first repeat there missed p99 TTFT "
+        "The search found 45 req/s, but the first repeat there (#5) missed p99 TTFT "
         "(530 ms > 500 ms); the run stopped before backing off (interrupted (Ctrl-C)), so "
         "goodput is 0.",
         id="stopped-before-a-back-off",
@@ -250,7 +251,7 @@ CASES = [
     pytest.param(
         [*SEARCH_45, repeat(45.0, False), repeat(38.25, True, 1)],
         STOPPED,
-        "The search found 45 req/s, but the first repeat there missed p99 TTFT "
+        "The search found 45 req/s, but the first repeat there (#5) missed p99 TTFT "
         "(530 ms > 500 ms); backed off to 38.25 req/s, where the run stopped after 1 of 2 "
         "repeats (interrupted (Ctrl-C)), so there is no result.",
         id="stopped-during-repeats-after-a-back-off",
@@ -258,7 +259,7 @@ CASES = [
     pytest.param(
         [*SEARCH_45, repeat(45.0, True), repeat(45.0, True)],
         STOPPED,
-        "The search found 45 req/s, below a probe at 48 req/s that missed p99 TTFT "
+        "The search found 45 req/s, below a probe at 48 req/s (#4) that missed p99 TTFT "
         "(812 ms > 500 ms), and both repeats there met the SLO; the run stopped after that "
         "(interrupted (Ctrl-C)).",
         id="stopped-after-the-result",
@@ -274,14 +275,14 @@ CASES = [
     pytest.param(
         [*SEARCH_45, repeat(45.0, True, None), repeat(45.0, True, None)],
         MIGRATED,
-        "The search found 45 req/s, below a probe at 48 req/s that missed p99 TTFT "
+        "The search found 45 req/s, below a probe at 48 req/s (#4) that missed p99 TTFT "
         "(812 ms > 500 ms), and both repeats there met the SLO.",
         id="migrated-v2-at-the-found-rate",
     ),
     pytest.param(
         SEARCH_45,
         MIGRATED,
-        "The search found 45 req/s, below a probe at 48 req/s that missed p99 TTFT "
+        "The search found 45 req/s, below a probe at 48 req/s (#4) that missed p99 TTFT "
         "(812 ms > 500 ms); this record keeps no repeat window.",
         id="migrated-v2-probes-only",
     ),
@@ -304,14 +305,14 @@ CASES = [
         STORY,
         # The measured rate of the 16-client probe (4.4) is not what the search varied: the
         # sentence is in clients, with each window's measured rate in brackets.
-        "The search found 12 clients (4.21 req/s), below a probe at 16 clients (4.4 req/s) "
+        "The search found 12 clients (4.21 req/s), below a probe at 16 clients (4.4 req/s, #2) "
         "that missed p99 TTFT (812 ms > 500 ms), and both repeats there met the SLO.",
         id="closed-loop-search-in-clients",
     ),
     pytest.param(
         [probe(3.9, False, concurrency=8, profile="concurrency")],
         STORY,
-        "No load met the SLO: the lowest probe, at 8 clients (3.9 req/s), missed p99 TTFT "
+        "No load met the SLO: the lowest probe, at 8 clients (3.9 req/s, #1), missed p99 TTFT "
         "(812 ms > 500 ms).",
         id="closed-loop-none-met",
     ),
@@ -340,11 +341,11 @@ def _backed_off_run() -> Any:
 
 def test_run_records_tell_the_back_off() -> None:
     assert explain_run(_backed_off_run()) == (
-        "The search found 9 req/s, but the first repeat there missed p99 TTFT "
+        "The search found 9 req/s, but the first repeat there (#6) missed p99 TTFT "
         "(2,350 ms > 2,000 ms); backed off to 7.65 req/s, which met the SLO in 2 of 2 repeats."
     )
     assert explain_run(make_run()) == (
-        "The search found 9 req/s, below a probe at 16 req/s that missed p99 TTFT "
+        "The search found 9 req/s, below a probe at 16 req/s (#4) that missed p99 TTFT "
         "(32,000 ms > 2,000 ms), and both repeats there met the SLO."
     )
 

@@ -47,9 +47,9 @@ def test_report_writes_a_valid_record_with_hashes(workdir: Path) -> None:
     # (tests/records/test_report_table.py), the sentence on why each result rate is where
     # it is, one line per configuration
     assert result.output.splitlines()[-3:] == [
-        "vllm-default: The search found 9 req/s, below a probe at 16 req/s that missed p99 "
+        "vllm-default: The search found 9 req/s, below a probe at 16 req/s (#4) that missed p99 "
         "TTFT (32,000 ms > 2,000 ms), and both repeats there met the SLO.",
-        "vllm-fp8kv: The search found 9 req/s, below a probe at 16 req/s that missed p99 "
+        "vllm-fp8kv: The search found 9 req/s, below a probe at 16 req/s (#4) that missed p99 "
         "TTFT (32,000 ms > 2,000 ms), and both repeats there met the SLO.",
         # both bands: (5100 − 5000) / 2 / 5050 = 0.99% for the widest configuration
         "variance band: stated ±0.99%, measured from the repeats ±0.99%",

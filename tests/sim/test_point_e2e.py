@@ -7,6 +7,7 @@ collector runs as the CLI does, in a child process of its own.
 from __future__ import annotations
 
 import html
+import json
 import os
 import subprocess
 import sys
@@ -112,6 +113,13 @@ def test_concurrency_without_a_spec_runs_closed_loop_windows(
     assert "(2/2 windows met the SLO;" in output
 
 
+def first_cells(output: str) -> list[str]:
+    """The first cell of every body row of the rich tables in ``output``."""
+    lines = [line for line in output.splitlines() if "│" in line]
+    cells = [line.strip().strip("│").split("│")[0].strip() for line in lines]
+    return [c for c in cells if c.startswith("#")]
+
+
 def report_page(run: Path, tmp: Path) -> tuple[str, Path]:
     """``tokenwatt report --demo`` of one run, then ``tokenwatt build``: the page's text."""
     from click.testing import CliRunner
@@ -139,10 +147,19 @@ def test_a_fixed_rate_run_is_reported_as_fixed_loads(sim: SimProcess, tmp_path: 
     from tokenwatt.records import load_report
 
     run = tmp_path / "a.json"
-    record, _ = collect(sim, run, "--rates", "4,8")
+    record, output = collect(sim, run, "--rates", "4,8")
+    # One label per window wherever it is named (analysis.window_labels): the end-of-run
+    # table, show, show --json, show --requests and the page.
+    labels = ["#1 load 1 of 2: 4 req/s", "#2 load 2 of 2: 8 req/s"]
+    assert first_cells(output) == labels
     shown = CliRunner().invoke(cli, ["show", str(run)], env={"COLUMNS": "250"})
-    assert "load 1: 4 req/s, Poisson" in shown.output
-    assert "load 2: 8 req/s, Poisson" in shown.output and "repeat 1" not in shown.output
+    assert first_cells(shown.output) == labels and "repeat" not in shown.output
+    as_json = CliRunner().invoke(cli, ["show", "--json", "--requests", str(run)])
+    data = json.loads(as_json.output)
+    assert [w["window"] for w in data["windows"]] == labels
+    assert [w["window"] for w in data["requests"]] == labels
+    requests = CliRunner().invoke(cli, ["show", "--requests", str(run)], env={"COLUMNS": "250"})
+    assert first_cells(requests.output[requests.output.index("per-request file") :]) == labels
     page, out = report_page(run, tmp_path)
     report = load_report(out)
     cfg = report.configs[0]
@@ -152,8 +169,9 @@ def test_a_fixed_rate_run_is_reported_as_fixed_loads(sim: SimProcess, tmp_path: 
     assert cfg.goodput_tok_s == round(top.goodput_tok_s, 1)
     assert [r.rate_rps for r in cfg.repeats_detail] == [8.0]
     assert report.workload.arrival == "Poisson, measured at each of 4, 8 req/s"
-    assert "| load 1: 4 req/s, Poisson |" in page and "| load 2: 8 req/s, Poisson |" in page
-    assert "| repeat 1 |" not in page
+    assert "| #1 load 1 of 2: 4 req/s | 4.00 |" in page
+    assert "| #2 load 2 of 2: 8 req/s | 8.00 |" in page
+    assert "repeat 1" not in page
     assert "no SLO search was run" in page
     assert "Fixed loads, no SLO search: 2 of 2 windows met the SLO, the highest at 8 req/s." in page
 
@@ -169,6 +187,6 @@ def test_a_fixed_concurrency_run_speaks_in_clients(sim: SimProcess, tmp_path: Pa
     assert [r.rate_rps for r in report.configs[0].repeats_detail] == [
         record.repeats[1].window.rate_rps
     ]
-    assert "| load 1: 1 clients, closed loop |" in page
-    assert "| load 2: 3 clients, closed loop |" in page
+    assert "| #1 load 1 of 2: 1 client | 1 clients · " in page
+    assert "| #2 load 2 of 2: 3 clients | 3 clients · " in page
     assert "the highest at 3 clients (" in page

@@ -178,7 +178,7 @@ def test_show_table_rows_of_a_known_record(tmp_path: Path) -> None:
     w = run.repeats[1].window
     assert w.ttft_ms.p50 is not None and w.tpot_ms.p50 is not None
     assert cells == [
-        "repeat 2",
+        "#7 repeat 2 of 2 at 9 req/s",
         f"{w.rate_rps:.4g}",
         str(w.requests),
         "3 (http_503 2, timeout 1)",
@@ -250,7 +250,7 @@ def test_show_requests_summarises_the_measured_text_prompt_lengths() -> None:
     rows.append(_row(0, 1000, in_window=False))  # warm-up: not counted
     rows.append(_row(0, 2000, error="cancelled"))  # cancelled by the client: not counted
     rows.append(_row(1, None))  # a window of token-id prompts
-    windows = request_percentiles(rows)
+    windows = [{"window": str(i), **w} for i, w in enumerate(request_percentiles(rows))]
     # Linear percentiles of 10, 20, 30, 40: p50 25, p90 30 + 0.7 x 10, p99 30 + 0.97 x 10.
     assert windows[0]["prompt_text_tokens"] == {"p50": 25.0, "p90": 37.0, "p99": 39.7}
     assert windows[0]["counted"] == 4 and windows[0]["requests"] == 6
@@ -261,9 +261,8 @@ def test_show_requests_summarises_the_measured_text_prompt_lengths() -> None:
     # A file without the field (written before it) and a token-id run: no such column.
     old = [{k: v for k, v in _row(0, None).items() if k != "prompt_text_tokens"}]
     assert request_percentiles(old)[0]["prompt_text_tokens"] is None
-    assert str(requests_table("t", request_percentiles(old)).columns[-1].header) == (
-        "E2E ms p50/p90/p99"
-    )
+    old_windows = [{"window": "#1", **w} for w in request_percentiles(old)]
+    assert str(requests_table("t", old_windows).columns[-1].header) == ("E2E ms p50/p90/p99")
 
 
 def test_the_title_of_a_dataset_run_names_the_dataset_and_its_hash(tmp_path: Path) -> None:

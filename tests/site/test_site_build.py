@@ -207,7 +207,8 @@ def test_sweep_draws_infinite_p99_misses_above_the_line_with_their_mode(
     assert not mine[16.0]["off_scale"]
     text = html.unescape(page)
     assert (
-        "| 4 | probe | 32.00 | ✗ missed: queueing/KV-bound (ttft,stopped_early) | — | — | — | — |"
+        "| #4 probe 4 at 32 req/s | 32.00 | ✗ missed: queueing/KV-bound (ttft,stopped_early) "
+        "| — | — | — | — |"
     ) in text
     # per window: 4,600 tok/s × 120 s / 76,800 J = 7.19 tok/J; throttle share; clocks
     assert (

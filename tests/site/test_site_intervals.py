@@ -69,14 +69,15 @@ def test_intervals_stand_beside_the_headline_numbers(page: str) -> None:
 def test_verdicts_in_doubt_are_said_in_the_search_and_the_story(page: str) -> None:
     text = html.unescape(page)
     sentence = (
-        "Not beyond doubt: repeat 2 at 9 req/s met the SLO, but its p99 TTFT's 95% interval "
-        "(330 ms to beyond the sample) reaches past the 2,000 ms limit."
+        "Not beyond doubt: #7 repeat 2 of 2 at 9 req/s met the SLO, but its p99 TTFT's 95% "
+        "interval (330 ms to beyond the sample) reaches past the 2,000 ms limit."
     )
     assert text.count(sentence) == 2  # at the result and above the search table
     search = text[text.index("## SLO search") :]
-    assert "| 6 | repeat 1 | 9.00 | ✓ met | 320.0 (310–325 ms) | 44.6 |" in search
+    assert "| #6 repeat 1 of 2 at 9 req/s | 9.00 | ✓ met | 320.0 (310–325 ms) | 44.6 |" in search
     assert (
-        "| 7 | repeat 2 | 9.00 | ✓ met, but not beyond doubt | 340.0 (330 ms to beyond the "
+        "| #7 repeat 2 of 2 at 9 req/s | 9.00 | ✓ met, but not beyond doubt | 340.0 (330 ms to "
+        "beyond the "
         "sample) |"
     ) in search
 

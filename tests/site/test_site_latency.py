@@ -172,7 +172,9 @@ def test_fleet_size_is_explained() -> None:
 
 def test_missed_window_shows_no_goodput() -> None:
     text = html.unescape(page_of(report_of(make_run(), tuned_run())))
-    row = next(x for x in text.splitlines() if x.startswith("| 4 | grow probe | 16.00 |"))
+    row = next(
+        x for x in text.splitlines() if x.startswith("| #4 probe 4 at 16 req/s (grow) | 16.00 |")
+    )
     assert row.endswith("| 32,000.0 | 48.0 | — | — |")
 
 

@@ -17,7 +17,7 @@ from tokenwatt.records.window import ErrorSample
 from tokenwatt.site.build import build_site
 
 SENTENCE = (
-    "The search found 9 req/s, but the first repeat there missed p99 TTFT "
+    "The search found 9 req/s, but the first repeat there (#6) missed p99 TTFT "
     "(2,350 ms > 2,000 ms) and had errors in 3 of 1,080 requests (connect 2, timeout 1); "
     "backed off to 7.65 req/s, which met the SLO in 2 of 2 repeats."
 )
@@ -98,22 +98,25 @@ def test_every_probe_and_repeat_is_a_row_in_order(page: str) -> None:
     section = section[: section.index("### vllm-fp8kv")]
     rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
     assert rows[1:] == [
-        "| 1 | grow probe | 2.00 | ✓ met | 300.0 | 40.0 | 1,000.0 | — |",
-        "| 2 | grow probe | 4.00 | ✓ met | 300.0 | 40.0 | 2,000.0 | — |",
-        "| 3 | grow probe | 8.00 | ✓ met | 300.0 | 40.0 | 4,000.0 | — |",
-        "| 4 | grow probe | 16.00 | ✗ missed: ttft_p99 | 32,000.0 | 48.0 | — | — |",
-        "| 5 | bisect probe | 9.00 | ✓ met | 350.0 | 45.0 | 4,500.0 | — |",
-        "| 6 | repeat 1 | 9.00 | **✗ missed**: queueing/KV-bound (ttft,errors) | 2,350.0 | 44.0 "
-        "| — | connect 2, timeout 1 |",
-        "|  | **⤵ back-off 1** | 9.00 → 7.65 | a repeat at 9 req/s missed: rate × 0.85, "
+        "| #1 probe 1 at 2 req/s (grow) | 2.00 | ✓ met | 300.0 | 40.0 | 1,000.0 | — |",
+        "| #2 probe 2 at 4 req/s (grow) | 4.00 | ✓ met | 300.0 | 40.0 | 2,000.0 | — |",
+        "| #3 probe 3 at 8 req/s (grow) | 8.00 | ✓ met | 300.0 | 40.0 | 4,000.0 | — |",
+        "| #4 probe 4 at 16 req/s (grow) | 16.00 | ✗ missed: ttft_p99 | 32,000.0 | 48.0 | — | — |",
+        "| #5 probe 5 at 9 req/s (bisect) | 9.00 | ✓ met | 350.0 | 45.0 | 4,500.0 | — |",
+        "| #6 repeat 1 of 2 at 9 req/s | 9.00 | **✗ missed**: queueing/KV-bound (ttft,errors) "
+        "| 2,350.0 | 44.0 | — | connect 2, timeout 1 |",
+        "| **⤵ back-off 1** | 9.00 → 7.65 | a repeat at 9 req/s missed: rate × 0.85, "
         "repeats start again |  |  |  |  |",
-        "| 7 | repeat 1 | 7.65 | ↻ not used: client-bound (send-lag p99 80 ms), measured again: "
+        "| #7 repeat 1 of 2 at 7.65 req/s (back-off 1; client lagged; measured again as #8) "
+        "| 7.65 | ↻ not used: client-bound (send-lag p99 80 ms), measured again: "
         "queueing/KV-bound (ttft) | 2,100.0 | 43.0 | — | — |",
-        "| 8 | repeat 1 | 7.65 | ✓ met | 320.0 | 44.6 | 4,600.0 | — |",
-        "| 9 | repeat 2 | 7.65 | ✓ met | 340.0 | 43.9 | 4,544.6 | — |",
+        "| #8 repeat 1 of 2 at 7.65 req/s (back-off 1; retry of #7) | 7.65 | ✓ met | 320.0 "
+        "| 44.6 | 4,600.0 | — |",
+        "| #9 repeat 2 of 2 at 7.65 req/s (back-off 1) | 7.65 | ✓ met | 340.0 | 43.9 "
+        "| 4,544.6 | — |",
     ]
     assert (
-        "- window 6 (repeat at 9 req/s): 1 request served fewer output tokens than asked | 511 "
+        "- #6 repeat 1 of 2 at 9 req/s: 1 request served fewer output tokens than asked | 511 "
         "of 512"
     ) in section
 
@@ -127,9 +130,9 @@ def test_prompt_counts_prefix_cache_hits_and_retries_are_shown(page: str) -> Non
     assert "Prompts: 300 sent in the run, 290 different: 10 repeated an earlier prompt" in default
     assert "Prefix-cache hits" not in default  # no window of it has the figure
     assert "Prompts: 500 sent in the run, every one different." in tuned
-    header = next(line for line in tuned.splitlines() if line.startswith("| # |"))
+    header = next(line for line in tuned.splitlines() if line.startswith("| Window |"))
     assert header.endswith("| Errors | Prefix-cache hits (%) |")
-    first = next(line for line in tuned.splitlines() if line.startswith("| 1 |"))
+    first = next(line for line in tuned.splitlines() if line.startswith("| #1 "))
     assert first.endswith("| — (+2 retried) | 12.5 |")
 
 
@@ -155,10 +158,10 @@ def test_error_samples_are_listed_as_inert_text(page: str) -> None:
     assert "**x**" not in page and "[a](b)" not in page
     text = html.unescape(page)
     assert (
-        "- window 6 (repeat at 9 req/s), connect · ClientOSError · message: “Can not write "
+        "- #6 repeat 1 of 2 at 9 req/s, connect · ClientOSError · message: “Can not write "
         f"request body {HOSTILE}”"
     ) in text
-    assert f"- window 6 (repeat at 9 req/s), timeout · TimeoutError · body: “{MARKDOWN_TRAP}”" in (
+    assert f"- #6 repeat 1 of 2 at 9 req/s, timeout · TimeoutError · body: “{MARKDOWN_TRAP}”" in (
         text
     )
 
@@ -166,7 +169,7 @@ def test_error_samples_are_listed_as_inert_text(page: str) -> None:
 def test_the_untouched_configuration_tells_its_plain_story(page: str) -> None:
     text = html.unescape(page)
     assert (
-        "- **vllm-fp8kv**: The search found 9 req/s, below a probe at 16 req/s that missed "
+        "- **vllm-fp8kv**: The search found 9 req/s, below a probe at 16 req/s (#4) that missed "
         "p99 TTFT (32,000 ms > 2,000 ms), and both repeats there met the SLO."
     ) in text
 

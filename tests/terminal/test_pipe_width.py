@@ -49,7 +49,7 @@ def test_show_piped_keeps_each_window_on_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1, done.stdout
     w = run.repeats[1].window
     assert cells(lines[0]) == [
-        "repeat 2",
+        "#7 repeat 2 of 2 at 9 req/s",
         "9",
         str(w.requests),
         "0",

@@ -94,6 +94,7 @@ from tokenwatt.analysis.report_table import goodput_cell, no_interval_reason, re
 from tokenwatt.analysis.run_table import (
     LATENCIES,
     errors_cell,
+    labelled_request_windows,
     ms_cell,
     request_percentiles,
     run_json,
@@ -105,12 +106,19 @@ from tokenwatt.analysis.scoring import ScoredAnswer, extract_answer, score_compl
 from tokenwatt.analysis.search_story import (
     explain_config,
     explain_run,
-    fixed_label,
     gpu_minutes,
     rate_text,
 )
 from tokenwatt.analysis.summarise import report_command, slug, summarise
 from tokenwatt.analysis.variance import variance_band_pct
+from tokenwatt.analysis.window_labels import (
+    LabelPlan,
+    WindowLabel,
+    config_labels,
+    request_label,
+    run_labels,
+    window_labels,
+)
 
 __all__ = [
     "KS_ALPHA",
@@ -123,6 +131,7 @@ __all__ = [
     "Disagreement",
     "GateVerdict",
     "Interval",
+    "LabelPlan",
     "ModelGeometry",
     "NoCredit",
     "PairedVerdict",
@@ -131,6 +140,7 @@ __all__ = [
     "ScoredAnswer",
     "SessionTotal",
     "StepBytes",
+    "WindowLabel",
     "accuracy_delta_pts",
     "accuracy_summary",
     "active_parameters_per_token",
@@ -146,6 +156,7 @@ __all__ = [
     "classify_failure",
     "comparison",
     "conclusion",
+    "config_labels",
     "decode_steps_per_s",
     "delta_pct",
     "differing_settings",
@@ -155,7 +166,6 @@ __all__ = [
     "explain_config",
     "explain_run",
     "extract_answer",
-    "fixed_label",
     "gate_comparison",
     "gate_delta_text",
     "gate_drop_text",
@@ -167,6 +177,7 @@ __all__ = [
     "kv_bytes_per_token",
     "kv_capacity_tokens",
     "kwh_per_million_tokens",
+    "labelled_request_windows",
     "mbu_breakdown",
     "mbu_from_measurements",
     "mbu_pct",
@@ -187,11 +198,13 @@ __all__ = [
     "rate_text",
     "report_command",
     "report_summary",
+    "request_label",
     "request_percentiles",
     "row_tpot_ms",
     "row_ttft_ms",
     "run_doubt",
     "run_json",
+    "run_labels",
     "run_rows",
     "score_completion",
     "send_gaps_ks_p",
@@ -218,6 +231,7 @@ __all__ = [
     "variance_band_pct",
     "verdict_words",
     "weight_bytes",
+    "window_labels",
     "window_tokens_per_joule",
     "worker_lags",
     "workload_text",

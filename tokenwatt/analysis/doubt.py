@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 
 from tokenwatt.analysis.intervals import limit_side, quantile_interval
-from tokenwatt.analysis.search_story import load_words, rate_text
+from tokenwatt.analysis.window_labels import LabelPlan, WindowLabel, run_labels, window_labels
 from tokenwatt.records import LatencyBound, QuantileCI, RunRecord, SearchWindowV3
 
 LATENCY_REASONS = frozenset({"ttft", "tpot", "errors"})
@@ -131,20 +131,24 @@ def _ms(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".")
 
 
-def _final_repeats(windows: Sequence[SearchWindowV3]) -> list[SearchWindowV3]:
-    """The repeats whose verdicts were used at the last rate measured (the result's)."""
-    repeats = [w for w in windows if w.step == "repeat" and not w.remeasured]
+def _final_repeats(
+    windows: Sequence[SearchWindowV3], labels: Sequence[WindowLabel]
+) -> list[tuple[WindowLabel, SearchWindowV3]]:
+    """The repeats whose verdicts were used at the last rate measured (the result's), each
+    with its label."""
+    repeats = [(lb, w) for lb, w in zip(labels, windows, strict=True) if w.step == "repeat"]
+    repeats = [(lb, w) for lb, w in repeats if not w.remeasured]
     if not repeats:
         return []
-    last = repeats[-1]
-    group: list[SearchWindowV3] = []
-    for w in reversed(repeats):
+    last = repeats[-1][1]
+    group: list[tuple[WindowLabel, SearchWindowV3]] = []
+    for lb, w in reversed(repeats):
         same = (
             w.backoff == last.backoff if last.backoff is not None else w.rate_rps == last.rate_rps
         )
         if not same:
             break
-        group.append(w)
+        group.append((lb, w))
     return group[::-1]
 
 
@@ -171,26 +175,27 @@ def doubt_sentence(
     tpot_limit_ms: float,
     *,
     fixed: bool = False,
+    labels: Sequence[WindowLabel] | None = None,
 ) -> str | None:
     """One sentence naming the result's repeats whose verdict is not beyond doubt, with the
     interval and limit that make it so; None when every one is beyond doubt (or unjudged).
 
-    E.g. "Not beyond doubt: repeat 2 at 9 req/s met the SLO, but its p99 TTFT's 95%
+    Each window is named by its label (:mod:`tokenwatt.analysis.window_labels`; ``labels``,
+    one per window, else made from the windows with ``fixed`` and nothing planned known).
+    E.g. "Not beyond doubt: #9 repeat 2 of 2 at 9 req/s met the SLO, but its p99 TTFT's 95%
     interval (1,650 ms to beyond the sample) reaches past the 2,000 ms limit." With
     ``fixed`` (a fixed-load run, ``sweep.fixed``: one window per listed load, no repeats)
-    each window is named by its load: "load 2 (8 clients, closed loop) met the SLO, ...".
+    each window is a load: "#2 load 2 of 3: 8 clients met the SLO, ...".
     """
+    if labels is None:
+        labels = window_labels(windows, LabelPlan(fixed=fixed))
     parts = []
-    for number, w in enumerate(_final_repeats(windows), start=1):
+    for label, w in _final_repeats(windows, labels):
         if w.slo_beyond_doubt is not False:
             continue
         how = _straddled(w, ttft_limit_ms, tpot_limit_ms)
         verdict = "met the SLO" if w.slo_pass else "missed the SLO"
-        if fixed:
-            where = f"load {number} ({load_words(w)})"
-        else:
-            where = f"repeat {number} at {rate_text(w.rate_rps)} req/s"
-        parts.append(f"{where} {verdict}" + (", but " + " and ".join(how) if how else ""))
+        parts.append(f"{label.label} {verdict}" + (", but " + " and ".join(how) if how else ""))
     if not parts:
         return None
     return "Not beyond doubt: " + "; ".join(parts) + "."
@@ -202,5 +207,9 @@ def run_doubt(run: RunRecord) -> str | None:
 
     slo = run.spec.slo
     return doubt_sentence(
-        search_windows(run), slo.ttft_p99_ms, slo.tpot_p99_ms, fixed=run.spec.sweep.fixed
+        search_windows(run),
+        slo.ttft_p99_ms,
+        slo.tpot_p99_ms,
+        fixed=run.spec.sweep.fixed,
+        labels=run_labels(run),
     )

@@ -17,7 +17,7 @@ from typing import Any
 
 from tokenwatt.analysis.latency import PERCENTILES, percentile
 from tokenwatt.analysis.report_setup import trace_text
-from tokenwatt.analysis.search_story import fixed_label
+from tokenwatt.analysis.window_labels import WindowLabel, request_label, run_labels
 from tokenwatt.records import LatencyMs, Percentiles, RunRecord, WindowSummary, retried
 
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
@@ -40,10 +40,13 @@ def _percentiles(p: Percentiles) -> dict[str, LatencyMs]:
     return {"p50": p.p50, "p90": p.p90, "p99": p.p99}
 
 
-def window_row(name: str, w: WindowSummary) -> dict[str, Any]:
-    """One window as a JSON-ready row (numbers as stored; latencies in ms)."""
+def window_row(label: WindowLabel, w: WindowSummary) -> dict[str, Any]:
+    """One window as a JSON-ready row (numbers as stored; latencies in ms): ``number``
+    (its place in the run) and ``window`` (its whole label,
+    :func:`~tokenwatt.analysis.window_labels.window_labels`) first."""
     row: dict[str, Any] = {
-        "window": name,
+        "number": label.number,
+        "window": label.label,
         "rate_rps": w.rate_rps,
         "duration_s": w.duration_s,
         "requests": w.requests,
@@ -62,20 +65,13 @@ def window_row(name: str, w: WindowSummary) -> dict[str, Any]:
 
 
 def run_rows(record: RunRecord) -> list[dict[str, Any]]:
-    """Every window of the run as :func:`window_row`, probes first, then repeats.
-
-    Names: ``"<phase> probe N"`` and ``"repeat N"`` (from 1), with ``", back-off K"`` for a
-    repeat measured after K back-offs; a fixed-load run's windows are named by their load
-    (:func:`~tokenwatt.analysis.search_story.fixed_label`, "load 2: 8 clients, closed loop").
-    """
-    rows = [window_row(f"{p.phase} probe {i}", p.window) for i, p in enumerate(record.probes, 1)]
-    for i, r in enumerate(record.repeats, 1):
-        if record.spec.sweep.fixed:
-            name = fixed_label(r.window, i)
-        else:
-            name = f"repeat {i}" + (f", back-off {r.backoff}" if r.backoff else "")
-        rows.append(window_row(name, r.window))
-    return rows
+    """Every window of the run as :func:`window_row`, probes first, then repeats, each
+    named by its label (:func:`~tokenwatt.analysis.window_labels.run_labels`: "#4 probe 4
+    at 16 req/s (grow)", "#7 repeat 2 of 3 at 38.25 req/s (back-off 1)", "#2 load 2 of 3:
+    8 clients")."""
+    windows = [p.window for p in record.probes] + [r.window for r in record.repeats]
+    labels = run_labels(record)
+    return [window_row(label, w) for label, w in zip(labels, windows, strict=True)]
 
 
 def workload_text(record: RunRecord) -> str:
@@ -208,3 +204,19 @@ def request_percentiles(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             acc["tpot"].append(tpot)
     flush()
     return out
+
+
+def labelled_request_windows(
+    record: RunRecord, rows: Iterable[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """:func:`request_percentiles` of a run's per-request rows, each window first named by
+    the label the run's table gives it (``window``: "#7 repeat 2 of 3 at 38.25 req/s
+    (back-off 1)"), mapped from the file's ``kind`` and ``index``
+    (:func:`~tokenwatt.analysis.window_labels.request_label`). The file's format is
+    unchanged, so files written before labels existed read the same."""
+    labels = run_labels(record)
+    probes = len(record.probes)
+    return [
+        {"window": request_label(labels, probes, w["kind"], w["index"]), **w}
+        for w in request_percentiles(rows)
+    ]

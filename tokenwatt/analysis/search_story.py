@@ -5,18 +5,18 @@ run record through :func:`~tokenwatt.analysis.search_windows.search_windows` or 
 report's ``configs[].search``), one sentence out. The cases, in the words they produce:
 
 - the search found a rate and every repeat there met the SLO: "The search found 45 req/s,
-  below a probe at 48 req/s that missed p99 TTFT (812 ms > 500 ms), and both repeats there
-  met the SLO." ("…, the highest rate it probed (no probe missed, …), …" when nothing
+  below a probe at 48 req/s (#5) that missed p99 TTFT (812 ms > 500 ms), and both repeats
+  there met the SLO." ("…, the highest rate it probed (no probe missed, …), …" when nothing
   above it missed);
 - a repeat missed and the rate backed off: "The search found 45 req/s, but the second
-  repeat there missed p99 TTFT (530 ms > 500 ms); backed off to 38.25 req/s, which met the
+  repeat there (#8) missed p99 TTFT (530 ms > 500 ms); backed off to 38.25 req/s, which met the
   SLO in 2 of 2 repeats." (one "backed off to …, where the first repeat …" per back-off);
 - the back-offs ran out: "…; no rate met the SLO in every repeat, so goodput is 0.";
-- no probe met the SLO: "No rate met the SLO: the lowest probe, at 1 req/s, missed p99
-  TPOT (62.4 ms > 50 ms).";
+- no probe met the SLO: "No rate met the SLO: the lowest probe, at 1 req/s (#1), missed
+  p99 TPOT (62.4 ms > 50 ms).";
 - the run stopped early: before any window, during the search ("The run stopped during the
-  SLO search (interrupted (Ctrl-C)); the highest probe that met the SLO was at 4 req/s, and
-  no repeat was measured."), during the repeats ("…, where the run stopped after 1 of 2
+  SLO search (interrupted (Ctrl-C)); the highest probe that met the SLO was at 4 req/s
+  (#3), and no repeat was measured."), during the repeats ("…, where the run stopped after 1 of 2
   repeats (…), so there is no result."), before a back-off, or after the result (each says
   so, with the run's reason up to its first ";");
 - a record migrated from report schema 2, which kept only the final repeats, says what it
@@ -26,13 +26,15 @@ A window's miss is told from its failure reason (which limits it names) and its 
 "missed p99 TTFT (812 ms > 500 ms)", "(failed requests reached the 99th percentile)" for an
 infinite p99, "had errors in 3 of 200 requests (connect 2, timeout 1)", "was invalid (…)".
 A window measured again because the client lagged is left out: its verdict was replaced.
+A window the sentence names is cited by its number in the run, ``(#N)``, the number its
+label gives it everywhere else (:mod:`tokenwatt.analysis.window_labels`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from tokenwatt.analysis.number_text import comparison
 from tokenwatt.records import (
@@ -41,7 +43,6 @@ from tokenwatt.records import (
     ReportV3,
     RunRecord,
     SearchWindowV3,
-    WindowSummary,
 )
 
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
@@ -59,6 +60,10 @@ class SearchStory:
         incomplete_reason: why it stopped (the run's own words).
         whole: the windows are every window the run measured (false for a record migrated
             from report schema 2, which kept only the probes and the final repeats).
+        numbers: each window's number in the run (``#N`` of its label,
+            :mod:`tokenwatt.analysis.window_labels`), keyed by the window object's ``id``;
+            filled by :func:`explain_result` and :func:`explain_fixed` from the windows
+            they are given.
     """
 
     ttft_limit_ms: float
@@ -67,6 +72,28 @@ class SearchStory:
     complete: bool = True
     incomplete_reason: str | None = None
     whole: bool = True
+    numbers: dict[int, int] = field(default_factory=dict, compare=False, hash=False)
+
+    def ref(self, w: SearchWindowV3) -> str:
+        """`` (#N)``: the window's number as its label gives it, to cite after it."""
+        number = self.numbers.get(id(w))
+        return f" (#{number})" if number is not None else ""
+
+    def cited(self, w: SearchWindowV3) -> str:
+        """The window's load with its number: ``48 req/s (#4)``, ``16 clients (4.4 req/s,
+        #2)`` (:func:`load_text`)."""
+        number = self.numbers.get(id(w))
+        text = load_text(w)
+        if number is None:
+            return text
+        if text.endswith(")"):
+            return f"{text[:-1]}, #{number})"
+        return f"{text} (#{number})"
+
+
+def _numbered(windows: Sequence[SearchWindowV3], story: SearchStory) -> SearchStory:
+    """``story`` with every window's number in the run (its place in ``windows``, from 1)."""
+    return replace(story, numbers={id(w): i for i, w in enumerate(windows, start=1)})
 
 
 def explain_run(run: RunRecord) -> str:
@@ -102,25 +129,10 @@ def _noun(w: SearchWindowV3) -> str:
     return "load" if w.concurrency is not None else "rate"
 
 
-def fixed_label(w: SearchWindowV3 | WindowSummary, number: int) -> str:
-    """A fixed-load window's name (``sweep.fixed``): its place, load and profile ("load 2:
-    8 clients, closed loop", "load 1: 12 req/s, Poisson", "load 3: 5 req/s, constant
-    rate")."""
-    return f"load {number}: {load_words(w)}"
-
-
-def load_words(w: SearchWindowV3 | WindowSummary) -> str:
-    """A fixed-load window's load and profile in words ("8 clients, closed loop", "12
-    req/s, Poisson", "5 req/s, constant rate")."""
-    if w.concurrency is not None:
-        return f"{w.concurrency} clients, closed loop"
-    profile = "constant rate" if w.profile == "constant" else "Poisson"
-    return f"{rate_text(w.rate_rps)} req/s, {profile}"
-
-
 def explain_fixed(windows: Sequence[SearchWindowV3], story: SearchStory) -> str:
     """The sentence for a fixed-load run (``sweep.fixed``): no search, one window a load;
     the highest load that met the SLO, and how the lowest load that missed it missed."""
+    story = _numbered(windows, story)
     used = [w for w in windows if not w.remeasured]
     if not used:
         return "Fixed loads, no SLO search: no window was measured."
@@ -130,7 +142,8 @@ def explain_fixed(windows: Sequence[SearchWindowV3], story: SearchStory) -> str:
     if met:
         head += f", the highest at {load_text(met[-1])}"
     if missed:
-        head += f"; at {load_text(missed[0])} the window {miss_text(missed[0], story)}"
+        first = missed[0]
+        head += f"; at {load_text(first)} the window{story.ref(first)} {miss_text(first, story)}"
     return head + "."
 
 
@@ -151,7 +164,9 @@ def explain_config(config: ConfigV3, report: ReportV3) -> str:
 
 def explain_result(windows: Sequence[SearchWindowV3], story: SearchStory) -> str:
     """One sentence (capitalised, ending in a full stop) on why the result rate is where
-    it is; see the module docstring for every case."""
+    it is; see the module docstring for every case. A window it names is cited by its
+    number in the run, as its label gives it ("the first repeat there (#6) missed")."""
+    story = _numbered(windows, story)
     probes = [w for w in windows if w.step == "probe" and not w.remeasured]
     repeats = [w for w in windows if w.step == "repeat" and not w.remeasured]
     if not repeats:
@@ -273,13 +288,13 @@ def _without_repeats(probes: Sequence[SearchWindowV3], story: SearchStory) -> st
             )
         lowest = min(probes, key=_load)
         return (
-            f"no {_noun(lowest)} met the SLO: the lowest probe, at {load_text(lowest)}, "
+            f"no {_noun(lowest)} met the SLO: the lowest probe, at {story.cited(lowest)}, "
             f"{miss_text(lowest, story)}"
         )
     if story.whole and not story.complete:
         return (
             f"the run stopped during the SLO search ({_stop_reason(story)}); the highest probe "
-            f"that met the SLO was at {load_text(found)}, and no repeat was "
+            f"that met the SLO was at {story.cited(found)}, and no repeat was "
             "measured"
         )
     opening = f"the search found {load_text(found)}{_bracket(found, probes, story)}"
@@ -294,7 +309,7 @@ def _bracket(found: SearchWindowV3, probes: Sequence[SearchWindowV3], story: Sea
     above = [p for p in probes if not p.slo_pass and _load(p) > _load(found)]
     if above:
         miss = min(above, key=_load)
-        return f", below a probe at {load_text(miss)} that {miss_text(miss, story)}"
+        return f", below a probe at {story.cited(miss)} that {miss_text(miss, story)}"
     if _load(found) >= max(_load(p) for p in probes):
         return (
             f", the highest {_noun(found)} it probed (no probe missed, so the SLO boundary lies "
@@ -366,7 +381,8 @@ def _group_clause(
     missed = next((i for i, w in enumerate(group) if not w.slo_pass), None)
     if missed is not None:
         joiner = ", but the {} repeat there" if first else ", where the {} repeat"
-        return f"{joiner.format(_ordinal(missed + 1))} {miss_text(group[missed], story)}"
+        w = group[missed]
+        return f"{joiner.format(_ordinal(missed + 1))}{story.ref(w)} {miss_text(w, story)}"
     if last and not _full(group, story) and not story.complete:
         done, planned = len(group), story.repeats_planned
         return (

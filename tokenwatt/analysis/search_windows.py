@@ -34,11 +34,20 @@ def search_windows(run: RunRecord) -> list[SearchWindowV3]:
     """Every window of a run's search in the order measured: probes, then repeats.
 
     A window the collector measured again because the client lagged is kept and marked
-    ``remeasured``; repeats carry their back-off count (0 at the found rate). p99s and
-    medians are rounded to 0.01 ms and goodput to 0.1 tok/s, as the report stores them.
+    ``remeasured``; repeats carry their back-off count (0 at the found rate), probes whether
+    they were scouts (:func:`scout_probe`). p99s and medians are rounded to 0.01 ms and
+    goodput to 0.1 tok/s, as the report stores them.
     """
+    search_s = run.spec.measurement.search_window_s
     out = [
-        _window(p.window, step="probe", phase=p.phase, backoff=None, metrics=p.metrics)
+        _window(
+            p.window,
+            step="probe",
+            phase=p.phase,
+            backoff=None,
+            metrics=p.metrics,
+            scout=scout_probe(p.window, search_s),
+        )
         for p in run.probes
     ]
     out += [
@@ -46,6 +55,12 @@ def search_windows(run: RunRecord) -> list[SearchWindowV3]:
         for r in run.repeats
     ]
     return out
+
+
+def scout_probe(w: WindowSummary, search_window_s: float) -> bool:
+    """Whether a probe was a scout (``--fast-search``): a window shorter than the spec's
+    ``search_window_s`` (s) that was not cut short by an early stop."""
+    return not w.stopped_early and w.duration_s < search_window_s * (1 - 1e-9)
 
 
 def _ms(value: LatencyMs) -> LatencyMsV3:
@@ -61,6 +76,7 @@ def _window(
     phase: str | None,
     backoff: int | None,
     metrics: EngineMetrics | None,
+    scout: bool = False,
 ) -> SearchWindowV3:
     return SearchWindowV3.model_validate(
         {
@@ -91,6 +107,7 @@ def _window(
             "ttft_p99_ci_ms": w.ttft_p99_ci_ms,
             "tpot_p99_ci_ms": w.tpot_p99_ci_ms,
             "slo_beyond_doubt": w.slo_beyond_doubt,
+            "scout": scout,
             "prefix_cache_hit_pct": (
                 round(metrics.prefix_cache_hit_pct, 1)
                 if metrics is not None and metrics.prefix_cache_hit_pct is not None

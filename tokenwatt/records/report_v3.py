@@ -209,6 +209,12 @@ class SearchWindowV3(StrictModel):
     tpot_p50_ms: LatencyMsV3 = Field(
         default=None, description="The same for the window's median TPOT (ms)."
     )
+    scout: bool = Field(
+        default=False,
+        description="A probe measured over a shorter scout window than the spec's "
+        "measurement.search_window_s (collect --fast-search) without being stopped early; "
+        "false for other windows and in reports made before it was kept.",
+    )
     slo_beyond_doubt: bool | None = Field(
         default=None,
         description="Whether the verdict holds across both p99 intervals (false: 'pass, "

@@ -1,9 +1,11 @@
 """The whole SLO search on a report page: every probe and every repeat, in order.
 
 Per configuration: the sentence that says why the result rate is where it is
-(:func:`~tokenwatt.analysis.search_story.explain_config`), a table of every window (phase,
+(:func:`~tokenwatt.analysis.search_story.explain_config`), a table of every window (its
+label, :func:`~tokenwatt.analysis.window_labels.config_labels`, the same as the terminal's;
 rate, verdict with failure reason, p99s, goodput, errors by kind) with missed repeats and
-back-offs marked, then the error samples and the windows' warnings. Everything comes from
+back-offs marked, then the error samples and the windows' warnings, each under its window's
+label. Everything comes from
 the record's ``configs[].search``. Record text (failure reasons, error kinds, messages, bodies,
 warnings) is data: it goes through :func:`~tokenwatt.site.escape.md_text`; only the
 package's own words and numbers are marked trusted.
@@ -16,7 +18,13 @@ from typing import Any
 
 from markupsafe import Markup
 
-from tokenwatt.analysis import doubt_sentence, explain_config, fixed_label, rate_text
+from tokenwatt.analysis import (
+    WindowLabel,
+    config_labels,
+    doubt_sentence,
+    explain_config,
+    rate_text,
+)
 from tokenwatt.records import ConfigV3, ErrorSampleV3, LatencyMsV3, ReportV3, SearchWindowV3
 from tokenwatt.site.escape import md_text, trusted
 from tokenwatt.site.fmt import DASH, num
@@ -41,7 +49,13 @@ def result_stories(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
 
 def _doubt(cfg: ConfigV3, report: ReportV3) -> str | None:
     slo = report.slo
-    return doubt_sentence(cfg.search, slo.ttft_p99_ms, slo.tpot_p99_ms, fixed=fixed_loads(report))
+    return doubt_sentence(
+        cfg.search,
+        slo.ttft_p99_ms,
+        slo.tpot_p99_ms,
+        fixed=fixed_loads(report),
+        labels=config_labels(cfg, report),
+    )
 
 
 def fixed_loads(report: ReportV3) -> bool:
@@ -57,15 +71,16 @@ def search_sections(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
     for name, cfg in zip(names, report.configs, strict=True):
         if not cfg.search:
             continue
+        labels = config_labels(cfg, report)
         out.append(
             {
                 "name": name,
                 "story": explain_config(cfg, report),
                 "doubt": _doubt(cfg, report),
                 "ci": any(w.ttft_p99_ci_ms is not None for w in cfg.search),
-                "rows": search_rows(cfg, fixed=fixed_loads(report)),
-                "samples": sample_lines(cfg.search),
-                "window_warnings": warning_lines(cfg.search),
+                "rows": search_rows(cfg, labels),
+                "samples": sample_lines(labels, cfg.search),
+                "window_warnings": warning_lines(labels, cfg.search),
                 "warnings": list(cfg.search_warnings),
                 "whole": cfg.whole_search,
                 "fixed": fixed_loads(report),
@@ -93,12 +108,6 @@ def _p99(value: LatencyMsV3) -> Markup:
     if value == "inf":
         return INF
     return num(value if isinstance(value, int | float) else None, 1)
-
-
-def _step(w: SearchWindowV3, repeat_no: int) -> Markup:
-    if w.step == "probe":
-        return trusted(f"{w.phase} probe" if w.phase else "probe")
-    return trusted(f"repeat {repeat_no}")
 
 
 def _verdict(w: SearchWindowV3) -> Markup:
@@ -140,36 +149,28 @@ def _errors(w: SearchWindowV3) -> Markup:
     return trusted(", ").join(md_text(k) + trusted(f" {v:,}") for k, v in kinds) + retries
 
 
-def search_rows(cfg: ConfigV3, *, fixed: bool = False) -> list[dict[str, Any]]:
+def search_rows(cfg: ConfigV3, labels: Sequence[WindowLabel]) -> list[dict[str, Any]]:
     """The table rows of one configuration's search, in order.
 
-    With ``fixed`` (a fixed-load run, :func:`fixed_loads`) every window is one listed load
-    and is named by :func:`fixed_label`, with no back-off rows.
-
-    Each window is numbered (#, 1-based, as the error samples and warnings cite it). Before
-    the first repeat after a back-off comes a marker row ("⤵ back-off N", old → new rate).
-    A repeat's number counts the windows at its rate whose verdict was used. The outcome is
-    the verdict (a missed repeat in bold) with the failure reason.
+    Each window is named by its label (:func:`~tokenwatt.analysis.window_labels.config_labels`:
+    its number in the run, as the error samples and warnings cite it, and what it was:
+    "#7 repeat 2 of 3 at 38.25 req/s (back-off 1)"). Before the first repeat after a
+    back-off comes a marker row ("⤵ back-off N", old → new rate). The outcome is the verdict
+    (a missed repeat in bold) with the failure reason.
     """
     rows: list[dict[str, Any]] = []
-    repeat_no = 0
     previous: SearchWindowV3 | None = None
-    step = trusted("")
-    for number, w in enumerate(cfg.search, start=1):
-        if fixed:
-            repeat_no += 0 if w.remeasured else 1
-            step = trusted(fixed_label(w, repeat_no + (1 if w.remeasured else 0)))
-        if w.step == "repeat" and not fixed:
-            new_rate = previous is None or previous.step != "repeat" or _new_rate(previous, w)
-            if new_rate:
-                repeat_no = 0
-                if previous is not None and previous.step == "repeat":
-                    rows.append(_backoff_row(previous, w))
-            repeat_no += 0 if w.remeasured else 1
+    for label, w in zip(labels, cfg.search, strict=True):
+        if (
+            label.kind == "repeat"
+            and previous is not None
+            and previous.step == "repeat"
+            and _new_rate(previous, w)
+        ):
+            rows.append(_backoff_row(previous, w))
         rows.append(
             {
-                "number": trusted(str(number)),
-                "step": step if fixed else _step(w, repeat_no + (1 if w.remeasured else 0)),
+                "window": md_text(label.label),
                 "rate": load_cell(w),
                 "outcome": _outcome(w),
                 "ttft": window_p99(w.ttft_p99_ms, w.ttft_p99_ci_ms, _p99(w.ttft_p99_ms)),
@@ -202,8 +203,7 @@ def _new_rate(previous: SearchWindowV3, w: SearchWindowV3) -> bool:
 def _backoff_row(previous: SearchWindowV3, w: SearchWindowV3) -> dict[str, Any]:
     label = f"⤵ back-off {w.backoff}" if w.backoff else "⤵ back-off"
     return {
-        "number": trusted(""),
-        "step": trusted(f"**{label}**"),
+        "window": trusted(f"**{label}**"),
         "rate": trusted(f"{num(previous.rate_rps, 2)} → {num(w.rate_rps, 2)}"),
         "outcome": trusted(
             f"a repeat at {rate_text(previous.rate_rps)} req/s missed: "
@@ -217,21 +217,21 @@ def _backoff_row(previous: SearchWindowV3, w: SearchWindowV3) -> dict[str, Any]:
     }
 
 
-def _where(number: int, w: SearchWindowV3) -> Markup:
-    return trusted(f"window {number} ({w.step} at {rate_text(w.rate_rps)} req/s)")
+def _where(label: WindowLabel) -> Markup:
+    return md_text(label.label)
 
 
-def warning_lines(windows: Sequence[SearchWindowV3]) -> list[Markup]:
-    """One line per window warning: the window it belongs to and the warning (record text)."""
+def warning_lines(labels: Sequence[WindowLabel], windows: Sequence[SearchWindowV3]) -> list[Markup]:
+    """One line per window warning: the window's label and the warning (record text)."""
     return [
-        _where(number, w) + trusted(": ") + md_text(x)
-        for number, w in enumerate(windows, start=1)
+        _where(label) + trusted(": ") + md_text(x)
+        for label, w in zip(labels, windows, strict=True)
         for x in w.warnings
     ]
 
 
-def _sample_line(number: int, w: SearchWindowV3, s: ErrorSampleV3) -> Markup:
-    where = _where(number, w) + trusted(", ")
+def _sample_line(label: WindowLabel, s: ErrorSampleV3) -> Markup:
+    where = _where(label) + trusted(", ")
     parts = [md_text(s.kind)]
     if s.exception:
         parts.append(md_text(s.exception))
@@ -244,11 +244,11 @@ def _sample_line(number: int, w: SearchWindowV3, s: ErrorSampleV3) -> Markup:
     return where + trusted(" · ").join(parts)
 
 
-def sample_lines(windows: Sequence[SearchWindowV3]) -> list[Markup]:
-    """One line per error sample: the window it came from, kind, exception class, HTTP
-    status, message and body (record text, escaped)."""
+def sample_lines(labels: Sequence[WindowLabel], windows: Sequence[SearchWindowV3]) -> list[Markup]:
+    """One line per error sample: the window's label, kind, exception class, HTTP status,
+    message and body (record text, escaped)."""
     return [
-        _sample_line(number, w, s)
-        for number, w in enumerate(windows, start=1)
+        _sample_line(label, s)
+        for label, w in zip(labels, windows, strict=True)
         for s in w.error_samples
     ]
