@@ -17,8 +17,9 @@ Which numbers come from where (methods/goodput.md):
   their p99 TTFT/TPOT (ms) is the worst finite one (a window whose p99 is infinite, because
   failures reached the 99th percentile, is an SLO miss and shows as null in
   ``repeats_detail``), and SLO passes / repeats are counted there;
-- mean board power (kW) is the mean of those repeats' valid power windows, summed over GPUs;
-  tokens per joule is derived from it by the build (goodput / power);
+- mean board power (kW) is the mean of those repeats' valid power windows, summed over GPUs
+  (for reading); tokens per joule is derived by the build from each repeat's goodput, length
+  and energy in ``repeats_detail`` (goodput tokens ÷ energy, methods/energy.md);
 - throttle counts are summed over those repeats' samples;
 - the variance band (±%) is the widest of the configurations' repeat goodput bands;
 - ``published`` is the day the last run finished, so the same runs give the same record.
