@@ -18,6 +18,7 @@ from tokenwatt import __version__
 from tokenwatt.cli_collect import point_inputs, point_options
 from tokenwatt.cli_exits import errors_to_exit
 from tokenwatt.errors import InputError
+from tokenwatt.text import terminal_safe
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -199,7 +200,7 @@ def _collect(
             f"{gpu_minutes(r.gpu_seconds_saved)} saved by early stops)"
         )
         for warning in r.warnings:
-            click.echo(f"warning: {warning}", err=True)
+            click.echo(f"warning: {terminal_safe(warning)}", err=True)
     click.echo(explain_run(record))
     doubt = run_doubt(record)
     if doubt:
@@ -210,7 +211,7 @@ def _collect(
         click.echo("note: simulated engine; these numbers are not measurements", err=True)
     click.echo(f"wrote {out}")
     if not record.complete:
-        click.echo(f"incomplete: {record.incomplete_reason}", err=True)
+        click.echo(f"incomplete: {terminal_safe(record.incomplete_reason or '')}", err=True)
         # The shell's status for a process ended by that signal: 128 + its number.
         signals = {"ctrl-c": "SIGINT", "sigterm": "SIGTERM", "sighup": "SIGHUP"}
         name = signals.get(record.interrupted or "")

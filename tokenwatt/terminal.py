@@ -27,13 +27,16 @@ from tokenwatt.analysis import (
 )
 from tokenwatt.records import RunRecord
 from tokenwatt.site import bidi_isolated
-
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(32), *range(0x7F, 0xA0)]}
+from tokenwatt.text import terminal_safe
 
 
 def plain(value: object) -> Text:
-    """``value`` as inert terminal text: control characters shown as ``\\xNN``, no markup."""
-    return Text(bidi_isolated(str(value).translate(_CONTROL)))
+    """``value`` as inert terminal text: control characters shown as ``\\xNN``
+    (:func:`tokenwatt.text.terminal_safe`, tab and newline included: a cell is one line),
+    no markup."""
+    return Text(
+        bidi_isolated(terminal_safe(str(value)).replace("\t", "\\x09").replace("\n", "\\x0a"))
+    )
 
 
 def _table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> Table:
