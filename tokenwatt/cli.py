@@ -240,19 +240,18 @@ def _print_run_table(record: Any) -> None:
 @errors_to_exit
 def show(run_file: Path, as_json: bool, with_requests: bool) -> None:
     """Print a run record's windows: rate, errors, latency percentiles, tok/s, verdict."""
-    import json
 
     from rich.console import Console
 
     from tokenwatt.analysis import run_json
-    from tokenwatt.terminal import plain, print_run, requests_table, show_run
+    from tokenwatt.terminal import json_text, plain, print_run, requests_table, show_run
 
     record, windows = show_run(run_file, with_requests=with_requests)
     if as_json:
         data = run_json(record)
         if windows is not None:
             data["requests"] = windows
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json_text(data))
         return
     console = Console(soft_wrap=False)
     print_run(record, console)
@@ -462,15 +461,14 @@ def report(
 def _print_report(record: Any, target: Path, runs: list[Any], *, as_json: bool) -> None:
     """What ``report`` prints (:func:`tokenwatt.terminal.report_output`): JSON, or tables
     and sentences; the band warning goes to stderr either way."""
-    import json
 
     from rich.console import Console
 
-    from tokenwatt.terminal import print_report, report_output
+    from tokenwatt.terminal import json_text, print_report, report_output
 
     summary = report_output(record, target, runs)
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        click.echo(json_text(summary))
     else:
         print_report(summary, Console(soft_wrap=False))
     if summary["band_warning"]:
@@ -564,7 +562,6 @@ def model_info_cmd(
     as_json: bool,
 ) -> None:
     """Geometry, parameters, weight bytes, KV bytes per token and KV capacity of a model."""
-    import json
 
     from tokenwatt import analysis
     from tokenwatt.records import read_json
@@ -579,7 +576,9 @@ def model_info_cmd(
         batch=batch,
     )
     if as_json:
-        click.echo(json.dumps(info.as_dict(), indent=2))
+        from tokenwatt.terminal import json_text
+
+        click.echo(json_text(info.as_dict()))
         return
     from rich.console import Console
     from rich.table import Table

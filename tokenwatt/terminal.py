@@ -8,6 +8,8 @@ directional controls are isolated as on the pages (:func:`tokenwatt.site.escape.
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from tokenwatt.analysis import (
     triple_cell,
     workload_text,
 )
+from tokenwatt.errors import TokenwattError
 from tokenwatt.records import RunRecord
 from tokenwatt.site import bidi_isolated
 from tokenwatt.text import terminal_safe
@@ -272,7 +275,41 @@ def show_run(path: Path, *, with_requests: bool) -> tuple[RunRecord, list[dict[s
     return record, request_percentiles(read_rows(path.parent / log.file, log))
 
 
+def json_text(data: Any) -> str:
+    """``data`` as the JSON every ``--json`` prints: indented, strict (``allow_nan=False``:
+    NaN and Infinity are not JSON, and a script reading the output would take them or
+    choke on them).
+
+    Raises:
+        TokenwattError: a number that is not finite, named by its path (a bug: every input
+            is checked before it is summarised).
+    """
+    try:
+        return json.dumps(data, indent=2, allow_nan=False)
+    except ValueError as exc:
+        where = _nonfinite_path(data) or "?"
+        raise TokenwattError(f"--json: {where} is not a finite number; nothing printed") from exc
+
+
+def _nonfinite_path(data: Any, path: str = "") -> str | None:
+    if isinstance(data, float) and not math.isfinite(data):
+        return path or "(the value)"
+    items = (
+        data.items()
+        if isinstance(data, dict)
+        else enumerate(data)
+        if isinstance(data, list)
+        else []
+    )
+    for k, v in items:
+        found = _nonfinite_path(v, f"{path}.{k}" if isinstance(k, str) else f"{path}[{k}]")
+        if found:
+            return found.lstrip(".")
+    return None
+
+
 __all__ = [
+    "json_text",
     "ms_cell",
     "plain",
     "print_report",

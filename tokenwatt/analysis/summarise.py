@@ -32,6 +32,8 @@ import re
 import shlex
 from collections.abc import Iterable, Sequence
 
+from pydantic import ValidationError
+
 from tokenwatt.analysis.config_settings import config_settings
 from tokenwatt.analysis.latency_cdf import operating_point_distribution
 from tokenwatt.analysis.paired import accuracy_summary
@@ -76,6 +78,7 @@ from tokenwatt.records import (
     SoftwareV1,
     fingerprint_diff,
     fingerprint_fields,
+    problems_from,
 )
 
 # At most this many points of power timeline per configuration (one repeat's window).
@@ -150,7 +153,7 @@ def summarise(
         raise RecordError(problems)
     ordered = sorted(runs, key=lambda r: r.run.role != "baseline")  # baseline first, stable
     base = ordered[0].run
-    configs = _with_deltas([_config(item, ordered) for item in ordered])
+    configs = _with_deltas([_checked_config(item, ordered) for item in ordered])
     measured = measured_band_pct(configs)
     bands = [_band(final_repeats(item.run)) for item in ordered]
     spec = base.spec
@@ -368,6 +371,23 @@ def _engine_text(run: RunRecord) -> str:
     else:
         engine = f"{name} {version}" if version else name
     return f"{engine} · KV {run.spec.model.kv_dtype.upper()}"
+
+
+def _checked_config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
+    """:func:`_config`, with a value the report record refuses (an old run's label longer
+    than a report keeps, say) named by the run file it came from and its field there.
+
+    Raises:
+        RecordError: one problem per refused value, naming the run file and field.
+    """
+    try:
+        return _config(item, ordered)
+    except ValidationError as exc:
+        problems = [
+            Problem(item.name, p.field, f"{p.message} (as a report configuration's {p.field})")
+            for p in problems_from(item.name, exc)
+        ]
+        raise RecordError(problems) from None
 
 
 def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:

@@ -90,7 +90,7 @@ def check_server_text(info: EngineInfo, endpoint: str) -> None:
         if bad is not None:
             shown = scrub_capped(terminal_safe(value), 80)
             raise EngineError(
-                f"{where} {shown!r} holds a control character ({bad}); no spec written"
+                f"{where} '{shown}' holds a control character ({bad}); no spec written"
             )
     if info.context_length_problem is not None:
         raise EngineError(f"{root}: {info.context_length_problem}; no spec written")

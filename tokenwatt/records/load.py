@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import stat
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -17,7 +18,6 @@ import yaml
 from pydantic import BaseModel, Discriminator, Tag, TypeAdapter, ValidationError
 
 from tokenwatt.errors import InputError, Problem, RecordError, SpecError
-from tokenwatt.files import check_regular_file
 from tokenwatt.records.base import FieldValueError
 from tokenwatt.records.report_v1 import ReportV1
 from tokenwatt.records.report_v2 import ReportV2, v1_to_v2
@@ -273,12 +273,24 @@ megabytes, report records and config.json files less."""
 
 
 def _check_size(path: Path, error: type[InputError], max_bytes: int) -> None:
-    """Refuse, before reading, a file that is not a plain file or is larger than
-    ``max_bytes``: one policy for every YAML and JSON file the tool reads from the user."""
+    """Refuse, before reading, a file that is not a plain file (a FIFO would block the read
+    forever) or is larger than ``max_bytes``: one policy for every YAML and JSON file the
+    tool reads from the user. (``tokenwatt.files.check_regular_file`` is the same check for
+    the stages; records may not import ``files``, which ``analysis`` must not reach.)"""
+    file = str(path)
     try:
-        check_regular_file(path, what="file", max_bytes=max_bytes)
-    except InputError as exc:
-        raise error(exc.problems) from None
+        info = path.stat()
+    except OSError as exc:
+        raise error([Problem(file, "", f"cannot read the file: {exc.strerror or exc}")]) from exc
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a plain file"
+        raise error([Problem(file, "", f"the file is {kind}; give a file")])
+    if info.st_size > max_bytes:
+        message = (
+            f"the file is {info.st_size:,} bytes, more than the {max_bytes:,} accepted "
+            "for this kind of file"
+        )
+        raise error([Problem(file, "", message)])
 
 
 def read_json(path: Path, error: type[InputError] = RecordError) -> Any:
