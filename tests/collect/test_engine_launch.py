@@ -211,5 +211,5 @@ def test_the_log_tail_of_an_engine_that_exits_at_start_carries_no_escape(
     proc = start(collect_argv(spec, out, "--engine-cmd", shlex.join(["bash", "-c", script])))
     _, stderr = finish(proc)
     assert proc.returncode == 1, stderr
-    assert "\\x1b[2J\\x1b]0;pwned\\x07\\x1b[31mboom\\x1b[0m\\x0d" in stderr
+    assert "\\x1b[2J\\x1b]0;pwned\\x07\\x1b[31mboom\\x1b[0m\n" in stderr
     assert "\x1b" not in stderr and "\x07" not in stderr and "\r" not in stderr
