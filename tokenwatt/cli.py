@@ -18,6 +18,7 @@ from tokenwatt import __version__
 from tokenwatt.cli_collect import point_inputs, point_options
 from tokenwatt.cli_exits import errors_to_exit
 from tokenwatt.errors import InputError
+from tokenwatt.text import terminal_safe
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -199,7 +200,7 @@ def _collect(
             f"{gpu_minutes(r.gpu_seconds_saved)} saved by early stops)"
         )
         for warning in r.warnings:
-            click.echo(f"warning: {warning}", err=True)
+            click.echo(f"warning: {terminal_safe(warning)}", err=True)
     click.echo(explain_run(record))
     doubt = run_doubt(record)
     if doubt:
@@ -210,7 +211,7 @@ def _collect(
         click.echo("note: simulated engine; these numbers are not measurements", err=True)
     click.echo(f"wrote {out}")
     if not record.complete:
-        click.echo(f"incomplete: {record.incomplete_reason}", err=True)
+        click.echo(f"incomplete: {terminal_safe(record.incomplete_reason or '')}", err=True)
         # The shell's status for a process ended by that signal: 128 + its number.
         signals = {"ctrl-c": "SIGINT", "sigterm": "SIGTERM", "sighup": "SIGHUP"}
         name = signals.get(record.interrupted or "")
@@ -237,17 +238,16 @@ def _print_run_table(record: Any) -> None:
 @errors_to_exit
 def show(run_file: Path, as_json: bool, with_requests: bool) -> None:
     """Print a run record's windows: rate, errors, latency percentiles, tok/s, verdict."""
-    import json
 
     from tokenwatt.analysis import run_json
-    from tokenwatt.terminal import console, plain, print_run, requests_table, show_run
+    from tokenwatt.terminal import console, json_text, plain, print_run, requests_table, show_run
 
     record, windows = show_run(run_file, with_requests=with_requests)
     if as_json:
         data = run_json(record)
         if windows is not None:
             data["requests"] = windows
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json_text(data))
         return
     out = console()
     print_run(record, out)
@@ -457,13 +457,12 @@ def report(
 def _print_report(record: Any, target: Path, runs: list[Any], *, as_json: bool) -> None:
     """What ``report`` prints (:func:`tokenwatt.terminal.report_output`): JSON, or tables
     and sentences; the band warning goes to stderr either way."""
-    import json
 
-    from tokenwatt.terminal import console, print_report, report_output
+    from tokenwatt.terminal import console, json_text, print_report, report_output
 
     summary = report_output(record, target, runs)
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        click.echo(json_text(summary))
     else:
         print_report(summary, console())
     if summary["band_warning"]:
@@ -557,7 +556,6 @@ def model_info_cmd(
     as_json: bool,
 ) -> None:
     """Geometry, parameters, weight bytes, KV bytes per token and KV capacity of a model."""
-    import json
 
     from tokenwatt import analysis
     from tokenwatt.records import read_json
@@ -572,7 +570,9 @@ def model_info_cmd(
         batch=batch,
     )
     if as_json:
-        click.echo(json.dumps(info.as_dict(), indent=2))
+        from tokenwatt.terminal import json_text
+
+        click.echo(json_text(info.as_dict()))
         return
     from rich.table import Table
 

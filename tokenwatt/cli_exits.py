@@ -2,7 +2,9 @@
 
 An :class:`~tokenwatt.errors.InputError` prints one ``error: file: field: message`` line per
 problem and exits 2; any other :class:`~tokenwatt.errors.TokenwattError` prints
-``error: message`` and exits with its ``exit_code``.
+``error: message`` and exits with its ``exit_code``. Messages carry what engines and servers
+said (log tails, error bodies), so they are printed through
+:func:`tokenwatt.text.terminal_safe`: no escape sequence reaches the terminal.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from tokenwatt.errors import InputError, TokenwattError
+from tokenwatt.text import terminal_safe
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,10 +34,10 @@ def exit_on_errors() -> Iterator[None]:
         yield
     except InputError as exc:
         for problem in exc.problems:
-            click.echo(f"error: {problem}", err=True)
+            click.echo(f"error: {terminal_safe(str(problem))}", err=True)
         sys.exit(exc.exit_code)
     except TokenwattError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {terminal_safe(str(exc))}", err=True)
         sys.exit(exc.exit_code)
 
 

@@ -8,6 +8,8 @@ directional controls are isolated as on the pages (:func:`tokenwatt.site.escape.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -27,11 +29,10 @@ from tokenwatt.analysis import (
     triple_cell,
     workload_text,
 )
+from tokenwatt.errors import TokenwattError
 from tokenwatt.records import RunRecord
 from tokenwatt.site import bidi_isolated
-
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(32), *range(0x7F, 0xA0)]}
-
+from tokenwatt.text import terminal_safe
 
 PIPE_WIDTH = 10_000
 """Columns a table may take when stdout is not a terminal and ``COLUMNS`` is unset: wide
@@ -56,8 +57,12 @@ def console() -> Console:
 
 
 def plain(value: object) -> Text:
-    """``value`` as inert terminal text: control characters shown as ``\\xNN``, no markup."""
-    return Text(bidi_isolated(str(value).translate(_CONTROL)))
+    """``value`` as inert terminal text: control characters shown as ``\\xNN``
+    (:func:`tokenwatt.text.terminal_safe`, tab and newline included: a cell is one line),
+    no markup."""
+    return Text(
+        bidi_isolated(terminal_safe(str(value)).replace("\t", "\\x09").replace("\n", "\\x0a"))
+    )
 
 
 def _table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> Table:
@@ -298,9 +303,43 @@ def show_run(path: Path, *, with_requests: bool) -> tuple[RunRecord, list[dict[s
     return record, labelled_request_windows(record, read_rows(path.parent / log.file, log))
 
 
+def json_text(data: Any) -> str:
+    """``data`` as the JSON every ``--json`` prints: indented, strict (``allow_nan=False``:
+    NaN and Infinity are not JSON, and a script reading the output would take them or
+    choke on them).
+
+    Raises:
+        TokenwattError: a number that is not finite, named by its path (a bug: every input
+            is checked before it is summarised).
+    """
+    try:
+        return json.dumps(data, indent=2, allow_nan=False)
+    except ValueError as exc:
+        where = _nonfinite_path(data) or "?"
+        raise TokenwattError(f"--json: {where} is not a finite number; nothing printed") from exc
+
+
+def _nonfinite_path(data: Any, path: str = "") -> str | None:
+    if isinstance(data, float) and not math.isfinite(data):
+        return path or "(the value)"
+    items = (
+        data.items()
+        if isinstance(data, dict)
+        else enumerate(data)
+        if isinstance(data, list)
+        else []
+    )
+    for k, v in items:
+        found = _nonfinite_path(v, f"{path}.{k}" if isinstance(k, str) else f"{path}[{k}]")
+        if found:
+            return found.lstrip(".")
+    return None
+
+
 __all__ = [
     "PIPE_WIDTH",
     "console",
+    "json_text",
     "ms_cell",
     "plain",
     "print_report",

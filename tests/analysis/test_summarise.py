@@ -117,7 +117,10 @@ def test_report_analysis_matches_the_seed_conclusion() -> None:
     analysis = analyse_report(report)
     assert analysis.disagreements == []
     tpj = [c.tokens_per_joule for c in analysis.configs]
-    assert [round(x, 2) for x in tpj if x is not None] == [7.18, 8.21]
+    # goodput tokens ÷ energy over the repeats: the factory's tuned repeats deliver
+    # (5100 + 5000) × 120 tokens for (620 + 612) × 120 J = 8.198 tok/J (its search result,
+    # 5056.9 tok/s, is not their mean; the seed record itself gives 8.21: test_seed_analysis)
+    assert [round(x, 3) for x in tpj if x is not None] == [7.178, 8.198]
     assert "failed the accuracy gate by 8.0 points" in conclusion(analysis, 64)
 
 

@@ -212,3 +212,18 @@ def test_the_log_process_imports_nothing_of_the_load_generator() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["tokenwatt", "tokenwatt.engine_log", "tokenwatt.redact"]
+
+
+def test_the_log_tail_of_an_engine_that_exits_at_start_carries_no_escape(
+    tmp_path: Path,
+) -> None:
+    """An engine's colours, screen clears and title changes are shown as text, not sent to
+    the user's terminal (tokenwatt.text.terminal_safe)."""
+    spec = sim_spec(tmp_path)
+    out = tmp_path / "eng.json"
+    script = r"printf '\033[2J\033]0;pwned\007\033[31mboom\033[0m\r\n'; exit 3"
+    proc = start(collect_argv(spec, out, "--engine-cmd", shlex.join(["bash", "-c", script])))
+    _, stderr = finish(proc)
+    assert proc.returncode == 1, stderr
+    assert "\\x1b[2J\\x1b]0;pwned\\x07\\x1b[31mboom\\x1b[0m\n" in stderr
+    assert "\x1b" not in stderr and "\x07" not in stderr and "\r" not in stderr

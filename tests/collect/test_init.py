@@ -3,6 +3,7 @@ scripted server on 127.0.0.1; the written spec loads and validates."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -145,3 +146,57 @@ def test_probe_errors_never_show_the_urls_password(route: object, message: str) 
         "cannot reach the engine at http://user:[redacted]@127.0.0.1:9/v1/models: "
     )
     assert "SECRET" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("models", "message"),
+    [
+        (
+            {"object": "list", "data": [{"id": "llama\u001b[2J\u001b]0;pwned\u0007"}]},
+            "/v1/models: model id 'llama\\x1b[2J\\x1b]0;pwned\\x07' holds a control "
+            "character (\\x1b); no spec written",
+        ),
+        (
+            {"object": "list", "data": [{"id": "m\nname: evil"}]},
+            "holds a control character (\\x0a); no spec written",
+        ),
+        (
+            {"object": "list", "data": [{"id": "m", "max_model_len": 0}]},
+            "/v1/models max_model_len is 0, not a positive whole number of tokens; no spec written",
+        ),
+        (
+            {"object": "list", "data": [{"id": "m", "max_model_len": -4096}]},
+            "/v1/models max_model_len is -4096, not a positive whole number of tokens",
+        ),
+    ],
+)
+def test_init_refuses_hostile_server_text(
+    tmp_path: Path, models: dict[str, object], message: str
+) -> None:
+    """Control characters and escape sequences from the server reach neither the terminal
+    nor the spec; a context length that is not positive is refused; no file is written."""
+    with ScriptedServer({"/v1/models": lambda q: (200, models)}) as srv:
+        done = init("--endpoint", srv.url, "--out", "s.spec.yaml", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert "\x1b" not in done.stderr + done.stdout and "\x07" not in done.stderr
+    assert not (tmp_path / "s.spec.yaml").exists()
+
+
+def test_init_reads_at_most_a_megabyte_of_model_list(tmp_path: Path) -> None:
+    huge = {"object": "list", "data": [{"id": "m", "pad": "x" * (2 << 20)}]}
+    with ScriptedServer({"/v1/models": lambda q: (200, huge)}) as srv:
+        done = init("--endpoint", srv.url, "--out", "s.spec.yaml", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "more than a model list (1,048,576 bytes at most); not read" in done.stderr
+    assert not (tmp_path / "s.spec.yaml").exists()
+
+
+def test_init_keeps_a_lone_surrogate_out_of_the_spec(tmp_path: Path) -> None:
+    """A model id with a JSON "\\ud800" escape is read with U+FFFD in its place (server
+    text is replaced, not refused): the spec is written and loads."""
+    body = '{"object": "list", "data": [{"id": "m\\ud800x"}]}'
+    with ScriptedServer({"/v1/models": lambda q: (200, json.loads(body))}) as srv:
+        done = init("--endpoint", srv.url, "--out", "s.spec.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert load_spec(tmp_path / "s.spec.yaml").engine.model == "m\ufffdx"

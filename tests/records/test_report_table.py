@@ -73,7 +73,7 @@ def test_report_prints_the_configurations_and_the_conclusion(workdir: Path) -> N
             "tuned",
             "5,056.9 [4,414.7–5,685.3]",
             "+10.6%",
-            "8.21",
+            "8.2",
             "2/2",
             "88.0%: fails the 1-point gate (−8.0 points)",
             "none: failed the accuracy gate",
@@ -114,7 +114,8 @@ def test_json_prints_the_same_and_the_report_file_is_unchanged(
         "goodput_tok_s": 4572.3,
         "goodput_ci_tok_s": {"low": 4220.3, "high": 4924.3},
         "goodput_delta_pct": None,
-        "tokens_per_joule": pytest.approx(4572.3 / 637),
+        "tokens_per_joule": pytest.approx((4600 + 4544.6) / (640 + 634)),
+        "tokens_per_joule_delta_pct": None,
         "slo_pass_count": 2,
         "repeats": 2,
         "accuracy_score_pct": 96.0,
@@ -125,7 +126,11 @@ def test_json_prints_the_same_and_the_report_file_is_unchanged(
         "capacity": "baseline",
     }
     assert tuned["goodput_delta_pct"] == pytest.approx(100 * (5056.9 / 4572.3 - 1))
-    assert tuned["tokens_per_joule"] == pytest.approx(5056.9 / 616)
+    # goodput tokens ÷ energy over the repeats (equal 120 s windows)
+    tuned_tpj = (5100 + 5000) / (620 + 612)
+    assert tuned["tokens_per_joule"] == pytest.approx(tuned_tpj)
+    base_tpj = (4600 + 4544.6) / (640 + 634)
+    assert tuned["tokens_per_joule_delta_pct"] == pytest.approx(100 * (tuned_tpj / base_tpj - 1))
     assert (tuned["accuracy_gate_passed"], tuned["cards_saved"]) == (False, 0)
     assert tuned["capacity_credited"] is False
     assert data["conclusion"] == CONCLUSION

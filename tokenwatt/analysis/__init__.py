@@ -82,6 +82,7 @@ from tokenwatt.analysis.power import (
     trapezoid_energy_j,
     window_tokens_per_joule,
 )
+from tokenwatt.analysis.repeat_stats import config_tokens_per_joule, repeat_tokens_per_joule
 from tokenwatt.analysis.report import (
     ConfigAnalysis,
     Disagreement,
@@ -157,6 +158,7 @@ __all__ = [
     "comparison",
     "conclusion",
     "config_labels",
+    "config_tokens_per_joule",
     "decode_steps_per_s",
     "delta_pct",
     "differing_settings",
@@ -196,6 +198,7 @@ __all__ = [
     "parameter_counts",
     "percentile",
     "rate_text",
+    "repeat_tokens_per_joule",
     "report_command",
     "report_summary",
     "request_label",

@@ -8,8 +8,9 @@ import math
 def tokens_per_joule(goodput_tok_s: float, mean_power_w: float) -> float:
     """Tokens per joule = goodput (tok/s) / mean summed board power (W = J/s).
 
-    Equal to goodput tokens in the window / energy in the window (J) when the power is the
-    window's mean (methods/energy.md; seed: 4572.3 / 637 ≈ 7.18).
+    Equal to goodput tokens / energy (J) over equally long windows, and used only for records
+    that keep no per-window energy (methods/energy.md; seed: 4572.3 / 637 ≈ 7.18); a report's
+    figure is :func:`tokenwatt.analysis.repeat_stats.config_tokens_per_joule`.
 
     Raises:
         ValueError: power not positive or either input not finite.

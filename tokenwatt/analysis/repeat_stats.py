@@ -18,8 +18,14 @@ same functions and flags a stored value that disagrees.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+from tokenwatt.analysis.efficiency import (
+    tokens_per_joule,
+    tokens_per_joule_above_idle,
+    tokens_per_joule_from_energy,
+)
 from tokenwatt.analysis.intervals import Interval, t_interval, welch_interval
 from tokenwatt.analysis.variance import variance_band_pct
 from tokenwatt.records import ConfigDetail, MeanCI, RepeatV2
@@ -37,11 +43,68 @@ def repeat_goodputs(repeats: Sequence[RepeatV2]) -> list[float] | None:
     return [r.goodput_tok_s for r in repeats]
 
 
-def repeat_tokens_per_joule(repeat: RepeatV2) -> float | None:
-    """Goodput tokens in the window ÷ the window's energy (tok/J); None without both."""
-    if repeat.energy_j is None or repeat.window_s is None or repeat.energy_j <= 0:
+def windows_tokens_per_joule(repeats: Sequence[RepeatV2]) -> float | None:
+    """Tokens per joule over measured windows: goodput tokens ÷ energy (J), both summed over
+    the same windows (methods/energy.md). The one definition every figure uses: a window's
+    row, a configuration's headline, its change from the baseline, the terminal, ``--json``
+    and the charts.
+
+    A ratio of sums, not a mean of per-window ratios: Σ goodput_tok_s × window_s ÷ Σ energy_j,
+    so a longer window weighs in proportion to its tokens and energy. A window that missed the
+    SLO delivered no goodput tokens (0) but its energy counts. A window without valid energy
+    (an invalid power window, whose ``energy_j`` the report leaves null) is left out of both
+    sums. None when no window has energy.
+    """
+    kept = [r for r in repeats if r.energy_j is not None and r.energy_j > 0 and r.window_s]
+    if not kept:
         return None
-    return repeat.goodput_tok_s * repeat.window_s / repeat.energy_j
+    tokens = sum(r.goodput_tok_s * (r.window_s or 0.0) for r in kept if r.slo_pass)
+    return tokens_per_joule_from_energy(tokens, sum(r.energy_j or 0.0 for r in kept))
+
+
+def repeat_tokens_per_joule(repeat: RepeatV2) -> float | None:
+    """One window's tokens per joule (:func:`windows_tokens_per_joule` of that window)."""
+    return windows_tokens_per_joule([repeat])
+
+
+def config_tokens_per_joule(cfg: ConfigDetail) -> float | None:
+    """A configuration's tokens per joule (tok/J): :func:`windows_tokens_per_joule` over its
+    windows at the found load (``repeats_detail``); 0 when it found no goodput.
+
+    A record that keeps no per-window energy (v1 records and the seed, which keep only the
+    configuration's mean goodput and mean power) gives goodput (tok/s) ÷ mean power (W): the
+    same quantity when the windows are equally long, as the seed's two 120 s windows are
+    (4572.3 / 637 ≈ 7.18). None without power.
+    """
+    per_window = windows_tokens_per_joule(cfg.repeats_detail)
+    if per_window is not None:
+        return per_window if cfg.goodput_tok_s > 0 else 0.0
+    if cfg.node_power_kw is None or cfg.node_power_kw <= 0:
+        return None
+    return tokens_per_joule(cfg.goodput_tok_s, cfg.node_power_kw * 1000.0)
+
+
+def config_tokens_per_joule_above_idle(cfg: ConfigDetail, idle_power_w: float) -> float | None:
+    """Tokens per joule of the energy above the boards' idle floor (tok/J): goodput tokens ÷
+    (energy − idle power × duration) over the same windows as
+    :func:`config_tokens_per_joule`; goodput ÷ (mean power − idle power) for a record without
+    per-window energy. None when nothing is above idle or there is no power.
+
+    Raises:
+        ValueError: idle power negative or not finite.
+    """
+    kept = [r for r in cfg.repeats_detail if r.energy_j and r.energy_j > 0 and r.window_s]
+    if kept:
+        if idle_power_w < 0 or not math.isfinite(idle_power_w):
+            raise ValueError(f"idle power must be finite and not negative, got {idle_power_w} W")
+        above = sum((r.energy_j or 0.0) - idle_power_w * (r.window_s or 0.0) for r in kept)
+        tokens = sum(r.goodput_tok_s * (r.window_s or 0.0) for r in kept if r.slo_pass)
+        if cfg.goodput_tok_s <= 0:
+            tokens = 0.0
+        return tokens / above if above > 0 else None
+    if cfg.node_power_kw is None or cfg.node_power_kw <= 0:
+        return None
+    return tokens_per_joule_above_idle(cfg.goodput_tok_s, cfg.node_power_kw * 1000.0, idle_power_w)
 
 
 def repeat_tpjs(repeats: Sequence[RepeatV2]) -> list[float] | None:

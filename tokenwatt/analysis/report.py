@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 
 from tokenwatt.analysis.capacity import Capacity, NoCredit, capacity
 from tokenwatt.analysis.cost import kwh_per_million_tokens, usd_per_million_tokens
-from tokenwatt.analysis.efficiency import delta_pct, tokens_per_joule, tokens_per_joule_above_idle
+from tokenwatt.analysis.efficiency import delta_pct
 from tokenwatt.analysis.gate import GateVerdict, gate_drop_text, gate_verdict
 from tokenwatt.analysis.intervals import Interval
 from tokenwatt.analysis.number_text import signed, trimmed
 from tokenwatt.analysis.repeat_stats import (
+    config_tokens_per_joule,
+    config_tokens_per_joule_above_idle,
     delta_interval_pct,
     goodput_interval,
     measured_band_pct,
@@ -54,8 +56,10 @@ class Disagreement:
 class ConfigAnalysis:
     """Recomputed figures for one configuration.
 
-    ``tokens_per_joule`` in tok/J (None without power), ``tokens_per_joule_above_idle`` the
-    same over the power above the measured idle floor (None without it),
+    ``tokens_per_joule`` in tok/J, goodput tokens ÷ energy over the measured windows
+    (:func:`~tokenwatt.analysis.repeat_stats.config_tokens_per_joule`; None without power),
+    ``tokens_per_joule_above_idle`` the same over the energy above the measured idle floor
+    (None without it), ``mean_power_w`` the mean board power (W, for display only),
     ``goodput_delta_pct`` in % against the baseline, ``gate`` None without accuracy,
     ``capacity`` None for the baseline. ``usd_per_million_tokens``: dollars per million
     output tokens at the found goodput (None without a cloud cost); ``kwh_per_million_tokens``
@@ -115,8 +119,7 @@ def analyse_report(report: ReportV3) -> ReportAnalysis:
     """Recompute tokens/J, deltas, gate verdicts, capacity, the repeats' 95% intervals and
     the measured variance band for every configuration; list stored values that disagree."""
     base = report.baseline()
-    base_power = base.node_power_kw * 1000.0 if base.node_power_kw else None
-    base_tpj = tokens_per_joule(base.goodput_tok_s, base_power) if base_power else None
+    base_tpj = config_tokens_per_joule(base)
     analyses: list[ConfigAnalysis] = []
     disagreements: list[Disagreement] = []
     for index, cfg in enumerate(report.configs):
@@ -135,7 +138,7 @@ def _config_analysis(report: ReportV3, cfg: ConfigV3, base_tpj: float | None) ->
     base = report.baseline()
     is_base = cfg is base
     power_w = cfg.node_power_kw * 1000.0 if cfg.node_power_kw else None
-    tpj = tokens_per_joule(cfg.goodput_tok_s, power_w) if power_w else None
+    tpj = config_tokens_per_joule(cfg)
     gate = _gate(cfg, base, report.accuracy.threshold_pts)
     slo_ok = cfg.slo_pass_count == cfg.repeats
     goodput_delta = None if is_base else _delta(cfg, base, repeat_goodputs)
@@ -162,8 +165,8 @@ def _config_analysis(report: ReportV3, cfg: ConfigV3, base_tpj: float | None) ->
         mean_power_w=power_w,
         tokens_per_joule=tpj,
         tokens_per_joule_above_idle=(
-            tokens_per_joule_above_idle(cfg.goodput_tok_s, power_w, cfg.idle_power_w)
-            if power_w and cfg.idle_power_w
+            config_tokens_per_joule_above_idle(cfg, cfg.idle_power_w)
+            if tpj is not None and cfg.idle_power_w
             else None
         ),
         goodput_delta_pct=(

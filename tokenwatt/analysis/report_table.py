@@ -3,7 +3,8 @@ table and its ``--json`` (pure).
 
 Every figure is the report analysis's own (:func:`tokenwatt.analysis.report.analyse_report`):
 goodput (tok/s) with the 95% Student t-interval of its repeats where the report keeps one
-(``goodput_ci_tok_s``), tokens per joule = goodput / mean board power (methods/energy.md),
+(``goodput_ci_tok_s``), tokens per joule = goodput tokens ÷ energy over the measured windows
+(:func:`tokenwatt.analysis.repeat_stats.config_tokens_per_joule`, methods/energy.md),
 the accuracy gate's verdict (methods/accuracy.md) and the capacity credit
 (methods/capacity.md).
 """
@@ -45,7 +46,8 @@ def capacity_credit(c: ConfigAnalysis) -> str:
 
 def config_row(c: ConfigAnalysis) -> dict[str, Any]:
     """One configuration as a JSON-ready row (goodput in tok/s, its interval's ends in
-    tok/s, tokens per joule, the goodput change from the baseline in %)."""
+    tok/s, tokens per joule and its change from the baseline in %, the goodput change from
+    the baseline in %)."""
     cfg = c.config
     ci = cfg.goodput_ci_tok_s
     cap = c.capacity
@@ -56,6 +58,7 @@ def config_row(c: ConfigAnalysis) -> dict[str, Any]:
         "goodput_ci_tok_s": None if ci is None else {"low": ci.low, "high": ci.high},
         "goodput_delta_pct": None if c.is_baseline else c.goodput_delta_pct,
         "tokens_per_joule": c.tokens_per_joule,
+        "tokens_per_joule_delta_pct": (None if c.is_baseline else c.tokens_per_joule_delta_pct),
         "slo_pass_count": cfg.slo_pass_count,
         "repeats": cfg.repeats,
         "accuracy_score_pct": None if cfg.accuracy is None else cfg.accuracy.score,

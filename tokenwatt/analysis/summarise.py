@@ -17,8 +17,9 @@ Which numbers come from where (methods/goodput.md):
   their p99 TTFT/TPOT (ms) is the worst finite one (a window whose p99 is infinite, because
   failures reached the 99th percentile, is an SLO miss and shows as null in
   ``repeats_detail``), and SLO passes / repeats are counted there;
-- mean board power (kW) is the mean of those repeats' valid power windows, summed over GPUs;
-  tokens per joule is derived from it by the build (goodput / power);
+- mean board power (kW) is the mean of those repeats' valid power windows, summed over GPUs
+  (for reading); tokens per joule is derived by the build from each repeat's goodput, length
+  and energy in ``repeats_detail`` (goodput tokens ÷ energy, methods/energy.md);
 - throttle counts are summed over those repeats' samples;
 - the variance band (±%) is the widest of the configurations' repeat goodput bands;
 - ``published`` is the day the last run finished, so the same runs give the same record.
@@ -30,6 +31,8 @@ import math
 import re
 import shlex
 from collections.abc import Iterable, Sequence
+
+from pydantic import ValidationError
 
 from tokenwatt.analysis.config_settings import config_settings
 from tokenwatt.analysis.latency_cdf import operating_point_distribution
@@ -75,6 +78,7 @@ from tokenwatt.records import (
     SoftwareV1,
     fingerprint_diff,
     fingerprint_fields,
+    problems_from,
 )
 
 # At most this many points of power timeline per configuration (one repeat's window).
@@ -149,7 +153,7 @@ def summarise(
         raise RecordError(problems)
     ordered = sorted(runs, key=lambda r: r.run.role != "baseline")  # baseline first, stable
     base = ordered[0].run
-    configs = _with_deltas([_config(item, ordered) for item in ordered])
+    configs = _with_deltas([_checked_config(item, ordered) for item in ordered])
     measured = measured_band_pct(configs)
     bands = [_band(final_repeats(item.run)) for item in ordered]
     spec = base.spec
@@ -367,6 +371,23 @@ def _engine_text(run: RunRecord) -> str:
     else:
         engine = f"{name} {version}" if version else name
     return f"{engine} · KV {run.spec.model.kv_dtype.upper()}"
+
+
+def _checked_config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
+    """:func:`_config`, with a value the report record refuses (an old run's label longer
+    than a report keeps, say) named by the run file it came from and its field there.
+
+    Raises:
+        RecordError: one problem per refused value, naming the run file and field.
+    """
+    try:
+        return _config(item, ordered)
+    except ValidationError as exc:
+        problems = [
+            Problem(item.name, p.field, f"{p.message} (as a report configuration's {p.field})")
+            for p in problems_from(item.name, exc)
+        ]
+        raise RecordError(problems) from None
 
 
 def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:

@@ -10,8 +10,9 @@ Entries are filtered as vLLM's ``bench serve`` ShareGPT dataset does
 entry needs a prompt and a reply, and both of at least :data:`MIN_TOKENS` tokens; a prompt
 plus reply that does not fit the engine's context is skipped too (vLLM's fixed 1,024 /
 2,048-token caps were sized for 2k-context models: the context the engine reports is used
-instead). Malformed entries are skipped and counted by reason, never sent; a file with no
-usable entry is refused.
+instead). Malformed entries are skipped and counted by reason, never sent — an entry whose
+text holds a lone surrogate (``"\\ud800"``) among them; a file with no usable entry is
+refused.
 """
 
 from __future__ import annotations
@@ -28,12 +29,16 @@ from tokenwatt.collect.prompts import RequestSpec
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.files import check_regular_file
 from tokenwatt.records import Spec
+from tokenwatt.text import has_lone_surrogate
 
 MIN_TOKENS = 4
 """Shortest prompt and reply kept (tokens): vLLM's ``is_valid_sequence`` ``min_len``."""
 MAX_DATASET_BYTES = 1 << 30
 """Largest dataset file read (1 GiB): it is read whole, before the first request."""
 FIELD = "workload.dataset"
+LONE_SURROGATE = "text with a lone surrogate (not valid Unicode)"
+"""Why an entry whose prompt or reply holds a ``"\\ud800"``-style escape is skipped: it is
+not text a tokenizer or a server can take, and replacing it would send another prompt."""
 
 
 @dataclass
@@ -111,6 +116,8 @@ def _turns(entry: Any) -> tuple[str, str] | str:
     reply = next((t for t in ok[first + 1 :] if t.get("from") == "gpt"), None)
     if reply is None or not reply["value"].strip():
         return "no gpt reply"
+    if has_lone_surrogate(ok[first]["value"]) or has_lone_surrogate(reply["value"]):
+        return LONE_SURROGATE
     return ok[first]["value"], reply["value"]
 
 

@@ -46,6 +46,7 @@ from tokenwatt.records import (
     validate,
 )
 from tokenwatt.redact import scrub
+from tokenwatt.text import terminal_safe
 
 HEALTH_POLL_S = 0.5
 """Pause between health checks while the engine starts (s)."""
@@ -54,6 +55,8 @@ HEALTH_REQUEST_S = 2.0
 LOG_DRAIN_S = 5.0
 """How long the log process may take to write the last lines once the engine is gone (s)."""
 TAIL_LINES = 25
+TAIL_BYTES = 64 * 1024
+"""Most bytes of the log read for its tail: the last lines of a log of gigabytes."""
 """Lines of the engine's log quoted in a start-up error."""
 
 
@@ -158,12 +161,17 @@ class LaunchedEngine:
         self.stop()
 
     def log_tail(self, lines: int = TAIL_LINES) -> str:
-        """The last ``lines`` lines of the (scrubbed) log."""
+        """The last ``lines`` lines of the (scrubbed) log, from at most its last
+        :data:`TAIL_BYTES`, made safe for a terminal (:func:`tokenwatt.text.terminal_safe`:
+        an engine's colours, cursor moves and title changes are shown as ``\\x1b[...``)."""
         try:
-            text = self.plan.log_path.read_text(encoding="utf-8", errors="replace")
+            with self.plan.log_path.open("rb") as f:
+                f.seek(0, 2)
+                f.seek(max(0, f.tell() - TAIL_BYTES))
+                text = f.read().decode("utf-8", errors="replace")
         except OSError:
             return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+        return terminal_safe("\n".join(text.splitlines()[-lines:]))
 
     def wait_healthy(self) -> None:
         """Poll the health URL until it answers HTTP 200.

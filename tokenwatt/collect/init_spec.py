@@ -17,8 +17,11 @@ from typing import Any
 
 from tokenwatt.collect.endpoints import api_base_url, server_root_url
 from tokenwatt.collect.engine_metrics import parse_metrics_text
-from tokenwatt.collect.probes import EngineInfo, probe_engine
+from tokenwatt.collect.probes import EngineInfo, get_metrics_text, probe_engine
+from tokenwatt.errors import EngineError
 from tokenwatt.records import SIM_ENGINE_NAME
+from tokenwatt.redact import scrub, scrub_capped
+from tokenwatt.text import control_characters, terminal_safe
 
 SCHEMA_COMMENT = "# yaml-language-server: $schema={schema}"
 DEFAULT_VOCAB = 32000
@@ -62,19 +65,42 @@ def read_server(endpoint: str, api_key: str | None, timeout_s: float = 10.0) -> 
     """Probe the server (see :func:`probe_engine`) and read its metric names.
 
     Raises:
-        EngineError: the server cannot be reached or lists no models.
+        EngineError: the server cannot be reached or lists no models, or sends text that
+            is not one line (:func:`check_server_text`).
     """
     import httpx
 
     info = probe_engine(endpoint, api_key, timeout_s=timeout_s)
+    check_server_text(info, endpoint)
     text = None
     if info.metrics_available:
-        try:
-            r = httpx.get(f"{server_root_url(endpoint)}/metrics", timeout=3.0)
-            text = r.text if r.status_code == 200 else None
-        except httpx.HTTPError:
-            text = None
+        with httpx.Client(timeout=timeout_s) as client:
+            text = get_metrics_text(client, f"{server_root_url(endpoint)}/metrics")
     return ServerFacts(info=info, metric_names=metric_names(text))
+
+
+def check_server_text(info: EngineInfo, endpoint: str) -> None:
+    """Refuse what ``init`` would write into a spec or print from the server when it is not
+    one line of text: a model id or engine version holding a control character or an escape
+    sequence (it would rewrite the user's terminal and the spec file's lines), and a context
+    length that is not a positive whole number.
+
+    Raises:
+        EngineError: naming the endpoint, the field and the character (escaped).
+    """
+    root = scrub(server_root_url(endpoint))
+    fields = [(f"{root}/v1/models: model id", m) for m in info.served_models]
+    if info.engine_version is not None:
+        fields.append((f"{root}: engine version", info.engine_version))
+    for where, value in fields:
+        bad = control_characters(value)
+        if bad is not None:
+            shown = scrub_capped(terminal_safe(value), 80)
+            raise EngineError(
+                f"{where} '{shown}' holds a control character ({bad}); no spec written"
+            )
+    if info.context_length_problem is not None:
+        raise EngineError(f"{root}: {info.context_length_problem}; no spec written")
 
 
 def model_config_facts(config: Path, out: Path) -> tuple[int | None, str]:

@@ -17,6 +17,7 @@ server in ``xllamacpp`` 2026.10.11549 on 127.0.0.1, and against the SGLang and T
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -36,6 +37,7 @@ from tokenwatt.errors import EngineError, InputError, Problem
 from tokenwatt.files import check_regular_file
 from tokenwatt.records import SIM_ENGINE_NAME, Environment, NonNegInt, StrictModel
 from tokenwatt.redact import scrub, scrub_capped
+from tokenwatt.text import terminal_safe, valid_json
 
 __all__ = [
     "EngineInfo",
@@ -69,6 +71,8 @@ class EngineInfo(StrictModel):
         kv_capacity_source: how ``kv_capacity_tokens`` was derived (for the record's reader).
         metrics_available: whether ``/metrics`` answered with Prometheus text.
         notes: probe steps that failed or were ambiguous, in words.
+        context_length_problem: the first context length the engine gave that is not a
+            positive whole number of tokens (it was ignored), in words; None when none.
     """
 
     endpoint: str
@@ -81,6 +85,7 @@ class EngineInfo(StrictModel):
     kv_capacity_source: str | None = None
     metrics_available: bool = False
     notes: list[str] = Field(default_factory=list)
+    context_length_problem: str | None = None
 
     def apply_to(self, env: Environment) -> Environment:
         """A copy of ``env`` with the engine fields filled from this probe (None keeps old)."""
@@ -98,27 +103,91 @@ class EngineInfo(StrictModel):
         return env.model_copy(update=update)
 
     def set_context_length(self, value: Any, source: str) -> None:
-        """Keep ``value`` as the context length (tokens) unless one is known already."""
-        if self.max_model_len is None and (n := _as_int(value)):
-            self.max_model_len = n
-            self.context_length_source = source
+        """Keep ``value`` as the context length (tokens) unless one is known already.
+
+        A value that is there but is not a positive whole number of tokens below
+        :data:`MAX_CONTEXT_TOKENS` (0, −1, "abc") is not kept: it is noted, in
+        ``context_length_problem`` too, which ``tokenwatt init`` refuses.
+        """
+        if value is None or self.max_model_len is not None:
+            return
+        n = _as_int(value)
+        if n is None or not 0 < n <= MAX_CONTEXT_TOKENS:
+            shown = scrub_capped(terminal_safe(repr(value)), 40)
+            problem = f"{source} is {shown}, not a positive whole number of tokens"
+            self.notes.append(problem + ": ignored")
+            self.context_length_problem = self.context_length_problem or problem
+            return
+        self.max_model_len = n
+        self.context_length_source = source
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
+MAX_CONTEXT_TOKENS = 1 << 31
+"""Largest context length believed (tokens): no model has one near two billion tokens, so a
+larger figure is a broken or hostile answer."""
+MAX_BODY_BYTES = 1 << 20
+"""Largest answer read from a probe endpoint (bytes; ``/v1/models``, ``/version``, ``/props``
+…): a model list or version object is a few kilobytes, and a server that sends more is not
+read to the end (it could send gigabytes)."""
+MAX_METRICS_BYTES = 16 << 20
+"""Largest ``/metrics`` text read by the probe (bytes): an engine's exposition is tens of
+kilobytes, with per-request histograms a few megabytes."""
+
+
+class BodyTooLargeError(Exception):
+    """An answer longer than the limit the reader was given (it was not read further)."""
+
+
+def get_capped(
+    client: httpx.Client, url: str, max_bytes: int, *, refuse_html: bool = False, **kw: Any
+) -> tuple[int, bytes]:
+    """GET ``url`` and read at most ``max_bytes`` of its body, streamed.
+
+    Returns:
+        The status code and the body; no body (read) for a status other than 200, or for an
+        HTML page when ``refuse_html`` (a login page or proxy error is no metrics text).
+
+    Raises:
+        BodyTooLargeError: the server announced or sent more than ``max_bytes``.
+        httpx.HTTPError: the request failed (the client's timeout applies to each read).
+    """
+    with client.stream("GET", url, **kw) as r:
+        if r.status_code != 200 or (
+            refuse_html and "text/html" in r.headers.get("content-type", "")
+        ):
+            return (r.status_code if r.status_code != 200 else 415), b""
+        announced = r.headers.get("content-length", "")
+        if announced.isdigit() and int(announced) > max_bytes:
+            raise BodyTooLargeError(f"{announced} bytes announced")
+        body = bytearray()
+        for chunk in r.iter_bytes():
+            body += chunk
+            if len(body) > max_bytes:
+                raise BodyTooLargeError(f"more than {max_bytes:,} bytes")
+        return r.status_code, bytes(body)
+
+
+def decode_json(body: bytes) -> Any:
+    """A server's JSON answer, with lone surrogates in its strings replaced by U+FFFD
+    (:func:`tokenwatt.text.valid_json`).
+
+    Raises:
+        ValueError: not JSON (or not UTF-8).
+    """
+    return valid_json(json.loads(body))
+
+
 def _get_json(client: httpx.Client, url: str) -> dict[str, Any] | None:
-    """GET ``url`` and return its JSON object, or None for any non-200 or non-object answer."""
+    """GET ``url`` and return its JSON object, or None for any non-200, non-object or
+    oversized (:data:`MAX_BODY_BYTES`) answer."""
     try:
-        r = client.get(url)
-    except httpx.HTTPError:
-        return None
-    if r.status_code != 200:
-        return None
-    try:
-        body = r.json()
-    except ValueError:
+        status, content = get_capped(client, url, MAX_BODY_BYTES)
+        body = decode_json(content) if status == 200 else None
+    except (httpx.HTTPError, BodyTooLargeError, ValueError, RecursionError):
         return None
     return body if isinstance(body, dict) else None
 
@@ -160,17 +229,22 @@ def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0)
         models_url = f"{root}/v1/models"
         shown = scrub(models_url)  # a user:password@ in the URL never reaches a message
         try:
-            r = client.get(models_url)
+            status, content = get_capped(client, models_url, MAX_BODY_BYTES)
         except httpx.HTTPError as exc:
             raise EngineError(scrub(f"cannot reach the engine at {shown}: {exc}")) from exc
-        if r.status_code != 200:
+        except BodyTooLargeError as exc:
             raise EngineError(
-                f"{shown} answered HTTP {r.status_code}"
-                + (" (check the API key)" if r.status_code in (401, 403) else "")
+                f"{shown} answered with {exc}, more than a model list "
+                f"({MAX_BODY_BYTES:,} bytes at most); not read"
+            ) from None
+        if status != 200:
+            raise EngineError(
+                f"{shown} answered HTTP {status}"
+                + (" (check the API key)" if status in (401, 403) else "")
             )
         try:
-            models = r.json()
-        except ValueError as exc:
+            models = decode_json(content)
+        except (ValueError, RecursionError) as exc:
             raise EngineError(f"{shown} did not answer with JSON") from exc
         data = models.get("data") if isinstance(models, dict) else None
         if not isinstance(data, list):
@@ -185,7 +259,7 @@ def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0)
             info.set_context_length(entry.get("max_model_len"), "/v1/models max_model_len")
         hinted = next((_OWNER_TO_ENGINE[o] for o in sorted(owners) if o in _OWNER_TO_ENGINE), None)
 
-        metrics_text = _get_metrics_text(client, f"{root}/metrics")
+        metrics_text = get_metrics_text(client, f"{root}/metrics")
         families: Families = {}
         if metrics_text is not None:
             try:
@@ -242,14 +316,16 @@ and a hung endpoint must not hold the start of the run (the window's scraper has
 deadline)."""
 
 
-def _get_metrics_text(client: httpx.Client, url: str) -> str | None:
+def get_metrics_text(client: httpx.Client, url: str) -> str | None:
+    """The ``/metrics`` text (at most :data:`MAX_METRICS_BYTES`, within
+    :data:`METRICS_PROBE_TIMEOUT_S` per read); None when it does not answer 200 with text."""
     try:
-        r = client.get(url, timeout=METRICS_PROBE_TIMEOUT_S)
-    except httpx.HTTPError:
+        status, content = get_capped(
+            client, url, MAX_METRICS_BYTES, timeout=METRICS_PROBE_TIMEOUT_S, refuse_html=True
+        )
+    except (httpx.HTTPError, BodyTooLargeError):
         return None
-    if r.status_code != 200 or "text/html" in r.headers.get("content-type", ""):
-        return None
-    return r.text
+    return content.decode("utf-8", errors="replace") if status == 200 else None
 
 
 def _engine_from_metric_names(families: Families) -> str | None:

@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from tokenwatt.text import terminal_safe
+
 
 class WindowSnapshot(Protocol):
     """What the load generator reports while a window runs (``loadgen.WindowProgress``)."""
@@ -98,7 +100,10 @@ class Progress:
     def note(self, message: str) -> None:
         """Print a line that stays (a finished probe, a warning)."""
         if self.enabled:
-            self.console.print(message, markup=False, highlight=False, soft_wrap=True)
+            # Warnings quote servers (error bodies, messages): no escape reaches the terminal.
+            self.console.print(
+                terminal_safe(message), markup=False, highlight=False, soft_wrap=True
+            )
 
     def begin(self, step: str) -> None:
         """Start showing a new step (e.g. ``grow probe 3``, ``repeat 1/2``)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tokenwatt.errors import InputError, Problem
+from tokenwatt.text import valid_unicode
 
 if TYPE_CHECKING:
     from tokenwatt.records import Spec
@@ -36,10 +37,14 @@ class TokenCounter:
         self.vocab_size: int = tokenizer.get_vocab_size(with_added_tokens=True)
 
     def count(self, text: str) -> int:
-        """Tokens in ``text`` (special tokens not added); 0 for empty text."""
+        """Tokens in ``text`` (special tokens not added); 0 for empty text.
+
+        A lone surrogate (from a JSON ``"\\ud800"`` escape a server or dataset wrote) is
+        counted as U+FFFD: the tokenizer refuses such a string with a ``TypeError``.
+        """
         if not text:
             return 0
-        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+        return len(self._tokenizer.encode(valid_unicode(text), add_special_tokens=False).ids)
 
     def __call__(self, text: str) -> int:
         """Same as :meth:`count`, so that the counter is a ``Callable[[str], int]``."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from tokenwatt.text import UNPRINTABLE_IN_NAME
 
 MAX_TEXT_CHARS = 4000
 """Longest text any record field may hold unless the field says otherwise (characters).
@@ -72,8 +73,9 @@ LoadProfile = Literal["poisson", "constant", "concurrency"]
 ``concurrency`` — closed loop, a fixed number of clients each sending its next request when
 its previous one ends (the rate is measured, not set; :mod:`tokenwatt.collect.closedloop`)."""
 
-# C0 and C1 controls, DEL, and Unicode's directional formatting characters (UAX #9).
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 and C1 controls, DEL, line separators, Unicode's directional formatting characters
+# (UAX #9) and lone surrogates: one set for every name (tokenwatt.text).
+_UNPRINTABLE = UNPRINTABLE_IN_NAME
 
 
 def _printable(value: str) -> str:
@@ -82,11 +84,14 @@ def _printable(value: str) -> str:
         raise ValueError(
             f"must be plain printable text: it holds the control character "
             f"U+{ord(bad.group()):04X} at position {bad.start() + 1} (it could rewrite a "
-            "terminal or reorder a page)"
+            "terminal, break a line of a file or reorder a page)"
         )
     return value
 
 
+PrintableText = Annotated[str, AfterValidator(_printable)]
+"""One line of text shown in terminals and pages, possibly empty: as :data:`PlainName`
+without the length bound."""
 PlainName = Annotated[str, Field(min_length=1), AfterValidator(_printable)]
 """A name shown in terminals and pages (labels, keys, titles): no control or directional
 formatting characters, which could move a terminal's cursor or reverse a page's text."""

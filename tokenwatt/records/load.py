@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import stat
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -262,14 +263,46 @@ def _surrogate_path(data: Any, path: str = "") -> str:
     return ""
 
 
+MAX_YAML_BYTES = 1 << 20
+"""Largest YAML file read (1 MiB): specs and session files are written by hand and are a
+few kilobytes; PyYAML parses about a megabyte a second, so a far larger file would hold the
+command for minutes before any error."""
+MAX_JSON_BYTES = 64 << 20
+"""Largest JSON file read (64 MiB): run records with every power timeline are a few
+megabytes, report records and config.json files less."""
+
+
+def _check_size(path: Path, error: type[InputError], max_bytes: int) -> None:
+    """Refuse, before reading, a file that is not a plain file (a FIFO would block the read
+    forever) or is larger than ``max_bytes``: one policy for every YAML and JSON file the
+    tool reads from the user. (``tokenwatt.files.check_regular_file`` is the same check for
+    the stages; records may not import ``files``, which ``analysis`` must not reach.)"""
+    file = str(path)
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise error([Problem(file, "", f"cannot read the file: {exc.strerror or exc}")]) from exc
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a plain file"
+        raise error([Problem(file, "", f"the file is {kind}; give a file")])
+    if info.st_size > max_bytes:
+        message = (
+            f"the file is {info.st_size:,} bytes, more than the {max_bytes:,} accepted "
+            "for this kind of file"
+        )
+        raise error([Problem(file, "", message)])
+
+
 def read_json(path: Path, error: type[InputError] = RecordError) -> Any:
     """Parse a JSON file strictly.
 
     NaN/Infinity literals, duplicate keys in one object, nesting too deep for the parser and
     syntax errors become ``error`` (one :class:`Problem` naming the file, with line and
-    column for syntax errors).
+    column for syntax errors). A file over :data:`MAX_JSON_BYTES`, or not a plain file, is
+    refused before it is read.
     """
     file = str(path)
+    _check_size(path, error, MAX_JSON_BYTES)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -416,9 +449,12 @@ def read_yaml(
         kind: what the file is, in messages ("a spec", "a session file").
 
     Raises:
-        error: unreadable file, not UTF-8, bad YAML, not a mapping (naming the file).
+        error: unreadable file, not a plain file or over :data:`MAX_YAML_BYTES`, not UTF-8,
+            bad YAML, not a mapping, a lone surrogate (``"\\ud800"``) in a string (naming
+            the file, and the field where there is one).
     """
     file = str(path)
+    _check_size(path, error, MAX_YAML_BYTES)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -444,6 +480,9 @@ def read_yaml(
     if not isinstance(data, dict):
         raise error([Problem(file, "", f"{what}, got {_json_kind(data)}")])
     _reject_nonfinite(data, file, error)
+    if where := _surrogate_path(data):
+        message = "holds half of a character (a lone surrogate such as \\ud800), not text"
+        raise error([Problem(file, where, message)])
     return data
 
 

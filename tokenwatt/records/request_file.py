@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import itertools
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +38,9 @@ def read_rows(path: Path, expected: RequestsLog) -> Iterator[dict[str, Any]]:
 
     Raises:
         InputError: the file is missing or unreadable, its hash or line count is not the
-            record's, or a line is not a request row (the message names file and line).
+            record's, or a line is not a request row: not JSON (NaN and Infinity included),
+            fields missing or extra, a time not finite, a count below zero, or times out of
+            the order the latency definitions need (the message names file, line and field).
     """
     name = str(path)
     digest = hashlib.sha256()
@@ -98,11 +102,62 @@ def _row(line: bytes, name: str, number: int) -> dict[str, Any]:
     if len(line) > MAX_LINE_BYTES:
         raise InputError([Problem(name, where, f"longer than {MAX_LINE_BYTES} bytes")])
     try:
-        row = json.loads(line)
+        row = json.loads(line, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:
         raise InputError([Problem(name, where, f"not JSON: {exc}")]) from exc
     if not isinstance(row, dict) or not _KEYS <= set(row) <= _KEYS | _LATER_KEYS:
         raise InputError([Problem(name, where, "not a request row (fields differ)")])
-    if row["kind"] not in ("probe", "repeat") or not isinstance(row["index"], int):
+    if row["kind"] not in ("probe", "repeat") or not _is_count(row["index"]):
         raise InputError([Problem(name, f"{where}.kind", "not a probe or repeat")])
+    problem = _row_problem(row)
+    if problem is not None:
+        field, message = problem
+        raise InputError([Problem(name, f"{where}.{field}", message)])
     return row
+
+
+def _no_constant(value: str) -> float:
+    raise ValueError(f"{value} is not a number JSON allows (the collector never writes it)")
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+# The times that must come in this order when present: a request's first token cannot
+# arrive before it was scheduled, nor its last before its first, nor its end before its
+# last (TTFT, TPOT and E2E are these differences, methods/goodput.md). Times may be below
+# zero: they count from the window's start, and warm-up requests come before it.
+_ORDER = ("scheduled_s", "first_token_s", "last_token_s", "end_s")
+
+
+def _row_problem(row: dict[str, Any]) -> tuple[str, str] | None:
+    """The first field of a request row that is not what the collector writes, and why."""
+    if not _is_number(row["rate_rps"]) or row["rate_rps"] < 0:
+        return "rate_rps", f"{row['rate_rps']!r} is not a finite rate of at least 0"
+    if type(row["in_window"]) is not bool:
+        return "in_window", "must be true or false"
+    if not _is_number(row["scheduled_s"]):
+        return "scheduled_s", f"{row['scheduled_s']!r} is not a finite time (s)"
+    for field in ("sent_s", "first_token_s", "last_token_s", "end_s"):
+        if row[field] is not None and not _is_number(row[field]):
+            return field, f"{row[field]!r} is not a finite time (s) or null"
+    for field in ("input_tokens", "output_tokens"):
+        if row[field] is not None and not _is_count(row[field]):
+            return field, f"{row[field]!r} is not a count of tokens (a whole number ≥ 0)"
+    if row["status"] is not None and not _is_count(row["status"]):
+        return "status", f"{row['status']!r} is not an HTTP status"
+    if row["error"] is not None and not isinstance(row["error"], str):
+        return "error", "must be an error kind (text) or null"
+    present = [(f, row[f]) for f in _ORDER if row[f] is not None]
+    for (before, t0), (after, t1) in itertools.pairwise(present):
+        if t1 < t0:
+            return after, f"{t1} s is before {before} ({t0} s)"
+    sent, first = row["sent_s"], row["first_token_s"]
+    if sent is not None and first is not None and first < sent:
+        return "first_token_s", f"{first} s is before sent_s ({sent} s)"
+    return None

@@ -156,7 +156,8 @@ def spec_path(session: Session, session_path: Path) -> Path:
 
 
 def check_paths(session: Session, session_path: Path) -> None:
-    """The spec exists (it is validated by the first ``collect``).
+    """The spec exists and is not the session file itself (it is validated by the first
+    ``collect``).
 
     Raises:
         InputError: naming the session file and ``spec``.
@@ -164,6 +165,17 @@ def check_paths(session: Session, session_path: Path) -> None:
     spec = spec_path(session, session_path)
     if not spec.is_file():
         raise InputError([Problem(str(session_path), "spec", f"no such file: {spec}")])
+    if spec.resolve() == session_path.resolve():
+        raise InputError(
+            [
+                Problem(
+                    str(session_path),
+                    "spec",
+                    f"names this session file itself ({session.spec}); give the benchmark "
+                    "spec (a *.spec.yaml file) the configurations are measured with",
+                )
+            ]
+        )
 
 
 __all__ = [

@@ -22,8 +22,10 @@ from tokenwatt.records.base import (
     NonEmptyStr,
     NonNegFloat,
     NonNegInt,
+    PlainName,
     PosFloat,
     PosInt,
+    PrintableText,
     StrictModel,
 )
 from tokenwatt.records.launch import EngineLaunch
@@ -124,17 +126,17 @@ class EngineSpec(StrictModel):
     endpoint: NonEmptyStr
     """Base URL of the OpenAI-compatible API, ending in /v1 (http:// or https://, no credentials in
     it); collect --endpoint overrides it."""
-    name: NonEmptyStr
+    name: PlainName
     """The engine's name for readers (vLLM, SGLang, llama.cpp, ...); the name the engine reports at
     run time is recorded beside it."""
-    version: str | None = None
+    version: PrintableText | None = None
     """The engine's version, when the engine does not report one itself."""
     kernels: str | None = None
     """Kernel build or container image (e.g. vllm/vllm-openai:v0.31.0), for readers."""
     api: Literal["completions", "chat"] = "completions"
     """Which endpoint requests go to: completions (/v1/completions, token-id prompts) or chat
     (/v1/chat/completions, text prompts)."""
-    model: NonEmptyStr
+    model: PlainName
     """The model name requests ask for; it must be one the server lists at /v1/models."""
     ignore_eos: bool = True
     """Ask the engine to generate every requested output token (ignore_eos), so output lengths
@@ -179,7 +181,7 @@ class ModelSpec(StrictModel):
     a path on this machine, so it is outside the fingerprint.
     """
 
-    name: NonEmptyStr
+    name: PlainName
     """The model's name for readers."""
     config: str | None = None
     """Path of the model's Hugging Face config.json (absolute, or relative to the folder
@@ -445,7 +447,7 @@ class AccuracySpec(StrictModel):
     suite: str | None = None
     """Path of the accuracy suite (JSON Lines, e.g. from tokenwatt suites build), relative to the
     spec's folder; null: no accuracy run, and no capacity credit."""
-    name: NonEmptyStr = "gsm8k-5shot"
+    name: PlainName = "gsm8k-5shot"
     """The suite's name for readers (e.g. gsm8k-5shot)."""
     scorer: Literal["numeric"] = "numeric"
     """How an answer is scored: numeric (the last number in the completion against the gold
@@ -592,7 +594,7 @@ class PowerSpec(StrictModel):
 class Spec(StrictModel):
     """A benchmark spec: one hardware × engine × model × workload."""
 
-    name: NonEmptyStr
+    name: PlainName
     """The spec's name; by convention the file is specs/NAME.spec.yaml."""
     hardware: HardwareSpec
     """Which accelerators are measured."""

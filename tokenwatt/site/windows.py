@@ -3,8 +3,8 @@
 The whole-search table (:mod:`tokenwatt.site.search`) says how each window ended (met the
 SLO, or which failure mode missed it, stopped early, measured again); the repeats table
 gives each window's mean board power (W, summed over the GPUs), energy (J), tokens per
-joule (goodput tokens in the window ÷ the window's energy, methods/energy.md), throttle-reason
-sample counts and mean clocks (MHz). Every
+joule (:func:`tokenwatt.analysis.repeat_tokens_per_joule`, the same function as the headline's,
+methods/energy.md), throttle-reason sample counts and mean clocks (MHz). Every
 figure comes from the record's ``configs[].search`` and ``configs[].repeats_detail``;
 tokens per joule is recomputed here, never read from a record. Text from records (failure
 reasons, throttle-reason names) is data and is escaped by the template environment.
@@ -16,6 +16,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from tokenwatt.analysis import repeat_tokens_per_joule
 from tokenwatt.records import LatencyMsV3, RepeatV2, ReportV3, SearchWindowV3
 from tokenwatt.site.fmt import DASH, num, pct
 
@@ -40,13 +41,6 @@ def window_goodput(goodput_tok_s: float | None, slo_pass: bool) -> Markup:
     dash when it missed (its tokens were not delivered within the SLO, so they are no
     goodput; a window stopped early also ran short of its length)."""
     return num(goodput_tok_s, 1) if slo_pass else DASH
-
-
-def tokens_per_joule(r: RepeatV2) -> float | None:
-    """Goodput tokens in the window ÷ the window's energy (tok/J); None without both."""
-    if r.energy_j is None or r.window_s is None or r.energy_j <= 0:
-        return None
-    return r.goodput_tok_s * r.window_s / r.energy_j
 
 
 def _throttle(r: RepeatV2) -> str:
@@ -77,7 +71,7 @@ def repeat_rows(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
                     "attainment": pct(r.slo_attainment_pct),
                     "power": num(r.mean_power_w, 0),
                     "energy": num(r.energy_j, 0),
-                    "tpj": num(tokens_per_joule(r), 2) if r.slo_pass else DASH,
+                    "tpj": num(repeat_tokens_per_joule(r), 2) if r.slo_pass else DASH,
                     "throttle": _throttle(r),
                     "clocks": clocks,
                 }

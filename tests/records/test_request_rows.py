@@ -1,0 +1,112 @@
+"""``show --requests`` reads only rows the collector could have written: a per-request file
+tampered with (its hash updated in the record) exits 2 naming file, line and field, and
+``--json`` never prints NaN or Infinity."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.runs_factory import make_run
+from tokenwatt.cli import cli
+from tokenwatt.collect.request_log import gzip_member
+from tokenwatt.records.run import RequestsLog
+
+WIDE = {"COLUMNS": "250"}
+
+
+def _row(**change: object) -> dict[str, object]:
+    row: dict[str, object] = {
+        "kind": "repeat",
+        "index": 0,
+        "rate_rps": 9.0,
+        "in_window": True,
+        "scheduled_s": 1.0,
+        "sent_s": 1.001,
+        "first_token_s": 1.2,
+        "last_token_s": 2.0,
+        "end_s": 2.0,
+        "input_tokens": 12,
+        "output_tokens": 5,
+        "status": 200,
+        "error": None,
+    }
+    return {**row, **change}
+
+
+def _write(tmp_path: Path, rows: list[dict[str, object]]) -> tuple[Path, Path]:
+    """A run record and its per-request file, the record holding the file's real hash."""
+    log = tmp_path / "run.requests.jsonl.gz"
+    # json.dumps writes float('nan') as NaN: what a hand edit or another tool could leave.
+    log.write_bytes(gzip_member(rows))
+    run = make_run()
+    run.requests_log = RequestsLog(
+        file=log.name,
+        sha256=hashlib.sha256(log.read_bytes()).hexdigest(),
+        requests=len(rows),
+        windows=1,
+    )
+    path = tmp_path / "run.json"
+    path.write_text(run.model_dump_json(), encoding="utf-8")
+    return path, log
+
+
+@pytest.mark.parametrize(
+    ("bad", "field", "message"),
+    [
+        ({"first_token_s": math.nan}, "", "not JSON: NaN is not a number JSON allows"),
+        ({"end_s": math.inf}, "", "not JSON: Infinity is not a number JSON allows"),
+        ({"first_token_s": "0.2"}, ".first_token_s", "'0.2' is not a finite time (s) or null"),
+        ({"first_token_s": 0.5}, ".first_token_s", "0.5 s is before scheduled_s (1.0 s)"),
+        ({"last_token_s": 1.1}, ".last_token_s", "1.1 s is before first_token_s (1.2 s)"),
+        ({"end_s": 1.9}, ".end_s", "1.9 s is before last_token_s (2.0 s)"),
+        ({"sent_s": 1.5}, ".first_token_s", "1.2 s is before sent_s (1.5 s)"),
+        ({"output_tokens": -3}, ".output_tokens", "-3 is not a count of tokens"),
+        ({"rate_rps": -1.0}, ".rate_rps", "-1.0 is not a finite rate of at least 0"),
+        ({"in_window": 1}, ".in_window", "must be true or false"),
+    ],
+)
+def test_a_tampered_row_exits_2_naming_file_line_and_field(
+    tmp_path: Path, bad: dict[str, object], field: str, message: str
+) -> None:
+    path, log = _write(tmp_path, [_row(), _row(), _row(**bad)])
+    for args in (["show", "--requests", str(path)], ["show", "--requests", "--json", str(path)]):
+        result = CliRunner().invoke(cli, args, env=WIDE)
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith(f"error: {log}: line 3{field}: {message}")
+        assert "NaN" not in result.output.replace("NaN is", "")
+
+
+def test_warm_up_rows_before_the_window_start_are_fine_and_json_is_strict(
+    tmp_path: Path,
+) -> None:
+    """Times count from the window's start, so a warm-up request's are below zero; a failed
+    request's latencies are infinite, which --json writes as "inf", never Infinity."""
+    warm = _row(
+        in_window=False,
+        scheduled_s=-3.0,
+        sent_s=-3.0,
+        first_token_s=-2.9,
+        last_token_s=-2.5,
+        end_s=-2.5,
+    )
+    failed = _row(
+        first_token_s=None,
+        last_token_s=None,
+        end_s=1.5,
+        status=503,
+        error="http_503",
+        output_tokens=0,
+    )
+    path, _ = _write(tmp_path, [warm, _row(), failed])
+    result = CliRunner().invoke(cli, ["show", "--requests", "--json", str(path)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output, parse_constant=lambda c: pytest.fail(f"{c} printed"))
+    (window,) = data["requests"]
+    assert (window["requests"], window["counted"], window["errors"]) == (3, 2, 1)
+    assert window["ttft_ms"]["p99"] == "inf"
