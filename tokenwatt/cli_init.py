@@ -6,8 +6,11 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
+
+from tokenwatt.text import terminal_safe
 
 SCHEMA_FILE = Path("schemas") / "spec.schema.json"
 """Where ``tokenwatt schema`` writes the spec's JSON Schema (from the current folder)."""
@@ -61,31 +64,25 @@ def init_command(
     try:
         check_endpoint_flag(endpoint)  # before any request: no credentials in the URL
     except InputError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        _refuse(str(exc))
     api_key = os.environ.get(api_key_env) if api_key_env else None
     if api_key_env and api_key is None:
-        click.echo(f"error: --api-key-env: the variable {api_key_env} is not set", err=True)
-        sys.exit(2)
+        _refuse(f"--api-key-env: the variable {api_key_env} is not set")
     try:
         facts = read_server(endpoint, api_key)
     except EngineError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        _refuse(str(exc))
     if not facts.info.served_models:
-        click.echo(f"error: {endpoint}: /v1/models lists no model", err=True)
-        sys.exit(2)
+        _refuse(f"{endpoint}: /v1/models lists no model")
     spec_name = name or _name(facts.info.served_models[0])
     path = out or Path("specs") / f"{spec_name}.spec.yaml"
     if path.exists() and not force:
-        click.echo(f"error: {path}: already exists; pass --force to replace it", err=True)
-        sys.exit(2)
+        _refuse(f"{path}: already exists; pass --force to replace it")
     if model_config is not None:
         try:
             facts.vocab_size, facts.config_path = model_config_facts(model_config, path)
         except ValueError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
+            _refuse(str(exc))
     schema = Path(os.path.relpath(SCHEMA_FILE.resolve(), path.resolve().parent)).as_posix()
     text = spec_text(facts, endpoint=endpoint, name=spec_name, schema=schema)
     if api_key_env:
@@ -95,13 +92,18 @@ def init_command(
     try:
         Spec.model_validate(yaml.safe_load(text))
     except ValidationError as exc:  # a bug here, never the user's: say what failed
-        for p in problems_from(str(path), exc):
-            click.echo(f"error: {p}", err=True)
-        sys.exit(2)
+        _refuse(*(str(p) for p in problems_from(str(path), exc)))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, text)
     except OSError as exc:
-        click.echo(f"error: {path}: cannot write: {exc.strerror or exc}", err=True)
-        sys.exit(2)
-    click.echo(f"wrote {path} ({facts.info.served_models[0]} on {endpoint})")
+        _refuse(f"{path}: cannot write: {exc.strerror or exc}")
+    click.echo(terminal_safe(f"wrote {path} ({facts.info.served_models[0]} on {endpoint})"))
+
+
+def _refuse(*lines: str) -> NoReturn:
+    """Print each line as ``error: …`` on stderr, made terminal-safe (server text may carry
+    escape sequences), and exit with status 2: nothing was written."""
+    for line in lines:
+        click.echo(f"error: {terminal_safe(line)}", err=True)
+    sys.exit(2)
