@@ -5,7 +5,9 @@ closed loop, and the pool it asks for. No Ray cluster is started here."""
 from __future__ import annotations
 
 import shutil
+import socket
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import yaml
 from click.testing import CliRunner
 
 from tokenwatt.cli import cli
+from tokenwatt.collect.pool_window import WorkerStartError
 from tokenwatt.collect.ray_pool import RayPool
 from tokenwatt.collect.runfile import adjust_run_spec
 from tokenwatt.collect.workers import WorkerPool, pool_for
@@ -90,3 +93,17 @@ def test_the_closed_loop_is_refused(here: Path) -> None:
         "concurrency runs its clients in this process); leave the Ray address out\n"
     )
     assert not (here / "run.json").exists()
+
+
+def test_an_unreachable_cluster_is_a_clear_error_within_seconds() -> None:
+    """``ray.init`` alone would retry an address where nothing listens without end."""
+    ray = pytest.importorskip("ray")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])  # closed again: nothing listens there
+    pool = RayPool(f"127.0.0.1:{port}")
+    started = time.monotonic()
+    with pytest.raises(WorkerStartError, match=f"cannot reach the Ray cluster at 127.0.0.1:{port}"):
+        pool.start()
+    assert time.monotonic() - started < 10.0
+    assert not ray.is_initialized()

@@ -1,16 +1,22 @@
-"""Workers as Ray actors on a real two-node Ray cluster on 127.0.0.1, against the simulated
-engine: the merged window equals one process's, a skewed actor clock is measured and
-corrected, a killed actor leaves a valid flagged window.
+"""Workers as Ray actors on a real two-node Ray cluster on this machine, against the
+simulated engine: the merged window equals one process's, a skewed actor clock is measured
+and corrected, a killed actor leaves a valid flagged window, and ``collect --ray-address``
+runs end to end.
 
-One cluster (a head and one more node, one CPU each, small object stores) and one pool
-(one actor per node, worker 1's clock skewed +5 s) serve the whole module: starting Ray
-takes about 20 s on two cores. Marked ``ray`` (deselect with ``-m 'not ray'``); the
-default test command runs it.
+One cluster (a head and one more node, two CPUs each as Ray counts them, small object
+stores) and one pool (one actor per node, worker 1's clock skewed +5 s) serve the whole
+module: starting Ray takes about 20 s on two cores. The second CPU of each node is for
+the actors of the ``collect --ray-address`` run. The nodes listen on the host's own
+address, not 127.0.0.1: on Linux ``ray.init`` turns a loopback address into the host's
+address before it connects, so a cluster bound to 127.0.0.1 cannot be joined (Ray's own
+test clusters do the same). Marked ``ray`` (deselect with ``-m 'not ray'``); the default
+test command runs it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import threading
@@ -21,7 +27,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from tokenwatt.cli import cli
 from tokenwatt.collect.arrivals import window_schedule
 from tokenwatt.collect.loadgen import run_window
 from tokenwatt.collect.pool_window import WORKER_DIED
@@ -52,7 +60,7 @@ def cluster() -> Iterator[Any]:
     # inherit the environment), whichever copy is installed.
     before = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), before) if p)
-    node = {"num_cpus": 1, "object_store_memory": STORE_BYTES}
+    node = {"num_cpus": 2, "object_store_memory": STORE_BYTES}
     try:
         c = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
         c.add_node(**node)
@@ -191,3 +199,34 @@ def test_an_actor_killed_mid_window_leaves_a_valid_flagged_window(
     assert again.summary.valid and again.summary.errors == 0
     assert not any(w.died for w in again.summary.worker_lag)
     assert again.summary.worker_lag[1].node_id == getattr(node, "node_id", None)
+
+
+def test_collect_with_ray_address_and_workers_spreads_the_actors_and_records_them(
+    cluster: Any, pool: RayPool, sim: SimProcess, tmp_path: Path
+) -> None:
+    """``collect --ray-address --workers 2``: two more actors, SPREAD (one free CPU left on
+    each node, so one on each), one fixed window; the record says how it was driven."""
+    import ray
+
+    out = tmp_path / "run.json"
+    args = [
+        "collect", "--endpoint", sim.endpoint, "--model", "tokenwatt-sim", "--rate", "20",
+        "--duration", "2", "--warmup", "0.3", "--input-tokens", "16", "--output-tokens", "8",
+        "--out", str(out), "--no-progress", "--no-accuracy",
+        "--workers", "2", "--ray-address", cluster.address,
+    ]  # fmt: skip
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    record = json.loads(out.read_text())
+    assert record["spec"]["measurement"]["ray_address"] == cluster.address
+    assert record["spec"]["measurement"]["workers"] == 2
+    (repeat,) = record["repeats"]
+    window = repeat["window"]
+    assert window["workers"] == 2 and window["requests"] == 40 and window["errors"] == 0
+    lags = window["worker_lag"]
+    nodes = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    assert {w["node_id"] for w in lags} == nodes
+    for w in lags:
+        assert w["host"] and abs(w["clock_offset_ms"]) <= w["clock_offset_uncertainty_ms"] + 1e-3
+    # The run's own actors are gone; the module's pool still has its two.
+    assert len(pool.actors()) == 2

@@ -37,6 +37,7 @@ import dataclasses
 import importlib
 import logging
 import multiprocessing as mp
+import socket
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,8 @@ if TYPE_CHECKING:
 
 RAY_EXTRA = "pip install 'tokenwatt-bench[ray]'"
 """How to install Ray for ``--ray-address``."""
+CONNECT_TIMEOUT_S = 5.0
+"""Deadline for reaching a ``HOST:PORT`` Ray address before ``ray.init`` (s)."""
 CALL_TIMEOUT_S = 10.0
 """Deadline of an actor call (a message, a clock read, ``take``'s answer beyond its wait)
 (s): an actor that does not answer within it is taken for gone."""
@@ -77,6 +80,29 @@ def import_ray(field: str = "--ray-address", file: str = "") -> Any:
     except ImportError:
         message = f"needs Ray, which is not installed: {RAY_EXTRA}"
         raise InputError([Problem(file or field, field if file else "", message)]) from None
+
+
+def check_reachable(address: str) -> None:
+    """Reach a ``HOST:PORT`` Ray address once, with a deadline, before ``ray.init``: Ray
+    retries an address where nothing answers without end. ``auto`` and ``ray://``
+    addresses are left to Ray.
+
+    Raises:
+        WorkerStartError: nothing answers at ``HOST:PORT`` within
+            :data:`CONNECT_TIMEOUT_S`.
+    """
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        raise WorkerStartError(
+            f"cannot reach the Ray cluster at {address} within {CONNECT_TIMEOUT_S:g} s "
+            f"({exc.strerror or type(exc).__name__}); start it with `ray start --head` "
+            "and give its address"
+        ) from exc
 
 
 def to_driver_clock(res: RequestResult, offset: ClockOffset) -> None:
@@ -256,8 +282,10 @@ class RayPool(WindowPool):
     Raises:
         ValueError: ``workers`` below 1.
         InputError: Ray is not installed (on :meth:`start`).
-        WorkerStartError: the cluster has no node with a CPU, or an actor was not placed
-            and answering within :data:`~tokenwatt.collect.workers.READY_TIMEOUT_S`.
+        WorkerStartError: nothing answers at the address within
+            :data:`CONNECT_TIMEOUT_S`, the cluster has no node with a CPU, or an actor was
+            not placed and answering within
+            :data:`~tokenwatt.collect.workers.READY_TIMEOUT_S`.
     """
 
     def __init__(
@@ -279,6 +307,7 @@ class RayPool(WindowPool):
         if self._ray is None:
             self._ray = import_ray()
             if not self._ray.is_initialized():
+                check_reachable(self.address)
                 self._ray.init(
                     address=self.address, logging_level=logging.ERROR, log_to_driver=False
                 )
@@ -384,11 +413,13 @@ class RayPool(WindowPool):
 
 __all__ = [
     "CALL_TIMEOUT_S",
+    "CONNECT_TIMEOUT_S",
     "RAY_EXTRA",
     "TAKE_WAIT_S",
     "TIME_FIELDS",
     "ActorLink",
     "RayPool",
+    "check_reachable",
     "import_ray",
     "to_driver_clock",
 ]
