@@ -132,6 +132,15 @@ def _collect_options(func: F) -> F:
             "(overrides measurement.workers; default 1: one process). 'auto': from the CPU "
             "cores and the expected chunk rate, never more than the cores less one.",
         ),
+        click.option(
+            "--ray-address",
+            default=None,
+            metavar="ADDR",
+            help="Run the load-generator workers as Ray actors on this existing Ray cluster "
+            "(HOST:6379, ray://HOST:10001 or auto; needs the [ray] extra): one per node, or "
+            "--workers N spread over the nodes; each actor's clock offset is measured and "
+            "corrected before every window. Overrides measurement.ray_address.",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -151,6 +160,7 @@ def _collect(
     no_progress: bool,
     fast_search: bool,
     workers: str | None,
+    ray_address: str | None = None,
     engine_cmd: str | None = None,
     **point: Any,
 ) -> None:
@@ -176,6 +186,7 @@ def _collect(
         progress=not no_progress,
         fast_search=fast_search,
         workers=workers,
+        ray_address=ray_address,
         engine_cmd=engine_cmd,
     )
     try:

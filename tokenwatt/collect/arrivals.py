@@ -278,9 +278,11 @@ per send is at most 6% of a core at 200 req/s (``benchmarks/wire_arrivals.py``).
 
 
 async def sleep_until(
-    target: float, *, spin_s: float = SEND_SPIN_S, clock: Callable[[], float] = time.perf_counter
+    target: float, *, spin_s: float = SEND_SPIN_S, clock: Callable[[], float] | None = None
 ) -> None:
-    """Return at ``target`` on ``clock`` (s), to within the event loop's iteration time.
+    """Return at ``target`` on ``clock`` (s; default ``time.perf_counter``, looked up at
+    each call so a Ray actor's test-only skewed clock applies, :mod:`tokenwatt.collect.
+    ray_actor`), to within the event loop's iteration time.
 
     Sleeps until ``spin_s`` before ``target``, then yields with ``asyncio.sleep(0)`` until
     :data:`SEND_BUSY_S` before it, so other tasks and I/O keep running while it waits, and
@@ -288,6 +290,7 @@ async def sleep_until(
     granularity). Returns at once when ``target`` has passed. The yielding costs CPU: about
     ``spin_s`` of busy loop per call at most (``benchmarks/wire_arrivals.py`` measures it).
     """
+    clock = clock or time.perf_counter
     delay = target - clock()
     if delay > spin_s:
         await asyncio.sleep(delay - spin_s)

@@ -35,6 +35,8 @@ class CollectOptions:
             wide. Off by default: the search of methods/goodput.md is the default.
         workers: overrides ``measurement.workers``: load-generator processes sharing each
             window's schedule, a number or ``auto`` (:mod:`tokenwatt.collect.workers`).
+        ray_address: overrides ``measurement.ray_address``: the workers run as Ray actors
+            on this cluster (:mod:`tokenwatt.collect.ray_pool`).
         point: the point-and-shoot flags (:mod:`tokenwatt.collect.point`): with
             ``spec_path`` :data:`~tokenwatt.collect.point.FLAGS_SPEC`, the spec is built
             from them; else they override the spec's fields. None: none given.
@@ -56,6 +58,7 @@ class CollectOptions:
     progress: bool = True
     fast_search: bool = False
     workers: str | None = None
+    ray_address: str | None = None
     engine_cmd: str | None = None
     environ: dict[str, str] | None = field(default=None, repr=False)
     point: PointFlags | None = None

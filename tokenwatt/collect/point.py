@@ -64,6 +64,8 @@ DEFAULT_VOCAB_SIZE = 32000
 DEFAULT_DURATION_S = 60.0
 FLAGS_SPEC = Path("<flags>")
 """The ``spec_path`` of a run whose spec was built from flags: errors name it as the file."""
+RAY_FIELD = "measurement.ray_address"
+"""The spec field of the Ray cluster address (``--ray-address``)."""
 NOT_STATED = "Hardware: not stated (a spec built from flags; no accelerator or power source named)"
 
 
@@ -342,10 +344,33 @@ def run_spec(opts: CollectOptions) -> tuple[Spec, Spec]:
         spec = load_spec(opts.spec_path)
         if flags.any_given:
             spec = override_spec(spec, flags)
-    raw = adjust_run_spec(spec, opts.endpoint, opts.kv_dtype, opts.workers)
+    raw = adjust_run_spec(spec, opts.endpoint, opts.kv_dtype, opts.workers, opts.ray_address)
     asked = raw.measurement.workers
     closed_loop_workers(raw, asked if isinstance(asked, int) else 1)  # refused before the probe
+    check_ray_options(raw, opts)
     return raw, apply_mode(raw, opts.mode)
+
+
+def check_ray_options(spec: Spec, opts: CollectOptions) -> None:
+    """Refuse Ray options that cannot run, before the first request: a Ray address
+    without Ray installed, or with the closed loop (its clients run in this process).
+
+    Raises:
+        InputError: named ``--ray-address``, or the spec file's ``measurement.ray_address``.
+    """
+    if spec.measurement.ray_address is None:
+        return
+    by_flag = opts.ray_address is not None or opts.spec_path == FLAGS_SPEC
+    file, field = ("--ray-address", "") if by_flag else (str(opts.spec_path), RAY_FIELD)
+    if spec.measurement.profile == "concurrency":
+        message = (
+            "Ray workers cannot drive a closed loop yet (measurement.profile: concurrency "
+            "runs its clients in this process); leave the Ray address out"
+        )
+        raise InputError([Problem(file, field, message)])
+    from tokenwatt.collect.ray_pool import import_ray
+
+    import_ray(field or file, file if field else "")
 
 
 def spec_yaml(spec: Spec) -> str:

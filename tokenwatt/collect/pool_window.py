@@ -5,6 +5,10 @@ each worker its round-robin share of the schedule with pre-built bodies, fixes `
 watches the merged progress for the early stop, the signal's interrupt and the end of the
 drain, tells every worker to end, and merges their results into one
 :class:`~tokenwatt.collect.loadgen.WindowResult`.
+
+It talks to each worker through a :class:`WorkerLink`: a process's two pipe ends
+(:class:`~tokenwatt.collect.workers.WorkerHandle`) or a Ray actor's proxy
+(:class:`~tokenwatt.collect.ray_pool.ActorLink`); only the transport differs.
 """
 
 from __future__ import annotations
@@ -14,8 +18,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
-from typing import TYPE_CHECKING, Any
+from multiprocessing.connection import Connection, wait
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -35,9 +39,6 @@ from tokenwatt.collect.workload import RequestSpec
 from tokenwatt.errors import TokenwattError
 from tokenwatt.records import RequestResult, WindowSummary
 
-if TYPE_CHECKING:
-    from tokenwatt.collect.workers import WorkerHandle
-
 POLL_S = 0.02
 """Longest the parent waits for a worker's message before feeding and checking again (s)."""
 END_TIMEOUT_S = 10.0
@@ -46,6 +47,46 @@ ABORT_TIMEOUT_S = 2.0
 """The same wait when the window is abandoned (Ctrl-C, an error in the parent)."""
 WORKER_DIED = "worker_died"
 """``failure_reason`` of a window in which a worker process died or failed."""
+
+
+class Sender(Protocol):
+    """Where messages to a worker go (a pipe end, or a Ray actor's proxy)."""
+
+    def send(self, obj: Any) -> None:
+        """Hand ``obj`` to the worker. Raises OSError when the worker is gone."""
+
+
+class WorkerLink(Protocol):
+    """One worker as :class:`PoolWindow` sees it.
+
+    ``send`` takes the messages of :mod:`tokenwatt.collect.worker_proc`'s protocol.
+
+    Attributes:
+        worker: the worker's number (arrival i goes to worker i mod N).
+        recv: the worker's messages, on a real pipe end (for
+            :func:`multiprocessing.connection.wait`), times on the parent's clock.
+    """
+
+    worker: int
+    recv: Connection
+
+    @property
+    def send(self) -> Sender:
+        """Messages to the worker."""
+
+    @property
+    def sentinel(self) -> Any:
+        """Something :func:`multiprocessing.connection.wait` sees ready once the worker is
+        gone (a process sentinel, a pipe end)."""
+
+    def alive(self) -> bool:
+        """True while the worker can still take messages."""
+
+    def kill(self) -> None:
+        """End the worker now (bounded)."""
+
+    def how_ended(self) -> str:
+        """How a gone worker ended, in a few words (``exit status -9``, ``no answer``)."""
 
 
 class WorkerStartError(TokenwattError):
@@ -79,7 +120,7 @@ class PoolWindow:
     def __init__(
         self,
         cfg: LoadConfig,
-        handles: Sequence[WorkerHandle],
+        handles: Sequence[WorkerLink],
         *,
         offsets: npt.NDArray[np.float64],
         requests: Iterator[RequestSpec],
@@ -136,7 +177,7 @@ class PoolWindow:
         deadline = time.monotonic() + ready_timeout_s
         while waiting and time.monotonic() < deadline:
             handles = [self.handles[k] for k in waiting]
-            wait([h.recv for h in handles] + [h.process.sentinel for h in handles], POLL_S * 5)
+            wait([h.recv for h in handles] + [h.sentinel for h in handles], POLL_S * 5)
             for k in list(waiting):
                 handle = self.handles[k]
                 with contextlib.suppress(EOFError, OSError):
@@ -297,7 +338,7 @@ class PoolWindow:
         if not live:
             return
         handles = [self.handles[k] for k in live]
-        wait([h.recv for h in handles] + [h.process.sentinel for h in handles], timeout_s)
+        wait([h.recv for h in handles] + [h.sentinel for h in handles], timeout_s)
         for k in live:
             handle = self.handles[k]
             try:
@@ -337,8 +378,7 @@ class PoolWindow:
     def _died(self, k: int) -> None:
         seen = self.seen[k]
         if seen.failure is None:
-            code = self.handles[k].process.exitcode
-            how = f"exit status {code}" if code is not None else "no answer"
+            how = self.handles[k].how_ended()
             seen.failure = f"load-generator worker {k} died mid-window ({how})"
         seen.done = True
 
@@ -428,4 +468,12 @@ class PoolWindow:
         summary.failure_reason = ",".join([*reasons, WORKER_DIED])
 
 
-__all__ = ["END_TIMEOUT_S", "POLL_S", "WORKER_DIED", "PoolWindow", "WorkerStartError"]
+__all__ = [
+    "END_TIMEOUT_S",
+    "POLL_S",
+    "WORKER_DIED",
+    "PoolWindow",
+    "Sender",
+    "WorkerLink",
+    "WorkerStartError",
+]

@@ -48,7 +48,7 @@ from tokenwatt.collect.runfile import (
 from tokenwatt.collect.stopping import GracefulStop, StopSignal, failure_reason
 from tokenwatt.collect.tokens import load_token_counter
 from tokenwatt.collect.window import WindowRunner
-from tokenwatt.collect.workers import WorkerPool, resolve_workers
+from tokenwatt.collect.workers import pool_for, resolve_workers
 from tokenwatt.collect.workload import WorkloadStream, workload_for
 from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError
 from tokenwatt.files import exclusive_lock
@@ -166,7 +166,7 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         meter = _open_meter(spec, rec)
         workers = closed_loop_workers(spec, resolve_workers(spec, stream))
         # Started once for the run, before the idle check and the first window.
-        pool = WorkerPool(workers) if workers > 1 else contextlib.nullcontext()
+        pool = pool_for(spec, workers) or contextlib.nullcontext()
         with (
             pool as worker_pool,
             Instruments(spec.engine.endpoint, api_key=api_key, meter=meter) as instruments,

@@ -28,6 +28,7 @@ from tokenwatt.records import (
     MAX_WORKERS,
     EngineSpec,
     Environment,
+    MeasurementSpec,
     ModelSpec,
     PlainName,
     RunRecord,
@@ -129,11 +130,14 @@ def adjust_run_spec(
     endpoint: str | None,
     kv_dtype: str | None = None,
     workers: int | str | None = None,
+    ray_address: str | None = None,
 ) -> Spec:
-    """:func:`load_spec_before_mode` for a spec already loaded (or built from flags).
+    """:func:`load_spec_before_mode` for a spec already loaded (or built from flags), and
+    ``ray_address`` over ``measurement.ray_address`` (``--ray-address``).
 
     Raises:
-        InputError: as :func:`load_spec_before_mode`.
+        InputError: as :func:`load_spec_before_mode`; an empty or overlong
+            ``--ray-address``.
     """
     if endpoint is not None:
         check_endpoint_flag(endpoint)
@@ -155,6 +159,12 @@ def adjust_run_spec(
             raise InputError([Problem("--workers", "", message)])
         value = "auto" if text == "auto" else int(text)
         measurement = spec.measurement.model_copy(update={"workers": value})
+        spec = spec.model_copy(update={"measurement": measurement})
+    if ray_address is not None:
+        data = {**spec.measurement.model_dump(), "ray_address": ray_address.strip() or None}
+        if data["ray_address"] is None:
+            raise InputError([Problem("--ray-address", "", "is empty")])
+        measurement = validate(MeasurementSpec, data, "--ray-address", InputError)
         spec = spec.model_copy(update={"measurement": measurement})
     return spec
 

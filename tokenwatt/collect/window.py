@@ -40,7 +40,7 @@ from tokenwatt.records import (
 )
 
 if TYPE_CHECKING:
-    from tokenwatt.collect.workers import WorkerPool
+    from tokenwatt.collect.workers import WindowPool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,9 +114,10 @@ class WindowRunner:
         count_tokens: the model's tokenizer, to count outputs of a server without ``usage``.
         stop: the run's SIGTERM/SIGHUP handler: a signal during a window stops the window
             (kept, marked partial) instead of the process.
-        pool: worker processes that send each window's schedule
-            (:class:`~tokenwatt.collect.workers.WorkerPool`); None: this process sends it
-            on one event loop.
+        pool: worker processes or Ray actors that send each window's schedule
+            (:class:`~tokenwatt.collect.workers.WorkerPool`,
+            :class:`~tokenwatt.collect.ray_pool.RayPool`); None: this process sends it on
+            one event loop.
     """
 
     def __init__(
@@ -130,7 +131,7 @@ class WindowRunner:
         engine_name: str | None = None,
         count_tokens: Callable[[str], int] | None = None,
         stop: GracefulStop | None = None,
-        pool: WorkerPool | None = None,
+        pool: WindowPool | None = None,
     ) -> None:
         self.spec = spec
         self.pool = pool

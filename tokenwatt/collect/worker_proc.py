@@ -99,9 +99,15 @@ class Update:
 
 
 def worker_main(worker: int, inbox: Connection, outbox: Connection) -> None:
-    """The worker process's entry point: windows until ``quit`` or the parent is gone."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
+    """The worker's entry point: windows until ``quit`` or the parent is gone.
+
+    In a worker process it runs in the main thread and ignores the terminal's signals; in
+    a Ray actor (:mod:`tokenwatt.collect.ray_actor`) it runs in a thread of the actor,
+    where Python allows no signal handlers (Ray owns the actor's signals).
+    """
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
     while True:
         try:
             msg = inbox.recv()

@@ -46,13 +46,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
 from tokenwatt.collect.arrivals import SEND_SPIN_S, load_schedule
 from tokenwatt.collect.loadconfig import LoadConfig
-from tokenwatt.collect.pool_window import PoolWindow
+from tokenwatt.collect.pool_window import PoolWindow, WorkerLink
 from tokenwatt.collect.worker_proc import worker_main
 from tokenwatt.collect.workload import DEFAULT_OUTPUT_TOKENS, RequestSpec, lognormal_params
 from tokenwatt.records import RequestResult
@@ -111,6 +111,20 @@ def resolve_workers(spec: Spec, stream: WorkloadStream | None = None) -> int:
     return auto_workers(spec, stream) if setting == "auto" else setting
 
 
+def pool_for(spec: Spec, workers: int) -> WindowPool | None:
+    """The run's workers: Ray actors when ``measurement.ray_address`` is set (one per node
+    for ``measurement.workers`` 1 or ``auto``, else ``workers`` spread,
+    :class:`~tokenwatt.collect.ray_pool.RayPool`), ``workers`` local processes when above
+    1, else None (this process sends). Not started yet."""
+    address = spec.measurement.ray_address
+    if address is not None:
+        from tokenwatt.collect.ray_pool import RayPool
+
+        asked = spec.measurement.workers
+        return RayPool(address, asked if isinstance(asked, int) and asked > 1 else None)
+    return WorkerPool(workers) if workers > 1 else None
+
+
 @dataclass
 class WorkerHandle:
     """One worker process and the two ends of its pipes the parent holds."""
@@ -130,25 +144,26 @@ class WorkerHandle:
             self.process.kill()
         self.process.join(timeout=5.0)
 
+    @property
+    def sentinel(self) -> int:
+        """The process's sentinel: ready for ``wait`` once it has ended."""
+        return int(self.process.sentinel)
 
-class WorkerPool:
-    """``workers`` load-generator processes, started once and reused for every window.
+    def how_ended(self) -> str:
+        """``exit status N``, or ``no answer`` while it still runs."""
+        code = self.process.exitcode
+        return f"exit status {code}" if code is not None else "no answer"
 
-    A context manager: the processes start on entry and are told to quit (then killed if
-    they do not within 5 s) on exit. See the module docstring for the design.
 
-    Raises:
-        ValueError: ``workers`` below 1.
+class WindowPool:
+    """Workers that send each window's schedule, however they are reached: the base of
+    :class:`WorkerPool` (local processes) and :class:`~tokenwatt.collect.ray_pool.RayPool`
+    (Ray actors across hosts). A subclass starts and replaces its workers (:meth:`start`),
+    lists them (:meth:`links`) and may act around each window (:meth:`before_window`,
+    :meth:`after_window`); the window itself (:class:`PoolWindow`) is one code path.
     """
 
-    def __init__(self, workers: int) -> None:
-        if workers < 1:
-            raise ValueError(f"workers must be at least 1, got {workers}")
-        self.workers = workers
-        self._ctx = mp.get_context("spawn")
-        self.handles: list[WorkerHandle | None] = [None] * workers
-
-    def __enter__(self) -> WorkerPool:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -157,45 +172,21 @@ class WorkerPool:
 
     def start(self) -> None:
         """Start every worker that is not running (a dead one is replaced)."""
-        for k, handle in enumerate(self.handles):
-            if handle is None or not handle.alive():
-                if handle is not None:
-                    handle.kill()
-                self.handles[k] = self._spawn(k)
-
-    def _spawn(self, k: int) -> WorkerHandle:
-        child_in, parent_send = self._ctx.Pipe(duplex=False)
-        parent_recv, child_out = self._ctx.Pipe(duplex=False)
-        proc = self._ctx.Process(
-            target=worker_main,
-            args=(k, child_in, child_out),
-            name=f"tokenwatt-worker-{k}",
-            daemon=True,
-        )
-        proc.start()
-        child_in.close()
-        child_out.close()
-        return WorkerHandle(worker=k, process=proc, send=parent_send, recv=parent_recv)
+        raise NotImplementedError
 
     def close(self) -> None:
-        """Tell every worker to quit; kill those still running after 5 s."""
-        for handle in self.handles:
-            if handle is not None and handle.alive():
-                with contextlib.suppress(OSError):
-                    handle.send.send(("quit",))
-        deadline = time.monotonic() + 5.0
-        for k, handle in enumerate(self.handles):
-            if handle is None:
-                continue
-            handle.process.join(timeout=max(0.0, deadline - time.monotonic()))
-            handle.kill()
-            handle.send.close()
-            handle.recv.close()
-            self.handles[k] = None
+        """Stop every worker (bounded)."""
+        raise NotImplementedError
 
-    def pids(self) -> list[int]:
-        """The workers' process ids (for tests and diagnostics)."""
-        return [h.process.pid for h in self.handles if h is not None]
+    def links(self) -> list[WorkerLink]:
+        """The running workers, in worker order."""
+        raise NotImplementedError
+
+    def before_window(self) -> None:
+        """Called once the workers run, before the window is handed out (no-op here)."""
+
+    def after_window(self, result: WindowResult) -> None:
+        """Called with the merged window before it is returned (no-op here)."""
 
     def run_window(
         self,
@@ -241,10 +232,10 @@ class WorkerPool:
             arrivals=cfg.arrivals,
             profile=cfg.profile,
         )
-        handles = [h for h in self.handles if h is not None]
+        self.before_window()
         window = PoolWindow(
             cfg,
-            handles,
+            self.links(),
             offsets=offsets,
             requests=requests,
             rate_rps=rate_rps,
@@ -272,7 +263,73 @@ class WorkerPool:
             # told to stop; any that does not return within the bound is killed.
             window.abort()
             raise
-        return window.result()
+        result = window.result()
+        self.after_window(result)
+        return result
+
+
+class WorkerPool(WindowPool):
+    """``workers`` load-generator processes, started once and reused for every window.
+
+    A context manager: the processes start on entry and are told to quit (then killed if
+    they do not within 5 s) on exit. See the module docstring for the design.
+
+    Raises:
+        ValueError: ``workers`` below 1.
+    """
+
+    def __init__(self, workers: int) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}")
+        self.workers = workers
+        self._ctx = mp.get_context("spawn")
+        self.handles: list[WorkerHandle | None] = [None] * workers
+
+    def start(self) -> None:
+        """Start every worker that is not running (a dead one is replaced)."""
+        for k, handle in enumerate(self.handles):
+            if handle is None or not handle.alive():
+                if handle is not None:
+                    handle.kill()
+                self.handles[k] = self._spawn(k)
+
+    def _spawn(self, k: int) -> WorkerHandle:
+        child_in, parent_send = self._ctx.Pipe(duplex=False)
+        parent_recv, child_out = self._ctx.Pipe(duplex=False)
+        proc = self._ctx.Process(
+            target=worker_main,
+            args=(k, child_in, child_out),
+            name=f"tokenwatt-worker-{k}",
+            daemon=True,
+        )
+        proc.start()
+        child_in.close()
+        child_out.close()
+        return WorkerHandle(worker=k, process=proc, send=parent_send, recv=parent_recv)
+
+    def close(self) -> None:
+        """Tell every worker to quit; kill those still running after 5 s."""
+        for handle in self.handles:
+            if handle is not None and handle.alive():
+                with contextlib.suppress(OSError):
+                    handle.send.send(("quit",))
+        deadline = time.monotonic() + 5.0
+        for k, handle in enumerate(self.handles):
+            if handle is None:
+                continue
+            handle.process.join(timeout=max(0.0, deadline - time.monotonic()))
+            handle.kill()
+            handle.send.close()
+            handle.recv.close()
+            self.handles[k] = None
+
+    def links(self) -> list[WorkerLink]:
+        """The worker processes' handles, in worker order."""
+        return [h for h in self.handles if h is not None]
+
+    def pids(self) -> list[int]:
+        """The workers' process ids (for tests and diagnostics)."""
+        return [h.process.pid for h in self.handles if h is not None]
 
 
 __all__ = [
@@ -280,8 +337,10 @@ __all__ = [
     "FEED_AHEAD_S",
     "RATE_PER_WORKER_RPS",
     "READY_TIMEOUT_S",
+    "WindowPool",
     "WorkerHandle",
     "WorkerPool",
     "auto_workers",
+    "pool_for",
     "resolve_workers",
 ]

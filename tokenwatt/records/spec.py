@@ -331,6 +331,16 @@ class MeasurementSpec(StrictModel):
         "event loop. "
         "How the client drives the load, not what is measured: outside the fingerprint.",
     )
+    ray_address: str | None = Field(
+        default=None,
+        max_length=500,
+        description="An existing Ray cluster whose nodes run the load-generator workers as "
+        "Ray actors (ray.init's address: 'HOST:6379', 'ray://HOST:10001' or 'auto'; "
+        "collect --ray-address; needs the [ray] extra). With workers 1 or 'auto': one "
+        "actor per node; with N above 1: N actors spread over the nodes. Each actor's "
+        "clock offset is measured and corrected before every window. None: workers are "
+        "local processes. How the client drives the load: outside the fingerprint.",
+    )
     arrivals: ArrivalProcess = Field(
         default="conditioned",
         description="How each window's arrival times are drawn. 'conditioned' (default): "
@@ -687,7 +697,7 @@ def fingerprint_fields(spec: Spec) -> dict[str, Any]:
     # same mean rate), and records made before it existed cannot say which they used in
     # their spec: it is outside the fingerprint, and each window records it instead. How
     # many client processes drive the load is not what is measured either.
-    measurement = spec.measurement.model_dump(exclude={"arrivals", "workers"})
+    measurement = spec.measurement.model_dump(exclude={"arrivals", "workers", "ray_address"})
     for key, default in _MEASUREMENT_DEFAULTS_OUTSIDE_FINGERPRINT.items():
         if measurement.get(key) == default:
             del measurement[key]

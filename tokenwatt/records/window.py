@@ -67,6 +67,27 @@ class WorkerLag(StrictModel):
         description="The process died mid-window; its unreported requests are lost "
         "(counted as cancelled by the client) and the window is invalid.",
     )
+    host: str | None = Field(
+        default=None,
+        description="Host name the worker ran on, for a worker that ran as a Ray actor "
+        "(collect --ray-address); None: a process on the driver's machine.",
+    )
+    node_id: str | None = Field(
+        default=None, description="Ray's id of the node the worker's actor ran on (hex)."
+    )
+    clock_offset_ms: float | None = Field(
+        default=None,
+        description="The worker's monotonic clock minus the driver's, measured before the "
+        "window by Cristian's algorithm (least-RTT of 8 round trips, ms); the worker got "
+        "the window's start on its clock and its times were moved back to the driver's. "
+        "None: the driver's own clock (a local process).",
+    )
+    clock_offset_uncertainty_ms: NonNegFloat | None = Field(
+        default=None,
+        description="Largest error of clock_offset_ms: half the kept round trip (ms). The "
+        "worker's send and arrival times on the driver's clock are this uncertain; its "
+        "latencies (differences on its own clock) are not.",
+    )
 
 
 class ErrorSample(StrictModel):
