@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from streaming_server import ScriptedServer
+
+# The Ray tests' cluster listens on 127.0.0.1 only: with this off, Ray takes the loopback
+# address as every node's instead of turning it into the host's own address. Ray reads it
+# into a constant when first imported, so it is set before any test can import Ray.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 
 @pytest.fixture

@@ -6,11 +6,14 @@ runs end to end.
 One cluster (a head and one more node, two CPUs each as Ray counts them, small object
 stores) and one pool (one actor per node, worker 1's clock skewed +5 s) serve the whole
 module: starting Ray takes about 20 s on two cores. The second CPU of each node is for
-the actors of the ``collect --ray-address`` run. The nodes listen on the host's own
-address, not 127.0.0.1: on Linux ``ray.init`` turns a loopback address into the host's
-address before it connects, so a cluster bound to 127.0.0.1 cannot be joined (Ray's own
-test clusters do the same). Marked ``ray`` (deselect with ``-m 'not ray'``); the default
-test command runs it.
+the actors of the ``collect --ray-address`` run. Every node listens on 127.0.0.1 only: on
+Linux ``ray.init`` turns a loopback address into the host's own address before it connects
+(``ray._private.services.resolve_ip_for_localhost``) unless Ray's multi-node support for
+Windows and macOS is off (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: the loopback address
+is then every node's address), which ``tests/collect/conftest.py`` sets before Ray is first
+imported and which the nodes' processes inherit; the fixture asserts that no node has
+another address. Marked ``ray`` (deselect with ``-m 'not ray'``); the default test command
+runs it.
 """
 
 from __future__ import annotations
@@ -65,6 +68,14 @@ def cluster() -> Iterator[Any]:
         c = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
         c.add_node(**node)
         c.wait_for_nodes()
+        import ray
+
+        ray.init(address=c.address)
+        try:
+            # Loopback only: nothing of the test cluster is reachable from another host.
+            assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
+        finally:
+            ray.shutdown()
     finally:
         if before is None:
             del os.environ["PYTHONPATH"]
