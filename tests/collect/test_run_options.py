@@ -142,7 +142,7 @@ def test_a_spec_or_engine_log_that_is_a_folder_is_one_clear_line(here: Path) -> 
     (here / "folder").mkdir()
     code, output = _collect("--label", "x", "--out", "run.json", "--spec", "folder")
     assert code == 2, output
-    assert "error: folder: cannot read the file: Is a directory" in output
+    assert "error: folder: the file is a folder; give a file" in output
     code, output = _collect("--label", "x", "--out", "run.json", "--engine-log", "folder")
     assert code == 2, output
     assert "error: folder: the engine log is a folder; give a file" in output
