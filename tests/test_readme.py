@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 import click
+import yaml
 
 from tokenwatt.cli import cli
 
@@ -64,7 +65,7 @@ def test_measure_your_own_server_uses_real_commands_and_options() -> None:
     commands = _sh_commands(section)
     assert [c[1] for c in commands] == [
         *("collect", "show", "show", "init", "collect", "collect", "collect", "report"),
-        *("build", "collect"),
+        *("build", "collect", "collect", "collect"),
     ]
     for argv in commands:
         command = cli.commands[argv[1]]
@@ -73,3 +74,49 @@ def test_measure_your_own_server_uses_real_commands_and_options() -> None:
         assert set(used) <= known, (argv, set(used) - known)
     for name in ("`tokenwatt session FILE.yaml`", "`tokenwatt cloud session`", "--engine-cmd"):
         assert name in section
+
+
+MKDOCS_PORT = 8000
+"""Where ``mkdocs serve`` (and ``python -m http.server``) listen unless told otherwise."""
+
+
+def test_no_two_servers_of_one_walk_through_share_a_port() -> None:
+    """In each section, the servers started in the background (``tokenwatt sim --port N``,
+    in sh blocks or inline) and the site's preview (``mkdocs serve``: port 8000) use
+    different ports; the gpu-box examples are another machine's and do not count."""
+    text = README.read_text(encoding="utf-8")
+    checked = 0
+    for section in re.split(r"\n## ", text):
+        ports = [int(p) for p in re.findall(r"tokenwatt sim --port (\d+)[^`\n]*&", section)]
+        if "mkdocs serve" in section:
+            ports.append(MKDOCS_PORT)
+        assert len(ports) == len(set(ports)), (section.splitlines()[0], ports)
+        checked += len(ports) > 1
+    assert checked >= 2  # the demo and the walk-through both start a simulator and a site
+
+
+def test_demo_clean_up_removes_everything_the_demo_writes() -> None:
+    """The demo's clean-up names the run records, their per-request files and engine logs,
+    the session's smoke runs and the demo reports (what `collect`, `session` and `report`
+    write), and git-ignores none of it."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("### Try it without a GPU", 1)[1].split("\n## ", 1)[0]
+    block = re.findall(r"```sh\n(.*?)```", section, flags=re.S)[-1]
+    for written in (
+        "runs/sim-*.json",
+        "runs/sim-*.requests.jsonl.gz",
+        "runs/sim-*.engine.log",
+        "runs/smoke/",
+        "reports/simulated-kv-cache-demo*.json",
+    ):
+        assert written in block, written
+    # The report glob matches the ids `report` gives the demo's two titles.
+    from fnmatch import fnmatch
+
+    from tokenwatt.analysis.summarise import slug
+
+    session = yaml.safe_load((README.parent / "specs" / "sim-session.yaml").read_text())
+    for title in (session["title"], re.findall(r"--title '([^']+)' --demo", section)[0]):
+        assert fnmatch(f"reports/{slug(title)}.json", "reports/simulated-kv-cache-demo*.json")
+    ignored = (README.parent / ".gitignore").read_text(encoding="utf-8").split()
+    assert not [line for line in ignored if line.strip("/").startswith("runs")]

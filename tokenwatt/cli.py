@@ -166,7 +166,7 @@ def _collect(
 ) -> None:
     import shlex
 
-    from tokenwatt.analysis import explain_run, gpu_minutes, run_doubt
+    from tokenwatt.analysis import explain_run, gpu_minutes, run_doubt, sustained_note
     from tokenwatt.collect import CollectOptions, StopSignal, collect, exit_status
     from tokenwatt.redact import scrub
 
@@ -204,14 +204,19 @@ def _collect(
         if r.concurrency is not None:
             load = f"{r.concurrency} clients ({load})"
         windows = "windows" if record.spec.sweep.fixed else "repeats"
+        # No accelerator is read with adapter none: the minutes are the client's.
+        unit = "client-min" if record.spec.hardware.adapter == "none" else "GPU-min"
         click.echo(
             f"{record.label}: {load}, goodput {r.goodput_tok_s:,.1f} tok/s "
             f"({r.slo_pass_count}/{r.repeats} {windows} met the SLO; "
-            f"{gpu_minutes(r.gpu_seconds)} GPU-min, "
+            f"{gpu_minutes(r.gpu_seconds)} {unit}, "
             f"{gpu_minutes(r.gpu_seconds_saved)} saved by early stops)"
         )
         for warning in r.warnings:
             click.echo(f"warning: {terminal_safe(warning)}", err=True)
+    keep_up = sustained_note(record)
+    if keep_up is not None:
+        click.echo(f"note: {keep_up}", err=True)
     click.echo(explain_run(record))
     doubt = run_doubt(record)
     if doubt:

@@ -148,6 +148,34 @@ def test_doubt_sentence_names_the_result_repeats_in_doubt() -> None:
     )
 
 
+def test_short_windows_are_said_once_with_their_count_and_a_near_limit_in_full() -> None:
+    """The terminal's words (``short_once``): passes in doubt only because their p99
+    intervals have no upper end are one clause with their count; a bounded interval that
+    straddles its limit keeps its own clause (a verdict turns on it)."""
+    from tokenwatt.analysis.doubt import doubt_sentence
+
+    windows = [
+        _w(7.65, 0, True, False, ttft_p99_ci_ms=_ci(150.0, None), tpot_p99_ci_ms=_ci(70.0, None)),
+        _w(7.65, 0, True, False, ttft_p99_ci_ms=_ci(140.0, None)),
+        _w(7.65, 0, True, True, ttft_p99_ci_ms=_ci(100.0, 200.0)),
+    ]
+    assert doubt_sentence(windows, 400.0, 100.0, short_once=True) == (  # type: ignore[arg-type]
+        "Not beyond doubt: 2 of 3 result windows (#1, #2) met the SLO, but had too few "
+        "requests for their p99s' 95% intervals to have an upper end, so those reach past the "
+        "limits; longer windows make these verdicts beyond doubt."
+    )
+    near = [*windows[:2], _w(7.65, 0, True, False, tpot_p99_ci_ms=_ci(90.0, 104.0))]
+    assert doubt_sentence(near, 400.0, 100.0, short_once=True) == (  # type: ignore[arg-type]
+        "Not beyond doubt: #3 repeat 3 at 7.65 req/s met the SLO, but its p99 TPOT's 95% "
+        "interval (90–104 ms) reaches past the 100 ms limit; 2 of 3 result windows (#1, #2) "
+        "met the SLO, but had too few requests for their p99s' 95% intervals to have an "
+        "upper end, so those reach past the limits; longer windows make these verdicts "
+        "beyond doubt."
+    )
+    # Without short_once (the page's words) each window keeps its clause.
+    assert doubt_sentence(windows, 400.0, 100.0).count("beyond the sample") == 3  # type: ignore[arg-type]
+
+
 def test_doubt_sentence_of_a_fixed_load_run_names_each_load() -> None:
     """A fixed-load run (``collect --rates`` / ``--concurrency``): every window is one listed
     load, stored as a repeat with back-off 0; the sentence names the load, not "repeat N"."""

@@ -388,3 +388,14 @@ def test_one_zero_watt_window_does_not_halve_the_mean() -> None:
     inputs = [RunInput(f"runs/{r.label}.json", "a" * 64, r) for r in runs]
     tuned = summarise(inputs, title="one zero").configs[1]
     assert tuned.node_power_kw == 0.616
+
+
+def test_fixed_length_synthetic_workload_names_its_lengths_not_the_trace() -> None:
+    from tests.runs_factory import seed_spec
+    from tokenwatt.analysis.report_setup import trace_text
+
+    fixed = {"median": 16, "p90": 16}
+    spec = seed_spec(workload={"input_tokens": fixed, "output_tokens": {"median": 8, "p90": 8}})
+    assert trace_text(spec) == "synthetic token ids, fixed lengths 16 in / 8 out"
+    spread = seed_spec(workload={"input_tokens": fixed, "output_tokens": {"median": 8, "p90": 9}})
+    assert trace_text(spread) == "chat-mix-v1"

@@ -195,3 +195,31 @@ def test_slot_wait_is_reported_beside_send_lag() -> None:
     assert any(w.startswith("concurrency-capped") for w in s.warnings)
     s = summarise_window(requests[:-5], rate_rps=50, duration_s=1, slo=LENIENT)
     assert not s.concurrency_capped and s.slot_wait_p99_ms == 0.0
+
+
+def test_sustained_note_counts_the_unjudged_windows_and_says_how_long_to_make_them() -> None:
+    """On screen after a run: windows whose keep-up check was not judged, by reason; a
+    stopped-early window is left out (its verdict is already a miss)."""
+    from tests.runs_factory import make_run
+    from tokenwatt.analysis import sustained_note
+    from tokenwatt.records.window import Percentiles
+
+    run = make_run()
+    windows = [p.window for p in run.probes] + [r.window for r in run.repeats]
+    for w in windows:
+        w.sustained = True
+    assert sustained_note(run) is None
+    # Two spanned too few service times (E2E p50 1.1 s and 1.25 s), one had 12 requests,
+    # one stopped early.
+    windows[0].sustained = None
+    windows[0].e2e_ms = Percentiles(p50=1100.0, p90=1200.0, p99=1300.0)
+    windows[1].sustained = None
+    windows[1].e2e_ms = Percentiles(p50=1250.0, p90=1400.0, p99=1500.0)
+    windows[2].sustained, windows[2].completed = None, 12
+    windows[3].sustained, windows[3].stopped_early = None, True
+    assert sustained_note(run) == (
+        f"keep-up check not judged in 3 of {len(windows)} windows: 2 spanned under 10 service "
+        # 10 × 1.25 s × 1.1 = 13.75 s, rounded up
+        "times; E2E p50 up to 1.2 s, so windows of about 14 s or more are judged; 1 had fewer "
+        "than 20 finished requests (their verdicts rest on the SLO alone)"
+    )

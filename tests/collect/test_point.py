@@ -230,3 +230,50 @@ def test_a_label_longer_than_a_report_holds_is_refused_naming_label(tmp_path: Pa
     assert output.endswith("\nerror: --label: label: must have at most 120 characters, got 121\n")
     assert "Traceback" not in output
     assert not out.exists()
+
+
+def test_reported_engine_line_says_what_the_server_said_and_why_a_part_is_unknown() -> None:
+    from tokenwatt.collect.point import reported_engine_line
+
+    assert reported_engine_line("vllm", "0.11.0") == "engine: vllm 0.11.0 as the server reports it"
+    # A version that starts with the name (the simulator's) is not named twice.
+    assert reported_engine_line("tokenwatt-sim", "tokenwatt-sim 0.1.0") == (
+        "engine: tokenwatt-sim 0.1.0 as the server reports it"
+    )
+    assert reported_engine_line("llama.cpp", "b0-unknown") == (
+        "engine: llama.cpp b0-unknown as the server reports it (/props build_info: a build "
+        "made without llama.cpp's git history, such as the xllamacpp wheel, has no build "
+        "number or commit to report)"
+    )
+    assert reported_engine_line("tgi", None) == (
+        "engine: tgi as the server reports it; it reports no version"
+    )
+    assert reported_engine_line(None, None).startswith(
+        "engine: the server did not say which engine it is"
+    )
+
+
+def test_a_fixed_load_run_names_its_loads_as_the_tables_do(tmp_path: Path) -> None:
+    """Against the simulator (started by collect): the progress lines say "load 1 of 2:
+    5 req/s" like the window table's "#1 load 1 of 2: 5 req/s", and a run that reads no
+    accelerator (adapter none) counts client minutes, not GPU minutes."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    sim = shlex.join([sys.executable, "-m", "tokenwatt", "sim", "--port", "{port}"])
+    argv = [
+        sys.executable, "-m", "tokenwatt", "collect", "--endpoint", "http://127.0.0.1:{port}/v1",
+        "--model", "tokenwatt-sim", "--engine-cmd", sim, "--rates", "5,6", "--duration", "2",
+        "--warmup", "0.2", "--input-tokens", "16", "--output-tokens", "4",
+        "--out", str(tmp_path / "run.json"),
+    ]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "300"}  # the table's window names unwrapped
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "load 1 of 2: 5 req/s: " in done.stderr
+    assert "load 2 of 2: 6 req/s: " in done.stderr and "/2 (" not in done.stderr
+    assert "#1 load 1 of 2: 5 req/s" in done.stdout
+    assert " client-min, " in done.stdout and "GPU-min" not in done.stdout
+    assert "engine: tokenwatt-sim 0.1.0 as the server reports it" in done.stderr

@@ -203,3 +203,19 @@ def test_engines_that_ignore_the_name_only_warn() -> None:
             f"engine.model 'other' is not among the served models ('m'); {engine} serves "
             "its one model whatever the request names"
         ]
+
+
+def test_a_tail_that_rounds_to_no_request_gets_no_note() -> None:
+    """42 in 100,000 seeded draws exceed 40,000 tokens: "0.0% ... are shortened" would
+    say nothing, so no note is made; 51 in 100,000 (36,000 tokens) still print as 0.1%."""
+    from tokenwatt.collect.preflight import (
+        DEFAULT_INPUT_TOKENS,
+        DEFAULT_OUTPUT_TOKENS,
+        _share_longer_than,
+    )
+
+    spec = spec_with()
+    assert _share_longer_than(40_000, DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS) == 0.00042
+    assert check_workload_fits(spec, workload_for(spec), info(40_000), SPEC_FILE) == []
+    (note,) = check_workload_fits(spec, workload_for(spec), info(36_000), SPEC_FILE)
+    assert note.startswith("0.1% of chat-mix-v1 requests are longer than")

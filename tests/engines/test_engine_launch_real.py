@@ -4,7 +4,9 @@ run each on the generated tiny model; afterwards nothing of the engine is left."
 
 from __future__ import annotations
 
+import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -121,4 +123,61 @@ def test_collect_starts_vllm_from_the_spec_and_stops_it(
     assert record.complete and record.environment.engine_name == "vllm"
     assert record.engine_process is not None
     assert record.engine_process.env_names == sorted(VLLM_ENV)
+    _assert_engine_gone(record)
+
+
+def _readme_llamacpp_commands() -> list[str]:
+    """The README's `collect --engine-cmd` commands that start llama.cpp's server, as
+    written (continuation lines joined)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sh\n(.*?)```", text, flags=re.S)
+    lines = [b.replace("\\\n", " ") for b in blocks]
+    return [
+        " ".join(line.split())
+        for block in lines
+        for line in block.splitlines()
+        if line.startswith("tokenwatt collect --engine-cmd") and "MODEL.gguf" in line
+    ]
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("server", ["llama-server", "serve_llamacpp.py"])
+def test_the_readme_llamacpp_commands_run_as_written(
+    server: str, tiny_model: TinyModel, tmp_path: Path
+) -> None:
+    """Each README command that starts llama.cpp under `collect`, run as written but for the
+    model file, its name and the tiny model's vocabulary size (`llama-server` only where the
+    binary is installed; the Python route always, from the repository root as the README
+    says). The record says which engine the server reported, and the per-request windows
+    have exactly rate × duration requests."""
+    (command,) = [c for c in _readme_llamacpp_commands() if server in c]
+    if server == "llama-server" and shutil.which("llama-server") is None:
+        pytest.skip("no llama-server binary on PATH (the Python route is tested beside)")
+    pytest.importorskip("xllamacpp", reason="xllamacpp (the test extra) is not installed")
+    argv = shlex.split(command.replace("MODEL.gguf", shlex.quote(str(tiny_model.gguf))))
+    at = argv.index("--engine-cmd") + 1
+    engine = argv[at].replace("my-model", MODEL_NAME)
+    argv[at] = engine.replace("python ", f"{shlex.quote(sys.executable)} ", 1)
+    argv = [a.replace("my-model", MODEL_NAME) for a in argv]
+    out = tmp_path / "runs" / "llamacpp.json"
+    argv[argv.index("--out") + 1] = str(out)
+    argv = [
+        sys.executable,
+        "-m",
+        *argv,
+        "--vocab-size",
+        str(tiny_model.vocab_size),
+        "--no-progress",
+    ]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = RunRecord.model_validate_json(out.read_text())
+    windows = [r.window for r in record.repeats]
+    assert [(w.rate_rps, w.requests, w.errors) for w in windows] == [(2.0, 6, 0), (4.0, 12, 0)]
+    assert record.environment.engine_name == "llama.cpp"
+    version = record.environment.engine_version
+    assert f"engine: llama.cpp {version} as the server reports it" in done.stderr
+    assert "# engine.name unknown: no flag names the engine" in done.stderr
+    if version == "b0-unknown":  # the xllamacpp wheel: built without llama.cpp's git history
+        assert "has no build number or commit to report" in done.stderr
     _assert_engine_gone(record)

@@ -170,12 +170,12 @@ def test_not_covered_shows_exact_repeats_once(tmp_path: Path, cache_dir: Path) -
     ]
     page = text_of(build_one(tmp_path, cache_dir, data) / SEED_PAGE)
     items = [line for line in section(page, "## Not covered").splitlines() if line.startswith("- ")]
+    # The exact repeats go; the two whole-node power items share a topic and become one.
     assert items == [
-        "- Whole-node power (cloud VM: no BMC access)",
+        "- Whole-node power (cloud VM: no BMC access): energy figures are GPU board power "
+        "only (no CPUs, memory, NICs, fans or PSU losses)",
         "- Context lengths beyond the chat-mix-v1 trace",
         "- Quick mode: short windows, few repeats — validation only, not for publishing",
-        "- Whole-node power: energy figures are GPU board power only (no CPUs, memory, NICs, "
-        "fans or PSU losses)",
     ]
 
 

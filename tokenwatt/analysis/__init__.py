@@ -112,6 +112,7 @@ from tokenwatt.analysis.search_story import (
 )
 from tokenwatt.analysis.summarise import report_command, slug, summarise
 from tokenwatt.analysis.variance import variance_band_pct
+from tokenwatt.analysis.window_checks import sustained_note
 from tokenwatt.analysis.window_labels import (
     LabelPlan,
     WindowLabel,
@@ -221,6 +222,7 @@ __all__ = [
     "summarise",
     "summarise_window",
     "summarize_window",
+    "sustained_note",
     "throttle_share_pct",
     "tokens_per_joule",
     "tokens_per_joule_from_energy",

@@ -176,9 +176,14 @@ def doubt_sentence(
     *,
     fixed: bool = False,
     labels: Sequence[WindowLabel] | None = None,
+    short_once: bool = False,
 ) -> str | None:
     """One sentence naming the result's repeats whose verdict is not beyond doubt, with the
     interval and limit that make it so; None when every one is beyond doubt (or unjudged).
+
+    With ``short_once`` (the terminal's words), passes in doubt only because a p99 interval
+    has no upper end (too few requests: the same words for every short window) are said
+    once, with their count and numbers, instead of one clause each.
 
     Each window is named by its label (:mod:`tokenwatt.analysis.window_labels`; ``labels``,
     one per window, else made from the windows with ``fixed`` and nothing planned known).
@@ -190,15 +195,45 @@ def doubt_sentence(
     if labels is None:
         labels = window_labels(windows, LabelPlan(fixed=fixed))
     parts = []
-    for label, w in _final_repeats(windows, labels):
+    short: list[str] = []
+    final = _final_repeats(windows, labels)
+    for label, w in final:
         if w.slo_beyond_doubt is not False:
+            continue
+        if short_once and _short_only(w, ttft_limit_ms, tpot_limit_ms):
+            short.append(f"#{label.number}")
             continue
         how = _straddled(w, ttft_limit_ms, tpot_limit_ms)
         verdict = "met the SLO" if w.slo_pass else "missed the SLO"
         parts.append(f"{label.label} {verdict}" + (", but " + " and ".join(how) if how else ""))
+    if short:
+        parts.append(_short_clause(short, len(final)))
     if not parts:
         return None
     return "Not beyond doubt: " + "; ".join(parts) + "."
+
+
+def _short_only(w: SearchWindowV3, ttft_limit_ms: float, tpot_limit_ms: float) -> bool:
+    """Whether a pass is in doubt only because its p99 intervals have no upper end (too few
+    requests): a matter of window length, not of how near the p99 is to its limit."""
+    if not w.slo_pass:
+        return False
+    doubtful = [
+        ci
+        for ci, limit in ((w.ttft_p99_ci_ms, ttft_limit_ms), (w.tpot_p99_ci_ms, tpot_limit_ms))
+        if ci_side(ci, limit) in ("straddles", "above")
+    ]
+    return bool(doubtful) and all(ci is not None and ci.high_ms is None for ci in doubtful)
+
+
+def _short_clause(names: list[str], of: int) -> str:
+    """One clause for every result window in doubt only by its length (:func:`_short_only`)."""
+    which = ", ".join(names)
+    return (
+        f"{len(names)} of {of} result {'window' if of == 1 else 'windows'} ({which}) met the "
+        "SLO, but had too few requests for their p99s' 95% intervals to have an upper end, so "
+        "those reach past the limits; longer windows make these verdicts beyond doubt"
+    )
 
 
 def run_doubt(run: RunRecord) -> str | None:
@@ -212,4 +247,5 @@ def run_doubt(run: RunRecord) -> str | None:
         slo.tpot_p99_ms,
         fixed=run.spec.sweep.fixed,
         labels=run_labels(run),
+        short_once=True,
     )

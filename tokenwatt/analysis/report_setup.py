@@ -144,16 +144,19 @@ def _lengths(dist: object, default: str) -> str:
 
 
 def trace_text(spec: Spec) -> str:
-    """What the requests were drawn from: the trace's name (chat-mix-v1 with both lengths
-    pinned is said to be fixed-length synthetic ids), or for a replayed dataset its kind and
-    the first 12 hex digits of its SHA-256 ("sharegpt dataset 3f2a…")."""
+    """What the requests were drawn from: the trace's name, or, for chat-mix-v1 with both
+    lengths pinned, fixed-length synthetic ids with their lengths ("synthetic token ids,
+    fixed lengths 16 in / 8 out": no trace's length mix is drawn from then, so the trace is
+    not named), or for a replayed dataset its kind and the first 12 hex digits of its
+    SHA-256 ("sharegpt dataset 3f2a…")."""
     w = spec.workload
     dataset = w.dataset
     if dataset is None:
-        fixed = all(d is not None and d.median == d.p90 for d in (w.input_tokens, w.output_tokens))
-        if w.trace == "chat-mix-v1" and fixed:
-            # What point-and-shoot flags make: the mix's id drawing with both lengths pinned.
-            return "synthetic token ids, fixed lengths (chat-mix-v1)"
+        i, o = w.input_tokens, w.output_tokens
+        pinned = i is not None and o is not None and i.median == i.p90 and o.median == o.p90
+        if w.trace == "chat-mix-v1" and pinned and i is not None and o is not None:
+            # What point-and-shoot flags make: the mix's id drawing, both lengths pinned.
+            return f"synthetic token ids, fixed lengths {i.median:,} in / {o.median:,} out"
         return w.trace
     digest = f" {dataset.sha256[:12]}…" if dataset.sha256 else ""
     return f"{dataset.kind} dataset{digest}"

@@ -55,7 +55,7 @@ from typing import Final
 import numpy as np
 
 from tokenwatt.analysis.errors import cancelled
-from tokenwatt.records import RequestResult
+from tokenwatt.records import RequestResult, RunRecord, WindowSummary
 
 SUSTAINED_MIN_RATIO: Final = 0.95
 """Completion rate / arrival rate below which a window is not sustained (5%)."""
@@ -208,3 +208,53 @@ def slot_wait_ms(r: RequestResult) -> float:
     if r.dispatched_s is None:
         return 0.0
     return max(0.0, (r.sent_s - r.dispatched_s) * 1e3)
+
+
+def _why_not_judged(w: WindowSummary) -> str | None:
+    """Why a window's keep-up check was not judged, from its summary (the reasons of
+    :func:`sustained_check`); None when it was judged or had nothing to judge."""
+    if w.sustained is not None or w.completed == 0:
+        return None
+    if w.stopped_early:
+        return "stopped early"
+    if w.completed < SUSTAINED_MIN_REQUESTS:
+        return "short"
+    return "span"
+
+
+def sustained_note(record: RunRecord) -> str | None:
+    """One line saying in how many windows the keep-up (sustained) check was not judged,
+    and why; None when every window was judged (or stopped early, where it is moot).
+
+    Windows whose arrivals span under :data:`SUSTAINED_MIN_SERVICE_TIMES` service times are
+    told the shortest window that would be judged, from their slowest E2E p50 (an upper
+    estimate of the p10 service time the check uses), rounded up to whole seconds.
+    """
+    windows = [p.window for p in record.probes] + [r.window for r in record.repeats]
+    reasons = [_why_not_judged(w) for w in windows]
+    few = reasons.count("short")
+    span = [w for w, r in zip(windows, reasons, strict=True) if r == "span"]
+    if not few and not span:
+        return None
+    parts = []
+    if span:
+        e2e_s = max(
+            (float(w.e2e_ms.p50) / 1000 for w in span if isinstance(w.e2e_ms.p50, float | int)),
+            default=None,
+        )
+        need = (
+            f"; E2E p50 up to {e2e_s:.2g} s, so windows of about "
+            f"{math.ceil(SUSTAINED_MIN_SERVICE_TIMES * e2e_s * 1.1)} s or more are judged"
+            if e2e_s is not None and math.isfinite(e2e_s)
+            else ""
+        )
+        parts.append(
+            f"{len(span)} spanned under {SUSTAINED_MIN_SERVICE_TIMES:g} service times{need}"
+        )
+    if few:
+        parts.append(f"{few} had fewer than {SUSTAINED_MIN_REQUESTS} finished requests")
+    return (
+        f"keep-up check not judged in {len(span) + few} of {len(windows)} windows: "
+        + "; ".join(parts)
+        + " (their verdicts rest on the SLO alone)"
+    )

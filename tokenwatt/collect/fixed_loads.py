@@ -44,7 +44,8 @@ def measure_fixed(measurement: Measurement) -> None:
         def store(o: WindowOutcome) -> None:
             rec.repeats.append(Repeat(window=o.summary, power=o.power, metrics=o.metrics))
 
-        step = f"load {i + 1}/{len(loads)} ({load:g} {unit})"
+        # The words of the window's label (analysis.window_labels): "load 1 of 3".
+        step = f"load {i + 1} of {len(loads)}"
         gpu_s += measurement._measured(step, plan, store).gpu_s
     windows = [r.window for r in rec.repeats if not retried(r.window)]
     passing = [w for w in windows if w.slo_pass]

@@ -169,7 +169,9 @@ class Measurement:
         load = f"{plan.rate_rps:.4g} req/s"
         if plan.concurrency is not None:
             load = f"{plan.concurrency} clients ({s.rate_rps:.4g} req/s measured)"
-        self.progress.note(f"{step} at {load}: {verdict}")
+        # As the window tables name it: "load 1 of 3: 5 req/s", "probe 2 at 60 req/s".
+        sep = ": " if self.spec.sweep.fixed else " at "
+        self.progress.note(f"{step}{sep}{load}: {verdict}")
         for warning in outcome.warnings:
             self.progress.note(f"  warning: {warning}")
 

@@ -374,9 +374,41 @@ def check_ray_options(spec: Spec, opts: CollectOptions) -> None:
 
 
 def spec_yaml(spec: Spec) -> str:
-    """The effective spec as short YAML (defaults left out), for printing at the start."""
+    """The effective spec as short YAML (defaults left out), for printing at the start.
+
+    ``engine.name: unknown`` (what the flags give: they do not name the engine) is followed
+    by a comment saying that the server is asked before the first request (see
+    :func:`reported_engine_line`)."""
     data = spec.model_dump(mode="json", exclude_defaults=True)
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    if spec.engine.name == "unknown":
+        text += "# engine.name unknown: no flag names the engine; the server is asked next\n"
+    return text
+
+
+LLAMACPP_NO_BUILD_INFO = "b0-unknown"
+"""llama.cpp's ``build_info`` (``b<build number>-<commit>``) of a build made without its git
+history, as Python wheels such as xllamacpp's are: build number 0, commit unknown."""
+
+
+def reported_engine_line(name: str | None, version: str | None) -> str:
+    """One line saying what the server reported about itself (``name`` and ``version`` as
+    probed, None when it did not say), and why a part is unknown."""
+    if name is None:
+        return (
+            "engine: the server did not say which engine it is (none of the vLLM, SGLang, "
+            "llama.cpp or TGI endpoints answered as theirs); the record keeps it as unknown"
+        )
+    if version is None:
+        return f"engine: {name} as the server reports it; it reports no version"
+    why = ""
+    if name == "llama.cpp" and version == LLAMACPP_NO_BUILD_INFO:
+        why = (
+            " (/props build_info: a build made without llama.cpp's git history, such as "
+            "the xllamacpp wheel, has no build number or commit to report)"
+        )
+    what = version if version.startswith(name) else f"{name} {version}"
+    return f"engine: {what} as the server reports it{why}"
 
 
 __all__ = [
@@ -389,6 +421,7 @@ __all__ = [
     "override_spec",
     "parse_list",
     "point_spec",
+    "reported_engine_line",
     "run_spec",
     "spec_yaml",
 ]

@@ -32,7 +32,7 @@ from tokenwatt.collect.instruments import Instruments
 from tokenwatt.collect.measurement import Measurement, SearchSetup
 from tokenwatt.collect.modes import PRESETS, mode_lines, mode_overrides
 from tokenwatt.collect.options import CollectOptions
-from tokenwatt.collect.point import run_spec, spec_yaml
+from tokenwatt.collect.point import reported_engine_line, run_spec, spec_yaml
 from tokenwatt.collect.preflight import check_served_model, check_workload_fits
 from tokenwatt.collect.progress import Progress
 from tokenwatt.collect.request_log import RequestLogWriter, log_path
@@ -61,6 +61,7 @@ from tokenwatt.records import (
     fingerprint,
 )
 from tokenwatt.telemetry import PowerMeter
+from tokenwatt.text import terminal_safe
 
 
 class EngineDiedError(EngineError):
@@ -143,6 +144,9 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         engine_log = engine.plan.log_path if engine is not None else opts.engine_log
         warnings = scan_engine_log(engine_log) if engine_log is not None else []
         info = probe_engine(spec.engine.endpoint, api_key)
+        if opts.point is not None and opts.point.any_given:
+            line = reported_engine_line(info.engine_name, info.engine_version)
+            print(terminal_safe(line), file=sys.stderr, flush=True)
         # Everything that can refuse the run does so before the first request.
         served_warnings = check_served_model(spec, info, opts.spec_path)
         counter = load_token_counter(spec, opts.spec_path)

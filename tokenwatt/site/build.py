@@ -71,6 +71,8 @@ def build_site(
             ``.tokenwatt-cache/`` beside ``docs_dir``. Deleting it only costs time.
         specs_dir: the repository's spec folder, default ``specs/`` beside ``reports_dir``;
             a page whose reproduce text names a spec file found there says where it is.
+            A page also says which run files it names are not in ``runs/`` beside
+            ``reports_dir``.
 
     Raises:
         RecordError: one :class:`Problem` per problem in any record, or per ``*.json`` entry
@@ -97,8 +99,9 @@ def build_site(
     templates = templates_dir()
     cache_root = cache_dir or docs_dir.resolve().parent / ".tokenwatt-cache"
     spec_names = _spec_names(specs_dir or reports_dir.resolve().parent / "specs")
-    # The pages depend on which spec files exist: their names are part of the cache key.
-    code = code_key(templates, extra="\n".join(sorted(spec_names)))
+    run_files = _run_files(reports_dir.resolve().parent)
+    # The pages depend on which spec and run files exist: their names are in the cache key.
+    code = code_key(templates, extra="\n".join([*sorted(spec_names), *sorted(run_files)]))
     cache = PageCache(cache_root / "pages", code, writable=not check)
     # Hidden names are editors' lock and swap files (Emacs' .#x.json is a dangling link).
     refusal = None if check else replace_refusal(docs_dir, reports_dir)
@@ -106,7 +109,7 @@ def build_site(
         raise InputError([Problem(str(docs_dir), "--out", refusal)])
     found = sorted(p for p in reports_dir.glob("*.json") if not p.name.startswith("."))
     files = [p for p in found if p.is_file()]
-    loaded, problems = _load_all(files, cache, spec_names)
+    loaded, problems = _load_all(files, cache, spec_names, run_files)
     problems += [_not_a_file(p) for p in found if not p.is_file()]
     problems += _duplicate_ids(loaded)
     if problems:
@@ -153,8 +156,18 @@ def _spec_names(folder: Path) -> frozenset[str]:
         return frozenset()
 
 
+def _run_files(root: Path) -> frozenset[str]:
+    """The run records under ``root/runs/`` as ``runs/...`` paths (empty when none): a
+    page's Reproduce section says which of the run files it names are not shipped."""
+    try:
+        found = (root / "runs").rglob("*.json")
+        return frozenset(p.relative_to(root).as_posix() for p in found if p.is_file())
+    except OSError:
+        return frozenset()
+
+
 def _load_all(
-    files: list[Path], cache: PageCache, spec_names: frozenset[str]
+    files: list[Path], cache: PageCache, spec_names: frozenset[str], run_files: frozenset[str]
 ) -> tuple[list[_Loaded], list[Problem]]:
     loaded: list[_Loaded] = []
     problems: list[Problem] = []
@@ -186,7 +199,7 @@ def _load_all(
         if refused:
             problems += refused
             continue
-        page = render_report(report, file, spec_names)
+        page = render_report(report, file, spec_names, run_files)
         cache.put(key, page.to_json())
         loaded.append(_Loaded(file, raw, page))
     return loaded, problems

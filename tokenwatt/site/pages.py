@@ -36,6 +36,7 @@ from tokenwatt.site.intervals import (
     p99_cell,
     tokens_per_joule_cell,
 )
+from tokenwatt.site.reproduce import reproduce_section
 from tokenwatt.site.search import result_stories, search_sections
 from tokenwatt.site.setup import setup_sections, throttle_rows
 from tokenwatt.site.templates import RenderedReport, environment, templates_dir
@@ -174,6 +175,38 @@ def unique_items(items: list[str]) -> list[str]:
     return out
 
 
+_TOPIC = re.compile(r"^([^:(;]{3,60}?)\s*(?::\s*(.+)|\((.+)\))$")
+"""An item "Topic: detail" or "Topic (detail)"."""
+
+
+def merge_topics(items: list[str]) -> list[str]:
+    """Items that name the same topic said once: "Whole-node power (cloud VM: no BMC
+    access)" and "Whole-node power: energy figures are GPU board power only (...)" become
+    "Whole-node power (cloud VM: no BMC access): energy figures are GPU board power only
+    (...)", in the first one's place. The topic is the words before the first colon or
+    parenthesis, compared up to case; other items are kept as they are, in order."""
+    parsed = [_TOPIC.match(item) for item in items]
+    groups: dict[str, list[int]] = {}
+    for i, m in enumerate(parsed):
+        if m is not None:
+            groups.setdefault(m.group(1).strip().casefold(), []).append(i)
+    out: list[str] = []
+    for i, item in enumerate(items):
+        m = parsed[i]
+        group = groups.get(m.group(1).strip().casefold(), []) if m is not None else []
+        if m is None or len(group) < 2:
+            out.append(item)
+            continue
+        if group[0] != i:
+            continue
+        found = [parsed[j] for j in group]
+        colon = [f.group(2) for f in found if f is not None and f.group(2)]
+        paren = [f.group(3) for f in found if f is not None and f.group(3)]
+        text = m.group(1).strip() + "".join(f" ({p})" for p in paren)
+        out.append(text + (": " + "; ".join(colon) if colon else ""))
+    return out
+
+
 DEFAULT_CARDS = 64
 """``tokenwatt report``'s ``--cards`` default (``fleet.cards`` when the option is not given)."""
 
@@ -195,6 +228,31 @@ def spec_locations(reproduce: str, spec_names: frozenset[str]) -> list[Markup]:
         if name in spec_names and _SAFE_NAME.match(name) and path not in out:
             out.append(path)
     return out
+
+
+def _kv_note(label: str, kv: str) -> Markup:
+    """Why a ``--kv-dtype`` is on a line the record has without it (``kv``: letters, digits
+    and underscores, as :mod:`tokenwatt.site.reproduce` reads it)."""
+    return (
+        trusted(f"The `--kv-dtype {kv}` on the ")
+        + md_text(label)
+        + trusted(
+            f" line is added here: the command the record keeps lacks it, though that "
+            f"configuration's KV cache was {kv.upper()}."
+        )
+    )
+
+
+def _runs_note(paths: list[str]) -> Markup | None:
+    """Which run files the commands name are not shipped (plain ``runs/...json`` paths)."""
+    if not paths:
+        return None
+    names = ", ".join(f"`{p}`" for p in paths)
+    return trusted(
+        f"The run records these commands write and read ({names}) are not shipped in this "
+        "repository: the report record below is what was kept of them, with every number "
+        "on this page."
+    )
 
 
 def _spec_note(paths: list[Markup]) -> Markup | None:
@@ -285,13 +343,19 @@ def _has_intervals(report: ReportV3, analysis: ReportAnalysis) -> bool:
 
 
 def render_report(
-    report: ReportV3, file: str, spec_names: frozenset[str] = frozenset()
+    report: ReportV3,
+    file: str,
+    spec_names: frozenset[str] = frozenset(),
+    run_files: frozenset[str] = frozenset(),
 ) -> RenderedReport:
     """Render one report's page (Markdown) and collect its disagreement warnings.
 
     ``spec_names``: file names in the repository's ``specs/`` folder; the page says where
-    a spec named in the reproduce text is (see :func:`spec_locations`).
+    a spec named in the reproduce text is (see :func:`spec_locations`). ``run_files``: the
+    repository's run records as ``runs/...`` paths; the page says which run files its
+    commands name are not shipped (:func:`~tokenwatt.site.reproduce.reproduce_section`).
     """
+    rep = reproduce_section(report, run_files)
     analysis = analyse_report(report)
     names = _names(analysis)
     warnings = [
@@ -327,9 +391,11 @@ def render_report(
         "stories": result_stories(report, names),
         "searches": search_sections(report, names),
         "repeats": repeat_rows(report, names),
-        "reproduce": code_block(report.reproduce, "sh"),
+        "reproduce": code_block(rep.text, "sh"),
+        "kv_notes": [_kv_note(label, kv) for label, kv in rep.kv_added],
+        "runs_note": _runs_note(rep.missing_runs),
         "spec_note": _spec_note(spec_locations(report.reproduce, spec_names)),
-        "not_covered": unique_items(report.not_covered),
+        "not_covered": merge_topics(unique_items(report.not_covered)),
         "slo_ttft": num(report.slo.ttft_p99_ms, 0),
         "slo_tpot": num(report.slo.tpot_p99_ms, 0),
         "threshold": num(report.accuracy.threshold_pts),

@@ -6,7 +6,7 @@ from typing import Any
 
 from tokenwatt.analysis import ReportAnalysis
 from tokenwatt.records import ReportV3, overrides_text
-from tokenwatt.site.escape import trusted
+from tokenwatt.site.escape import md_text, trusted
 from tokenwatt.site.fmt import DASH, num, seconds
 from tokenwatt.site.intervals import band_rows
 
@@ -15,6 +15,39 @@ Row = tuple[str, Any]
 
 def _text(value: str | None) -> Any:
     return DASH if value is None or value == "" else value
+
+
+_READ_ADAPTERS = frozenset({"nvidia", "amd"})
+"""Spec adapters that read the accelerators, so a count or name comes from them."""
+
+
+def _count(report: ReportV3) -> Any:
+    """The accelerator count, and where it came from when the spec did not state it."""
+    count = num(report.hardware.count, 0)
+    hw_spec = report.spec.hardware if report.spec is not None else None
+    if hw_spec is None or hw_spec.gpus is not None or hw_spec.adapter not in _READ_ADAPTERS:
+        return count
+    return count + trusted(
+        f" (every GPU the {hw_spec.adapter} adapter read: the spec's `hardware.gpus` is not set)"
+    )
+
+
+def _rated_bw(report: ReportV3) -> Any:
+    """The rated bandwidth per GPU, and where it came from when the spec did not state it:
+    the accelerator table (``tokenwatt/telemetry/hardware.yaml``), by the GPU's name."""
+    bw = report.hardware.rated_bw_tbs_per_gpu
+    if bw is None:
+        return DASH
+    text = trusted(f"{num(bw, 2)} TB/s")
+    hw_spec = report.spec.hardware if report.spec is not None else None
+    if hw_spec is None or hw_spec.rated_bw_tbs_per_gpu is not None:
+        return text
+    return (
+        text
+        + trusted(" (the accelerator table's figure for ")
+        + md_text(report.hardware.accelerator)
+        + trusted(": the spec's `hardware.rated_bw_tbs_per_gpu` is not set)")
+    )
 
 
 def setup_sections(
@@ -38,13 +71,8 @@ def setup_sections(
             "rows": [
                 ("Vendor", hw.vendor),
                 ("Accelerator", DASH if hw.accelerator.strip() == "none" else hw.accelerator),
-                ("Count", num(hw.count, 0)),
-                (
-                    "Rated memory bandwidth per GPU",
-                    DASH
-                    if hw.rated_bw_tbs_per_gpu is None
-                    else trusted(f"{num(hw.rated_bw_tbs_per_gpu, 2)} TB/s"),
-                ),
+                ("Count", _count(report)),
+                ("Rated memory bandwidth per GPU", _rated_bw(report)),
                 ("Driver", _text(hw.driver)),
                 ("Host", _text(hw.host)),
             ],
