@@ -61,6 +61,7 @@ from tokenwatt.records import (
     fingerprint,
 )
 from tokenwatt.telemetry import PowerMeter
+from tokenwatt.text import terminal_safe
 
 
 class EngineDiedError(EngineError):
@@ -191,7 +192,9 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
 
 
 def _open_meter(spec: Spec, rec: RunRecord) -> PowerMeter | None:
-    """The spec's power meter, or None (noted in ``rec.not_covered``)."""
+    """The spec's power meter, or None (noted in ``rec.not_covered``; a meter the spec asks
+    for that cannot be opened is also a warning on stderr before the first window, so the
+    run is not mistaken for one that measures energy)."""
     if spec.power.source == "none":
         rec.not_covered.append("Power: no power source configured (power.source: none)")
         return None
@@ -200,7 +203,13 @@ def _open_meter(spec: Spec, rec: RunRecord) -> PowerMeter | None:
     try:
         return open_meter(spec, sim_endpoint=spec.engine.endpoint)
     except TelemetryError as exc:
-        rec.not_covered.append(f"Power: the meter could not be opened ({exc})")
+        note = f"Power: the meter could not be opened ({exc})"
+        rec.not_covered.append(note)
+        print(
+            f"warning: {terminal_safe(note)}; this run measures no power or energy",
+            file=sys.stderr,
+            flush=True,
+        )
         return None
 
 
