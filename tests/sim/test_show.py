@@ -288,3 +288,28 @@ def test_the_title_of_a_dataset_run_names_the_dataset_and_its_hash(tmp_path: Pat
     result = CliRunner().invoke(cli, ["show", "--json", str(path)])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["workload"] == "sharegpt dataset 3f2a00000000…"
+
+
+def test_show_json_has_the_figures_bench_serve_users_compare(tmp_path: Path) -> None:
+    """Request throughput, send lag, TTFT from the send, input and total tokens/s; and the
+    run's explanation and not-covered list."""
+    from tokenwatt.records.window import Percentiles
+
+    run = known_record()
+    w = run.repeats[1].window
+    w.input_tokens, w.send_lag_p99_ms = 120_000, 3.5
+    w.ttft_from_send_ms = Percentiles(p50=90.0, p90=300.0, p99=330.0)
+    run.not_covered = ["Power: the meter could not be opened (no NVML)"]
+    path = tmp_path / "known.json"
+    path.write_text(run.model_dump_json(), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["show", "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    row = next(r for r in data["windows"] if r["window"].startswith("#7 "))
+    assert row["achieved_rps"] == 9.0 and row["send_lag_p99_ms"] == 3.5
+    assert row["ttft_from_send_ms"] == {"p50": 90.0, "p90": 300.0, "p99": 330.0}
+    # 120,000 prompt tokens over the 120 s window; 545,352 output tokens beside them.
+    assert row["input_tok_s"] == 1000.0 and row["output_tok_s"] == 4544.6
+    assert row["total_tok_s"] == round((120_000 + 545_352) / 120, 4) == 5544.6
+    assert data["not_covered"] == ["Power: the meter could not be opened (no NVML)"]
+    assert data["explanation"].startswith("The search found 9 req/s")
