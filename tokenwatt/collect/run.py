@@ -30,7 +30,7 @@ from tokenwatt.collect.engine_proc import (
 )
 from tokenwatt.collect.instruments import Instruments
 from tokenwatt.collect.measurement import Measurement, SearchSetup
-from tokenwatt.collect.modes import PRESETS, mode_lines, mode_overrides
+from tokenwatt.collect.modes import PRESETS, mode_lines, mode_overrides, not_applying
 from tokenwatt.collect.options import CollectOptions
 from tokenwatt.collect.point import run_spec, spec_yaml
 from tokenwatt.collect.preflight import check_served_model, check_workload_fits
@@ -118,7 +118,8 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     overrides = mode_overrides(raw, spec)
     if opts.point is not None and opts.point.any_given:
         # What the flags made of the spec, before anything is sent: the record stores it.
-        print("effective spec:\n" + spec_yaml(spec), file=sys.stderr, flush=True)
+        unused = not_applying(spec, accuracy=opts.accuracy)
+        print("effective spec:\n" + spec_yaml(spec, unused), file=sys.stderr, flush=True)
     api_key = read_api_key(spec, str(opts.spec_path), opts.environ)
     suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
     if suite is not None and not suite.is_file():
