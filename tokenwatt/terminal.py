@@ -147,14 +147,14 @@ def print_run(record: RunRecord, console: Console) -> None:
 
     console.print(run_table(record))
     console.print(plain(result_line(record)))
-    console.print(plain(explain_run(record)), soft_wrap=True)
+    console.print(plain(explain_run(record)))
     for note in power_warnings(record):
         if note not in record.not_covered:  # those are listed just below
-            console.print(plain(f"warning: {note}"), soft_wrap=True)
+            console.print(plain(f"warning: {note}"))
     if record.not_covered:
         console.print(plain("not covered:"))
         for note in record.not_covered:
-            console.print(plain(f"  - {note}"), soft_wrap=True)
+            console.print(plain(f"  - {note}"))
 
 
 REQUEST_HEADERS = (
