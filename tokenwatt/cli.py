@@ -166,7 +166,13 @@ def _collect(
 ) -> None:
     import shlex
 
-    from tokenwatt.analysis import explain_run, gpu_minutes, run_doubt, sustained_note
+    from tokenwatt.analysis import (
+        explain_run,
+        gpu_minutes,
+        power_warnings,
+        run_doubt,
+        sustained_note,
+    )
     from tokenwatt.collect import CollectOptions, StopSignal, collect, exit_status
     from tokenwatt.redact import scrub
 
@@ -218,6 +224,8 @@ def _collect(
     if keep_up is not None:
         click.echo(f"note: {keep_up}", err=True)
     click.echo(explain_run(record))
+    for note in power_warnings(record):
+        click.echo(f"warning: {terminal_safe(note)}", err=True)
     doubt = run_doubt(record)
     if doubt:
         click.echo(doubt)
@@ -272,7 +280,11 @@ def show(run_file: Path, as_json: bool, with_requests: bool) -> None:
         assert log is not None
         title = f"per-request file {log.file} (SHA-256 checked, {log.requests} requests)"
         out.print(requests_table(title, windows))
-        out.print(plain("failed requests count as infinite; cancelled and warm-up ones not"))
+        out.print(
+            plain(
+                "failed requests and those the client cancelled count as infinite; warm-up ones not"
+            )
+        )
 
 
 @cli.command()

@@ -39,7 +39,14 @@ from tokenwatt.errors import InputError
     default=None,
     help="JSON Lines suite whose prompts it answers (right with probability --accuracy-p).",
 )
-@click.option("--accuracy-p", default=0.96, show_default=True, type=float)
+@click.option(
+    "--accuracy-p",
+    default=0.96,
+    show_default=True,
+    type=click.FloatRange(min=0.0, max=1.0),
+    help="Probability (0 to 1) that it answers a suite prompt right; its expected "
+    "accuracy score. Set it lower on one configuration to see the accuracy gate fail it.",
+)
 @click.option(
     "--time-scale",
     default=1.0,

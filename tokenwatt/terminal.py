@@ -78,7 +78,9 @@ def _table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]])
 WINDOW_HEADERS = (
     "window",
     "req/s",
+    "done req/s",
     "requests",
+    "cancelled",
     "errors",
     "TTFT ms p50/p90/p99",
     "TPOT ms p50/p90/p99",
@@ -94,7 +96,9 @@ def window_cells(row: dict[str, Any]) -> list[str]:
     return [
         row["window"],
         f"{row['rate_rps']:.4g}",
+        f"{row['achieved_rps']:.4g}",
         str(row["requests"]),
+        str(row["cancelled_by_client"]),
         errors_cell(row),
         *(triple_cell(row[key]) for key in LATENCIES),
         f"{row['output_tok_s']:,.1f}",
@@ -113,8 +117,9 @@ def run_title(record: RunRecord) -> str:
 
 
 def run_table(record: RunRecord) -> Table:
-    """Every window of ``record``: rate, requests, errors by kind, latency percentiles,
-    output tokens/s and the verdict."""
+    """Every window of ``record``: rate set and achieved (completed requests / window),
+    requests, those the client cancelled (early stop; counted as misses), errors by kind,
+    latency percentiles, output tokens/s and the verdict."""
     rows = [window_cells(row) for row in run_rows(record)]
     return _table(run_title(record), WINDOW_HEADERS, rows)
 
@@ -135,9 +140,21 @@ def result_line(record: RunRecord) -> str:
 
 
 def print_run(record: RunRecord, console: Console) -> None:
-    """The window table and the result line of one run record."""
+    """The window table, the result line, the sentence on why the result rate is where it
+    is, and what the run does not cover (the record's ``not_covered``, one a line), with a
+    warning for each thing missing in its power (:func:`power_warnings`)."""
+    from tokenwatt.analysis import explain_run, power_warnings
+
     console.print(run_table(record))
     console.print(plain(result_line(record)))
+    console.print(plain(explain_run(record)))
+    for note in power_warnings(record):
+        if note not in record.not_covered:  # those are listed just below
+            console.print(plain(f"warning: {note}"))
+    if record.not_covered:
+        console.print(plain("not covered:"))
+        for note in record.not_covered:
+            console.print(plain(f"  - {note}"))
 
 
 REQUEST_HEADERS = (
@@ -145,6 +162,7 @@ REQUEST_HEADERS = (
     "req/s",
     "lines",
     "counted",
+    "cancelled",
     "errors",
     "TTFT ms p50/p90/p99",
     "TPOT ms p50/p90/p99",
@@ -164,6 +182,7 @@ def requests_table(title: str, windows: Sequence[dict[str, Any]]) -> Table:
             f"{w['rate_rps']:.4g}",
             str(w["requests"]),
             str(w["counted"]),
+            str(w["cancelled"]),
             str(w["errors"]),
             *(triple_cell(w[key]) for key in ("ttft_ms", "tpot_ms", "e2e_ms")),
             *([_tokens_cell(w.get("prompt_text_tokens"))] if texts else []),

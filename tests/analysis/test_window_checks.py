@@ -42,7 +42,7 @@ def done(
     return RequestResult(**fields)  # type: ignore[arg-type]
 
 
-def test_cancelled_requests_are_not_errors_and_not_in_percentiles() -> None:
+def test_cancelled_requests_are_not_errors_but_misses_in_percentiles() -> None:
     requests = [done(i * 0.01) for i in range(10)]
     requests += [RequestResult(scheduled_s=0.2, sent_s=0.2, error="cancelled", finished_s=0.3)]
     requests += [
@@ -70,9 +70,30 @@ def test_cancelled_requests_are_not_errors_and_not_in_percentiles() -> None:
         '{"error": "overloaded"}',
     )
     assert s.transport_retries == 1
-    # 11 requests count in the percentiles: the failure is the slowest, p99 infinite.
+    # All 12 count in the percentiles: the failure and the cancelled one are the slowest.
     assert s.ttft_ms.p99 == "inf" and s.ttft_ms.p50 == pytest.approx(10.0)
-    assert s.slo_attainment_pct == pytest.approx(100 * 10 / 11, abs=1e-3)
+    assert s.slo_attainment_pct == pytest.approx(100 * 10 / 12, abs=1e-3)
+    assert s.cancelled_policy == "miss"
+
+
+def test_an_early_stopped_window_agrees_with_itself() -> None:
+    """49 requests, 2 finished within the 400 ms TTFT limit and 47 cancelled by the early
+    stop: the percentiles and attainment count the 47 as misses, not as absent."""
+    slo = SloSpec(ttft_p99_ms=400, tpot_p99_ms=1e6)
+    requests = [done(0.0, wait=0.0735), done(0.1, wait=0.0935)]  # TTFT 83.5 and 103.5 ms
+    requests += [
+        RequestResult(scheduled_s=0.2 + 0.01 * i, sent_s=0.2 + 0.01 * i, error="cancelled")
+        for i in range(47)
+    ]
+    s = summarise_window(requests, rate_rps=10, duration_s=1, slo=slo, stopped_early=True)
+    assert (s.requests, s.completed, s.errors, s.cancelled_by_client) == (49, 2, 0, 47)
+    assert s.slo_attainment_pct == pytest.approx(100 * 2 / 49, abs=1e-4)
+    # 47 of 49 infinite: from rank 2 of 0..48 on every percentile is infinite.
+    assert (s.ttft_ms.p50, s.ttft_ms.p90, s.ttft_ms.p99) == ("inf", "inf", "inf")
+    assert (s.e2e_ms.p50, s.tpot_ms.p99) == ("inf", "inf")
+    # Which limit the evidence missed is the collector's reading, not the cancellations'.
+    assert not s.slo_pass and s.failure_reason == "stopped_early"
+    assert s.errors == 0 and s.error_kinds == {}
 
 
 def test_error_samples_keep_a_few_per_kind_in_order() -> None:

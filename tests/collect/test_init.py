@@ -55,13 +55,33 @@ def test_init_against_the_simulator_writes_a_spec_that_loads(tmp_path: Path) -> 
     # The simulator speaks vLLM's metric names but says what it is: never named vLLM.
     assert spec.engine.name == "tokenwatt-sim" and "vLLM" not in text
     assert spec.engine.endpoint == sim.url.rstrip("/").removesuffix("/v1") + "/v1"
-    # The simulator's context length (1,280 tokens for bf16-kv) is below chat-mix-v1's
-    # p90s, so the lengths shrink to an eighth / sixteenth of it.
-    assert "exceed the context length (1,280)" in text
-    assert (spec.workload.input_tokens.median, spec.workload.input_tokens.p90) == (160, 320)  # type: ignore[union-attr]
-    assert (spec.workload.output_tokens.median, spec.workload.output_tokens.p90) == (80, 160)  # type: ignore[union-attr]
+    # The simulator's KV cache (1,280 tokens for bf16-kv, as its context length) is below
+    # what 16 requests at chat-mix-v1's p90s need, so the lengths shrink to an eighth /
+    # a sixteenth of L = 1,280 x 8 / (3 x 16) = 213: 16 x (52 + 26) tokens fit in 1,280.
+    assert "exceed what lets 16 requests fit in the KV cache (1,280 tokens) at once" in text
+    assert (spec.workload.input_tokens.median, spec.workload.input_tokens.p90) == (26, 52)  # type: ignore[union-attr]
+    assert (spec.workload.output_tokens.median, spec.workload.output_tokens.p90) == (13, 26)  # type: ignore[union-attr]
+    assert "# KV cache 1,280 tokens (vllm:cache_config_info" in text
     assert "vllm:num_requests_running" in text
     assert spec.slo.ttft_p99_ms == 2000 and spec.slo.tpot_p99_ms == 50
+
+
+@pytest.mark.parametrize(
+    ("context", "kv", "limit"),
+    [
+        (None, None, None),  # nothing known: chat-mix-v1 as it is
+        (8192, 10**6, None),  # both hold chat-mix-v1's p90s (5,120 tokens) many times over
+        (2048, 10**6, 2048),  # the context length limits
+        (None, 12_000, 2000),  # 12,000 x 8 / 48: 16 requests of 2000 x 3/8 = 750 fit
+        (32_768, 12_000, 2000),  # the KV cache limits below the context length
+    ],
+)
+def test_init_shrinks_lengths_to_the_context_and_the_kv_cache(
+    context: int | None, kv: int | None, limit: int | None
+) -> None:
+    from tokenwatt.collect.init_spec import length_limit
+
+    assert length_limit(context, kv)[0] == limit
 
 
 def test_init_with_the_model_config_names_it_from_where_collect_runs(tmp_path: Path) -> None:

@@ -102,7 +102,7 @@ def test_the_start_line_of_fixed_loads_and_of_a_search_over_clients_names_no_rat
     assert mode_lines(apply_mode(rates, "quick"), "quick", [], accuracy=False)[0].split("; ")[
         :2
     ] == [
-        "quick mode: warm-up 10 s, search window 3 s, measurement window 3 s",
+        "quick mode: warm-up 10 s, measurement window 3 s",
         "search none: one window at each of 10, 20 req/s",
     ]
     clients = point_spec(PointFlags(model="m", concurrencies=(2, 8)), "http://h/v1")
@@ -113,3 +113,33 @@ def test_the_start_line_of_fixed_loads_and_of_a_search_over_clients_names_no_rat
     swept = point_spec(PointFlags(model="m", sweep=True, profile="concurrency"), "http://h/v1")
     line = mode_lines(apply_mode(swept, "quick"), "quick", [], accuracy=False)[0]
     assert "req/s" not in line and "search from 1 clients ×" in line
+
+
+def test_a_fixed_load_run_without_accuracy_prints_only_what_applies() -> None:
+    """``collect --rates ... --no-accuracy --mode quick``: the mode's accuracy sample and the
+    repeats and search windows a fixed-load run never uses are not printed, neither in the
+    mode lines nor in the effective spec (the record's spec keeps them)."""
+    from tokenwatt.collect.modes import not_applying
+    from tokenwatt.collect.point import PointFlags, point_spec, spec_yaml
+
+    raw = point_spec(PointFlags(model="m", rates=(10.0, 20.0), duration_s=3), "http://h/v1")
+    raw = raw.model_copy(update={"accuracy": raw.accuracy.model_copy(update={"suite": "s.jsonl"})})
+    quick = apply_mode(raw, "quick")
+    overrides = mode_overrides(raw, quick)
+    assert "accuracy.limit" in [o.field for o in overrides]  # the mode did replace it
+    lines = mode_lines(quick, "quick", overrides, accuracy=False)
+    assert lines[1] == "quick mode replaced spec values: power.idle_s not set → 0"
+    assert "accuracy not run (--no-accuracy)" in lines[0] and "repeat" not in lines[0]
+    unused = not_applying(quick, accuracy=False)
+    text = spec_yaml(quick, unused)
+    assert "repeats:" not in text and "accuracy:" not in text and "growth:" not in text
+    assert "search_window_s" not in text.split("# not used")[0]
+    assert "window_s: 3.0" in text and "rates: [10.0, 20.0]" in text
+    assert text.endswith(
+        "# not used by this run (kept in the record): accuracy, measurement.repeats, "
+        "measurement.search_window_s, sweep.backoff, sweep.bisect_steps, sweep.growth, "
+        "sweep.max_backoffs, sweep.max_rps, sweep.start_rps\n"
+    )
+    # With the suite run, the accuracy sample is printed and named as replaced.
+    lines = mode_lines(quick, "quick", overrides, accuracy=True)
+    assert "accuracy.limit not set → 50" in lines[1]

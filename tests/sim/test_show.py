@@ -30,7 +30,7 @@ from tokenwatt.records import RunRecord
 from tokenwatt.records.window import ErrorSample, WindowSummary
 
 SPEC = REPO / "tests" / "fixtures" / "sim.spec.yaml"
-WIDE = {"COLUMNS": "250"}
+WIDE = {"COLUMNS": "300"}
 
 
 @dataclass(frozen=True)
@@ -108,16 +108,21 @@ def test_the_request_file_matches_the_record(collected: Collected) -> None:
             cancelled = sum(r["error"] == "cancelled" for r in inside)
             assert cancelled == w.cancelled_by_client, (kind, i)
             assert {r["rate_rps"] for r in mine} == {w.rate_rps}
-    # The per-request distributions agree with the record's own percentiles (a window run
-    # to its end: an early stop's percentiles are the classification's view).
+    # The per-request distributions agree with the record's own percentiles, in every
+    # window, an early-stopped one included (its cancelled requests infinite in both).
     dists = request_percentiles(rows)
     assert len(dists) == log.windows
-    full = [(d, w) for d, w in zip(dists, all_windows(rec), strict=True) if not w.stopped_early]
-    assert full
     # The file's times are rounded to the microsecond: a difference of two is off by 1 µs.
-    for dist, w in full:
+    for dist, w in zip(dists, all_windows(rec), strict=True):
+        assert (dist["counted"], dist["cancelled"]) == (w.requests, w.cancelled_by_client)
+        assert dist["errors"] == w.errors
         for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
             assert dist[key] == pytest.approx(getattr(w, key).model_dump(), abs=2e-3), key
+        if w.cancelled_by_client:
+            assert w.slo_attainment_pct < 100 and w.ttft_ms.p99 == "inf"
+    # The search's probe at 60 req/s is far past this simulator's capacity (about 50 req/s
+    # at the TPOT limit) and stops early: the comparison above covered a stopped window.
+    assert any(w.stopped_early and w.cancelled_by_client for w in all_windows(rec))
 
 
 def all_windows(rec: RunRecord) -> list[WindowSummary]:
@@ -180,7 +185,9 @@ def test_show_table_rows_of_a_known_record(tmp_path: Path) -> None:
     assert cells == [
         "#7 repeat 2 of 2 at 9 req/s",
         f"{w.rate_rps:.4g}",
+        f"{w.achieved_rps:.4g}",
         str(w.requests),
+        str(w.cancelled_by_client),
         "3 (http_503 2, timeout 1)",
         "113 / 340 / 340",
         "30.7 / 39.5 / 43.9",
@@ -248,16 +255,19 @@ def test_show_requests_summarises_the_measured_text_prompt_lengths() -> None:
 
     rows = [_row(0, n) for n in (10, 20, 30, 40)]
     rows.append(_row(0, 1000, in_window=False))  # warm-up: not counted
-    rows.append(_row(0, 2000, error="cancelled"))  # cancelled by the client: not counted
+    rows.append(_row(0, 50, error="cancelled"))  # cancelled by the client: counted, infinite
     rows.append(_row(1, None))  # a window of token-id prompts
     windows = [{"window": str(i), **w} for i, w in enumerate(request_percentiles(rows))]
-    # Linear percentiles of 10, 20, 30, 40: p50 25, p90 30 + 0.7 x 10, p99 30 + 0.97 x 10.
-    assert windows[0]["prompt_text_tokens"] == {"p50": 25.0, "p90": 37.0, "p99": 39.7}
-    assert windows[0]["counted"] == 4 and windows[0]["requests"] == 6
+    # Linear percentiles of 10 .. 50: p50 30, p90 40 + 0.6 x 10, p99 40 + 0.96 x 10.
+    assert windows[0]["prompt_text_tokens"] == {"p50": 30.0, "p90": 46.0, "p99": 49.6}
+    assert windows[0]["counted"] == 5 and windows[0]["requests"] == 6
+    assert (windows[0]["cancelled"], windows[0]["errors"]) == (1, 0)
+    # Four TTFTs of 100 ms and the cancelled one's infinite: rank 3.96 of 0..4 reaches it.
+    assert windows[0]["ttft_ms"] == {"p50": 100.0, "p90": "inf", "p99": "inf"}
     assert windows[1]["prompt_text_tokens"] is None
     table = requests_table("t", windows)
     assert str(table.columns[-1].header) == "text prompt tokens p50/p90/p99"
-    assert [str(c) for c in table.columns[-1].cells] == ["25 / 37 / 39.7", "- / - / -"]
+    assert [str(c) for c in table.columns[-1].cells] == ["30 / 46 / 49.6", "- / - / -"]
     # A file without the field (written before it) and a token-id run: no such column.
     old = [{k: v for k, v in _row(0, None).items() if k != "prompt_text_tokens"}]
     assert request_percentiles(old)[0]["prompt_text_tokens"] is None
@@ -281,3 +291,28 @@ def test_the_title_of_a_dataset_run_names_the_dataset_and_its_hash(tmp_path: Pat
     result = CliRunner().invoke(cli, ["show", "--json", str(path)])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["workload"] == "sharegpt dataset 3f2a00000000…"
+
+
+def test_show_json_has_the_figures_bench_serve_users_compare(tmp_path: Path) -> None:
+    """Request throughput, send lag, TTFT from the send, input and total tokens/s; and the
+    run's explanation and not-covered list."""
+    from tokenwatt.records.window import Percentiles
+
+    run = known_record()
+    w = run.repeats[1].window
+    w.input_tokens, w.send_lag_p99_ms = 120_000, 3.5
+    w.ttft_from_send_ms = Percentiles(p50=90.0, p90=300.0, p99=330.0)
+    run.not_covered = ["Power: the meter could not be opened (no NVML)"]
+    path = tmp_path / "known.json"
+    path.write_text(run.model_dump_json(), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["show", "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    row = next(r for r in data["windows"] if r["window"].startswith("#7 "))
+    assert row["achieved_rps"] == 9.0 and row["send_lag_p99_ms"] == 3.5
+    assert row["ttft_from_send_ms"] == {"p50": 90.0, "p90": 300.0, "p99": 330.0}
+    # 120,000 prompt tokens over the 120 s window; 545,352 output tokens beside them.
+    assert row["input_tok_s"] == 1000.0 and row["output_tok_s"] == 4544.6
+    assert row["total_tok_s"] == round((120_000 + 545_352) / 120, 4) == 5544.6
+    assert data["not_covered"] == ["Power: the meter could not be opened (no NVML)"]
+    assert data["explanation"].startswith("The search found 9 req/s")

@@ -41,3 +41,16 @@ def test_duplicate_id_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc:
         load_suite(path)
     assert [str(p) for p in exc.value.problems] == [f"{path}: line 3.id: duplicate id 'a'"]
+
+
+def test_sim_help_explains_every_option_and_accuracy_p_is_a_probability() -> None:
+    from click.testing import CliRunner
+
+    from tokenwatt.cli import cli
+
+    shown = CliRunner().invoke(cli, ["sim", "--help"])
+    assert shown.exit_code == 0
+    text = " ".join(shown.output.split())  # click wraps the help text
+    assert "--accuracy-p FLOAT RANGE Probability (0 to 1) that it answers a suite prompt" in text
+    bad = CliRunner().invoke(cli, ["sim", "--accuracy-p", "1.5"])
+    assert bad.exit_code == 2 and "--accuracy-p" in bad.output

@@ -216,3 +216,23 @@ def test_report_records_keep_the_missed_repeat_and_the_back_off() -> None:
 def test_pages_module_stays_small() -> None:
     lines = (REPO / "tokenwatt" / "site" / "pages.py").read_text("utf-8").count("\n")
     assert lines < 500, lines
+
+
+def test_the_errors_cell_shows_requests_the_client_cancelled() -> None:
+    from tokenwatt.records import SearchWindowV3
+    from tokenwatt.site.search import window_errors
+
+    stopped = SearchWindowV3(
+        step="probe",
+        phase="grow",
+        rate_rps=16,
+        slo_pass=False,
+        stopped_early=True,
+        requests=49,
+        errors=0,
+        cancelled_by_client=47,
+    )
+    assert str(window_errors(stopped)) == "— (47 cancelled by the client)"
+    failed = stopped.model_copy(update={"errors": 2, "error_kinds": {"timeout": 2}})
+    assert str(window_errors(failed)) == "timeout 2 (47 cancelled by the client)"
+    assert str(window_errors(stopped.model_copy(update={"cancelled_by_client": 0}))) == "—"

@@ -51,7 +51,9 @@ def test_show_piped_keeps_each_window_on_one_line(tmp_path: Path) -> None:
     assert cells(lines[0]) == [
         "#7 repeat 2 of 2 at 9 req/s",
         "9",
+        "9",
         str(w.requests),
+        "0",
         "0",
         "113 / 340 / 340",
         "30.7 / 39.5 / 43.9",

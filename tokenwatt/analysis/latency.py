@@ -17,11 +17,14 @@ Definitions (stated for users on the methods page, ``site_templates/methods/good
   until the client gave up (its timeout), not infinity;
 - a request that failed (error, timeout, no token) counts as **infinitely** slow in the
   TTFT, TPOT and ITL percentiles and in time to first content -- never dropped; other
-  failures are infinite in E2E too. Requests the client cancelled itself (early stop) are
-  left out of every percentile and every error count (``cancelled_by_client``);
+  failures are infinite in E2E too. A request the client cancelled itself (our early stop,
+  a stop signal, a dead worker) never finished in the window: it counts the same way,
+  infinitely slow in every percentile and a miss in SLO attainment, but apart from the
+  engine's errors (``cancelled_by_client``, never in ``errors`` or the error allowance);
 - goodput (tok/s) = output tokens of the window's completed requests / window length;
-- SLO attainment = share of requests meeting both limits individually (DistServe, Zhong et
-  al., OSDI 2024); the SLO passes when p99 TTFT <= ``ttft_p99_ms`` and p99 TPOT <=
+- SLO attainment = share of the window's requests meeting both limits individually
+  (DistServe, Zhong et al., OSDI 2024), cancelled ones counted as misses; the SLO passes
+  when p99 TTFT <= ``ttft_p99_ms`` and p99 TPOT <=
   ``tpot_p99_ms``, errors stay within what a p99 absorbs, and the window is valid
   (:mod:`tokenwatt.analysis.window_checks`: served what was asked, sustained the rate).
 
@@ -322,13 +325,13 @@ def summarise_window(
     requests, token_source, usage_less = recount(requests, count_tokens)
     live = [r for r in requests if not cancelled(r)]
     ok = [r for r in live if not failed(r)]
-    summary = _latencies(live, ok, rate_rps=rate_rps, duration_s=duration_s, slo=slo)
-    summary.requests = len(requests)
+    summary = _latencies(requests, live, ok, rate_rps=rate_rps, duration_s=duration_s, slo=slo)
     summary.cancelled_by_client = len(requests) - len(live)
+    summary.cancelled_policy = "miss"
     summary.stopped_early = stopped_early
     if stopped_early:
-        # The requests the stop cancelled are left out, so the finished ones' intervals
-        # would describe a different sample than the window's (its p99s become "inf").
+        # The stop censored the window: intervals of a p99 over requests cut off at an
+        # arbitrary moment would describe no sample the window could have had.
         summary.ttft_p99_ci_ms = summary.tpot_p99_ci_ms = None
     summary.error_kinds = error_kinds(live)
     summary.error_samples = error_samples(live)
@@ -353,6 +356,7 @@ def summarise_window(
 
 
 def _latencies(
+    window: Sequence[RequestResult],
     live: Sequence[RequestResult],
     ok: Sequence[RequestResult],
     *,
@@ -360,20 +364,26 @@ def _latencies(
     duration_s: float,
     slo: SloSpec,
 ) -> WindowSummary:
-    """The window's counts, rates and latency percentiles over its non-cancelled requests."""
-    n = len(live)
+    """The window's counts, rates and latency percentiles.
+
+    The percentiles and attainment are over every request of the ``window``, cancelled
+    ones as failed (infinite, a miss); errors, send lag and token counts over the ``live``
+    (not cancelled) ones, whose outcome was the engine's; output tokens over the ``ok``
+    (completed) ones.
+    """
+    n = len(window)
     output_tokens = sum(r.output_tokens for r in ok)
     lag_p99 = percentile([send_lag_ms(r) for r in live], 99) or 0.0
     slot_p99 = percentile([slot_wait_ms(r) for r in live], 99) or 0.0
     per_chunk = [t for t in (tokens_per_chunk(r) for r in ok) if t is not None]
-    ttfts = [ttft_ms(r) for r in live]
-    tpots = [t for t in (tpot_ms(r) for r in live) if t is not None]
+    ttfts = [ttft_ms(r) for r in window]
+    tpots = [t for t in (tpot_ms(r) for r in window) if t is not None]
     return WindowSummary(
         rate_rps=rate_rps,
         duration_s=duration_s,
         requests=n,
         completed=len(ok),
-        errors=n - len(ok),
+        errors=len(live) - len(ok),
         input_tokens=sum(r.prompt_tokens for r in live),
         output_tokens=output_tokens,
         usage_missing=sum(1 for r in ok if r.usage_missing),
@@ -382,17 +392,17 @@ def _latencies(
         ttft_ms=percentiles_ms(ttfts),
         ttft_p99_ci_ms=p99_ci(ttfts),
         tpot_p99_ci_ms=p99_ci(tpots),
-        ttft_from_send_ms=percentiles_ms([ttft_from_send_ms(r) for r in live]),
-        ttfc_ms=percentiles_ms([ttfc_ms(r) for r in live]),
+        ttft_from_send_ms=percentiles_ms([ttft_from_send_ms(r) for r in window]),
+        ttfc_ms=percentiles_ms([ttfc_ms(r) for r in window]),
         tpot_ms=percentiles_ms(tpots),
-        itl_ms=percentiles_ms([gap for r in live for gap in itl_ms(r)]),
-        itl_per_token_ms=percentiles_ms([gap for r in live for gap in itl_per_token_ms(r)]),
-        e2e_ms=percentiles_ms([e2e_ms(r) for r in live]),
+        itl_ms=percentiles_ms([gap for r in window for gap in itl_ms(r)]),
+        itl_per_token_ms=percentiles_ms([gap for r in window for gap in itl_per_token_ms(r)]),
+        e2e_ms=percentiles_ms([e2e_ms(r) for r in window]),
         send_lag_p99_ms=round(lag_p99, 4),
         client_bound=lag_p99 > CLIENT_BOUND_SEND_LAG_MS,
         slot_wait_p99_ms=round(slot_p99, 4),
         concurrency_capped=slot_p99 > SLOT_WAIT_CAPPED_MS,
-        slo_attainment_pct=round(100 * sum(meets_slo(r, slo) for r in live) / n, 4) if n else 0.0,
+        slo_attainment_pct=round(100 * sum(meets_slo(r, slo) for r in window) / n, 4) if n else 0.0,
         reasoning_requests=sum(1 for r in ok if r.reasoning),
         one_token_outputs=sum(1 for r in ok if r.output_tokens <= 1),
         tokens_per_chunk=_spread(per_chunk),
@@ -433,13 +443,19 @@ def _record_checks(summary: WindowSummary, served: Served, sustained: Sustained)
 def _verdict(
     summary: WindowSummary, slo: SloSpec, n: int, served: Served, sustained: Sustained
 ) -> None:
+    """Set ``slo_pass`` and ``failure_reason``; ``n`` is the number of live requests.
+
+    In a window stopped early the cancelled requests make the p99s infinite whatever the
+    engine did, so ``ttft`` and ``tpot`` are not named from them: which limit the evidence
+    missed is the collector's reading (:func:`tokenwatt.collect.verdict.classification_view`).
+    """
     reasons: list[str] = []
     if summary.requests == 0:
         reasons.append("no_requests")
     elif n:
-        if _above(summary.ttft_ms.p99, slo.ttft_p99_ms):
+        if not summary.stopped_early and _above(summary.ttft_ms.p99, slo.ttft_p99_ms):
             reasons.append("ttft")
-        if _above(summary.tpot_ms.p99, slo.tpot_p99_ms):
+        if not summary.stopped_early and _above(summary.tpot_ms.p99, slo.tpot_p99_ms):
             reasons.append("tpot")
         if summary.errors > (n - 1) // 100:
             reasons.append("errors")

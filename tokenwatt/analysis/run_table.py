@@ -17,6 +17,7 @@ from typing import Any
 
 from tokenwatt.analysis.latency import PERCENTILES, percentile
 from tokenwatt.analysis.report_setup import trace_text
+from tokenwatt.analysis.search_story import explain_run
 from tokenwatt.analysis.window_labels import WindowLabel, request_label, run_labels
 from tokenwatt.records import LatencyMs, Percentiles, RunRecord, WindowSummary, retried
 
@@ -43,7 +44,16 @@ def _percentiles(p: Percentiles) -> dict[str, LatencyMs]:
 def window_row(label: WindowLabel, w: WindowSummary) -> dict[str, Any]:
     """One window as a JSON-ready row (numbers as stored; latencies in ms): ``number``
     (its place in the run) and ``window`` (its whole label,
-    :func:`~tokenwatt.analysis.window_labels.window_labels`) first."""
+    :func:`~tokenwatt.analysis.window_labels.window_labels`) first.
+
+    Beside the table's figures, those vLLM's ``bench serve`` prints, for comparison:
+    ``achieved_rps`` (completed requests / window, its request throughput),
+    ``ttft_from_send_ms`` (TTFT from the actual send, as it measures), ``send_lag_p99_ms``,
+    ``input_tok_s`` (prompt tokens of the window's requests the client did not cancel /
+    window) and ``total_tok_s`` (input + output tokens / window). Unlike ``bench serve``,
+    which divides by the time the whole benchmark took, every rate here is over the
+    measured window's length.
+    """
     row: dict[str, Any] = {
         "number": label.number,
         "window": label.label,
@@ -57,7 +67,13 @@ def window_row(label: WindowLabel, w: WindowSummary) -> dict[str, Any]:
     }
     for key in LATENCIES:
         row[key] = _percentiles(getattr(w, key))
+    row["ttft_from_send_ms"] = _percentiles(w.ttft_from_send_ms)
+    row["send_lag_p99_ms"] = w.send_lag_p99_ms
+    row["slo_attainment_pct"] = w.slo_attainment_pct
+    row["achieved_rps"] = w.achieved_rps
     row["output_tok_s"] = w.goodput_tok_s
+    row["input_tok_s"] = round(w.input_tokens / w.duration_s, 4)
+    row["total_tok_s"] = round((w.input_tokens + w.output_tokens) / w.duration_s, 4)
     row["slo_pass"] = w.slo_pass
     row["valid"] = w.valid
     row["verdict"] = verdict(w)
@@ -80,8 +96,28 @@ def workload_text(record: RunRecord) -> str:
     return trace_text(record.spec)
 
 
+def power_warnings(record: RunRecord) -> list[str]:
+    """What the run lacks in power, in words, for the terminal: its ``not_covered`` notes
+    about power (no source, a meter that could not be opened) and, when some repeats'
+    power readings are invalid (the search probes keep none), how many and the first
+    reasons (distinct, in order)."""
+    notes = [n for n in record.not_covered if n.startswith("Power:")]
+    powered = [r.power for r in record.repeats if r.power is not None]
+    invalid = [p for p in powered if not p.valid]
+    if invalid:
+        reasons = list(dict.fromkeys(r for p in invalid for r in p.invalid_reasons))
+        shown = "; ".join(reasons[:3]) or "no reason recorded"
+        notes.append(
+            f"Power: invalid in {len(invalid)} of {len(powered)} repeats ({shown}); "
+            "their energy figures are not used"
+        )
+    return notes
+
+
 def run_json(record: RunRecord) -> dict[str, Any]:
-    """What ``tokenwatt show --json`` prints: the run's identity, result and window rows."""
+    """What ``tokenwatt show --json`` prints: the run's identity, result, the sentence on
+    why the result rate is where it is (``explanation``), what the run does not cover
+    (``not_covered``, as the record keeps it) and the window rows."""
     result = record.result
     return {
         "label": record.label,
@@ -95,6 +131,8 @@ def run_json(record: RunRecord) -> dict[str, Any]:
             "tpot_p99_ms": record.spec.slo.tpot_p99_ms,
         },
         "result": None if result is None else result.model_dump(mode="json"),
+        "explanation": explain_run(record),
+        "not_covered": list(record.not_covered),
         "windows": run_rows(record),
     }
 
@@ -152,13 +190,14 @@ def _request_latencies(row: dict[str, Any]) -> tuple[float, float | None, float]
 def request_percentiles(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per-window p50/p90/p99 of TTFT, TPOT and E2E (ms) from per-request rows.
 
-    Only in-window requests the client did not cancel count, as in the window summary
-    (methods/goodput.md); failures are infinite. Rows of one window are consecutive in the
-    file, so only one window's values are held at a time.
+    Every in-window request counts, as in the window summary (methods/goodput.md):
+    failures and requests the client cancelled (an early stop) are infinite. Rows of one
+    window are consecutive in the file, so only one window's values are held at a time.
 
     Returns:
         One dict per window: ``kind``, ``index``, ``rate_rps``, ``requests`` (lines of the
-        window), ``counted``, ``errors``, ``ttft_ms``/``tpot_ms``/``e2e_ms`` and
+        window), ``counted`` (in the window), ``errors`` (the engine's), ``cancelled`` (by
+        the client), ``ttft_ms``/``tpot_ms``/``e2e_ms`` and
         ``prompt_text_tokens``: p50/p90/p99 of the counted requests' text prompt lengths as
         the model's tokenizer measured them (a dataset run), None when no line has one.
     """
@@ -177,6 +216,7 @@ def request_percentiles(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                 "requests": acc["requests"],
                 "counted": len(acc["ttft"]),
                 "errors": acc["errors"],
+                "cancelled": acc["cancelled"],
                 "ttft_ms": _p(acc["ttft"]),
                 "tpot_ms": _p(acc["tpot"]),
                 "e2e_ms": _p(acc["e2e"]),
@@ -189,13 +229,14 @@ def request_percentiles(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         if this != key:
             flush()
             key = this
-            acc = {"rate_rps": row["rate_rps"], "requests": 0, "errors": 0}
+            acc = {"rate_rps": row["rate_rps"], "requests": 0, "errors": 0, "cancelled": 0}
             acc.update(ttft=[], tpot=[], e2e=[], text=[])
         acc["requests"] += 1
-        if not row["in_window"] or row["error"] == "cancelled":
+        if not row["in_window"]:
             continue
         ttft, tpot, e2e = _request_latencies(row)
-        acc["errors"] += row["error"] is not None
+        acc["cancelled"] += row["error"] == "cancelled"
+        acc["errors"] += row["error"] not in (None, "cancelled")
         acc["ttft"].append(ttft)
         acc["e2e"].append(e2e)
         if row.get("prompt_text_tokens") is not None:  # files before it lack the key

@@ -1,6 +1,7 @@
 """``tokenwatt init``: a commented starting spec from what a running server reports.
 
-Reads the served model (``/v1/models``), the context length and the engine's name and
+Reads the served model (``/v1/models``), the context length, the KV-cache size (the
+workload's lengths shrink to fit both, :func:`length_limit`) and the engine's name and
 version as :func:`~tokenwatt.collect.probes.probe_engine` reads them for ``collect``'s
 preflight, and the metric names at ``/metrics``; optionally the model's Hugging Face
 ``config.json`` (vocabulary size, and the path MBU reads the geometry from). The limits
@@ -127,14 +128,45 @@ def model_config_facts(config: Path, out: Path) -> tuple[int | None, str]:
     return (vocab if isinstance(vocab, int) and vocab > 0 else None), named.as_posix()
 
 
-def _lengths(context: int | None) -> str:
-    """The workload's token lengths: chat-mix-v1's own when they fit the context length,
-    else shrunk to fit (medians an eighth and a sixteenth of it, p90s twice those)."""
-    if context is None or context >= CHAT_MIX_TOKENS:
+KV_FIT_REQUESTS = 16
+"""Requests at the workload's p90 lengths that must fit in the engine's KV cache together
+before ``init`` keeps the lengths: with fewer, the server can run only a handful at once
+and the search finds a rate set by the cache's size alone (1 req/s on the simulator's
+1,280-token cache with lengths fitted to its 1,280-token context)."""
+
+
+def length_limit(context: int | None, kv_tokens: int | None) -> tuple[int | None, str]:
+    """The token length the workload is shrunk to fit, and why (words for the comment).
+
+    The context length itself, or, when less, the length L at which
+    :data:`KV_FIT_REQUESTS` requests at the shrunk p90s (L/4 in + L/8 out, see
+    :func:`_lengths`) fit in a KV cache of ``kv_tokens``: L = kv × 8 / (3 × 16). None when
+    neither limits chat-mix-v1's p90s.
+    """
+    limit, why = context, f"the context length ({context:,})" if context else ""
+    if kv_tokens:
+        by_kv = kv_tokens * 8 // (3 * KV_FIT_REQUESTS)
+        if limit is None or by_kv < limit:
+            limit = max(1, by_kv)
+            why = (
+                f"what lets {KV_FIT_REQUESTS} requests fit in the KV cache "
+                f"({kv_tokens:,} tokens) at once"
+            )
+    if limit is None or limit >= CHAT_MIX_TOKENS:
+        return None, ""
+    return limit, why
+
+
+def _lengths(context: int | None, kv_tokens: int | None = None) -> str:
+    """The workload's token lengths: chat-mix-v1's own when they fit the context length
+    and the KV cache (:func:`length_limit`), else shrunk to fit (medians an eighth and a
+    sixteenth of the limit, p90s twice those)."""
+    limit, why = length_limit(context, kv_tokens)
+    if limit is None:
         return ""
-    inp, out = max(1, context // 8), max(1, context // 16)
+    inp, out = max(1, limit // 8), max(1, limit // 16)
     return (
-        f"  # chat-mix-v1's p90s (4,096 in, 1,024 out) exceed the context length ({context:,}):\n"
+        f"  # chat-mix-v1's p90s (4,096 in, 1,024 out) exceed {why}:\n"
         f"  input_tokens: {{median: {inp}, p90: {2 * inp}}}\n"
         f"  output_tokens: {{median: {out}, p90: {2 * out}}}\n"
     )
@@ -183,7 +215,7 @@ def spec_text(facts: ServerFacts, *, endpoint: str, name: str, schema: str) -> s
         "workload:",
         "  trace: chat-mix-v1",
     ]
-    text = "\n".join(lines) + "\n" + _lengths(context)
+    text = "\n".join(lines) + "\n" + _lengths(context, info.kv_capacity_tokens)
     text += (
         "  seed: 0\n"
         "measurement:  # full-mode windows; `collect --mode quick` shortens them\n"
@@ -199,6 +231,8 @@ def spec_text(facts: ServerFacts, *, endpoint: str, name: str, schema: str) -> s
     )
     if context is not None:
         text += f"# Context length {context:,} tokens ({info.context_length_source}).\n"
+    if info.kv_capacity_tokens is not None:
+        text += f"# KV cache {info.kv_capacity_tokens:,} tokens ({info.kv_capacity_source}).\n"
     if metrics:
         shown = ", ".join(metrics[:12]) + (", ..." if len(metrics) > 12 else "")
         text += f"# /metrics exposes {len(metrics)} engine metrics: {shown}\n"

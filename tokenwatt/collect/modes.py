@@ -127,12 +127,47 @@ def mode_overrides(raw: Spec, effective: Spec) -> list[ModeOverride]:
     return out
 
 
+FIXED_UNUSED: tuple[str, ...] = (
+    "measurement.search_window_s",
+    "measurement.repeats",
+    "sweep.start_rps",
+    "sweep.growth",
+    "sweep.max_rps",
+    "sweep.bisect_steps",
+    "sweep.backoff",
+    "sweep.max_backoffs",
+    "sweep.start_concurrency",
+)
+"""Spec fields a fixed-load run (``sweep.fixed``) does not use: it measures one window of
+``measurement.window_s`` at each listed load, with no search, repeats or back-off."""
+
+
+def not_applying(spec: Spec, *, accuracy: bool) -> set[str]:
+    """Dotted spec fields (``section.field``; ``accuracy`` for the whole section) that this
+    run does not use: the search's and the repeats' in a fixed-load run
+    (:data:`FIXED_UNUSED`), and the accuracy section when the suite is not run
+    (``accuracy`` False: ``--no-accuracy``, or no ``accuracy.suite``). They stay in the
+    record's spec (and its fingerprint); they are only left out of what is printed."""
+    out: set[str] = set(FIXED_UNUSED) if spec.sweep.fixed else set()
+    if not accuracy or not spec.accuracy.suite:
+        out.add("accuracy")
+    return out
+
+
+def _applies(field: str, unused: set[str]) -> bool:
+    return field not in unused and field.split(".")[0] not in unused
+
+
 def mode_lines(
     spec: Spec, mode: Mode, overrides: list[ModeOverride], *, accuracy: bool = True
 ) -> list[str]:
     """What ``collect`` prints at the start: the effective windows (s), search bounds,
     repeats and accuracy sample after ``mode``'s preset (``spec`` is the effective spec),
-    then which spec values the mode replaced (old → new) or that it replaced none."""
+    then which spec values the mode replaced (old → new) or that it replaced none. Values
+    the run does not use (:func:`not_applying`: accuracy not run, repeats and search
+    windows of a fixed-load run) are not printed."""
+    unused = not_applying(spec, accuracy=accuracy)
+    overrides = [o for o in overrides if _applies(o.field, unused)]
     m, s, a = spec.measurement, spec.sweep, spec.accuracy
     closed = m.profile == "concurrency"
     if s.fixed:
@@ -161,9 +196,9 @@ def mode_lines(
     else:
         items = "every item" if a.limit is None else f"{a.limit} items"
         acc = f"accuracy {items} × {a.seeds} seed{'s' if a.seeds != 1 else ''}"
+    searched = "" if s.fixed else f"search window {m.search_window_s:g} s, "
     lines = [
-        f"{mode} mode: warm-up {m.warmup_s:g} s, search window {m.search_window_s:g} s, "
-        f"measurement window {m.window_s:g} s"
+        f"{mode} mode: warm-up {m.warmup_s:g} s, {searched}measurement window {m.window_s:g} s"
         + ("; " if s.fixed else f", {m.repeats} repeat{'s' if m.repeats != 1 else ''}; ")
         + f"search {search}; {acc}; "
         f"idle power {value_text(spec.power.idle_s)} s"

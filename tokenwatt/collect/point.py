@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -373,14 +374,26 @@ def check_ray_options(spec: Spec, opts: CollectOptions) -> None:
     import_ray(field or file, file if field else "")
 
 
-def spec_yaml(spec: Spec) -> str:
+def spec_yaml(spec: Spec, unused: Collection[str] = ()) -> str:
     """The effective spec as short YAML (defaults left out), for printing at the start.
 
-    ``engine.name: unknown`` (what the flags give: they do not name the engine) is followed
-    by a comment saying that the server is asked before the first request (see
-    :func:`reported_engine_line`)."""
+    ``unused`` names fields the run does not use (``section.field``, or a whole section;
+    :func:`tokenwatt.collect.modes.not_applying`): they are left out of the YAML and
+    named in a last comment line, since the record's spec keeps them.
+    """
     data = spec.model_dump(mode="json", exclude_defaults=True)
+    dropped = []
+    for name in sorted(unused):
+        section, _, field = name.partition(".")
+        holder = data.get(section)
+        if not field:
+            if data.pop(section, None) is not None:
+                dropped.append(name)
+        elif isinstance(holder, dict) and holder.pop(field, None) is not None:
+            dropped.append(name)
     text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    if dropped:
+        text += f"# not used by this run (kept in the record): {', '.join(dropped)}\n"
     if spec.engine.name == "unknown":
         text += "# engine.name unknown: no flag names the engine; the server is asked next\n"
     return text

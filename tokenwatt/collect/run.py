@@ -30,7 +30,7 @@ from tokenwatt.collect.engine_proc import (
 )
 from tokenwatt.collect.instruments import Instruments
 from tokenwatt.collect.measurement import Measurement, SearchSetup
-from tokenwatt.collect.modes import PRESETS, mode_lines, mode_overrides
+from tokenwatt.collect.modes import PRESETS, mode_lines, mode_overrides, not_applying
 from tokenwatt.collect.options import CollectOptions
 from tokenwatt.collect.point import reported_engine_line, run_spec, spec_yaml
 from tokenwatt.collect.preflight import check_served_model, check_workload_fits
@@ -118,7 +118,8 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     overrides = mode_overrides(raw, spec)
     if opts.point is not None and opts.point.any_given:
         # What the flags made of the spec, before anything is sent: the record stores it.
-        print("effective spec:\n" + spec_yaml(spec), file=sys.stderr, flush=True)
+        unused = not_applying(spec, accuracy=opts.accuracy)
+        print("effective spec:\n" + spec_yaml(spec, unused), file=sys.stderr, flush=True)
     api_key = read_api_key(spec, str(opts.spec_path), opts.environ)
     suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
     if suite is not None and not suite.is_file():
@@ -195,7 +196,9 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
 
 
 def _open_meter(spec: Spec, rec: RunRecord) -> PowerMeter | None:
-    """The spec's power meter, or None (noted in ``rec.not_covered``)."""
+    """The spec's power meter, or None (noted in ``rec.not_covered``; a meter the spec asks
+    for that cannot be opened is also a warning on stderr before the first window, so the
+    run is not mistaken for one that measures energy)."""
     if spec.power.source == "none":
         rec.not_covered.append("Power: no power source configured (power.source: none)")
         return None
@@ -204,7 +207,13 @@ def _open_meter(spec: Spec, rec: RunRecord) -> PowerMeter | None:
     try:
         return open_meter(spec, sim_endpoint=spec.engine.endpoint)
     except TelemetryError as exc:
-        rec.not_covered.append(f"Power: the meter could not be opened ({exc})")
+        note = f"Power: the meter could not be opened ({exc})"
+        rec.not_covered.append(note)
+        print(
+            f"warning: {terminal_safe(note)}; this run measures no power or energy",
+            file=sys.stderr,
+            flush=True,
+        )
         return None
 
 

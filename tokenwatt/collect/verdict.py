@@ -15,8 +15,9 @@ def classification_view(
 ) -> WindowSummary:
     """The window as its evidence stood when our early stop cut it short.
 
-    The stop cancels the requests still in flight; the stored summary leaves them out
-    (``cancelled_by_client``) and fails the window as ``stopped_early``, which does not say
+    The stop cancels the requests still in flight; the stored summary counts them as
+    unfinished (infinite in every percentile, misses in attainment, apart from errors as
+    ``cancelled_by_client``) and fails the window as ``stopped_early``, which does not say
     *which* limit was missed. Here the
     p99 TTFT and TPOT come from the requests that finished, except that a limit is marked
     missed (``"inf"``) when more requests than a p99 allows had already missed it —

@@ -285,18 +285,16 @@ class WindowRunner:
         from tokenwatt.analysis import classify_failure
 
         view = classification_view(result, self.spec.slo, count_tokens=self.config.count_tokens)
-        if summary.stopped_early:
-            # The stored p99s leave out the requests our early stop cancelled, so they can
-            # read as a pass; the view marks a limit missed beyond doubt as infinite.
-            summary.ttft_ms = view.ttft_ms
-            summary.tpot_ms = view.tpot_ms
         usable = metrics if metrics is not None and metrics.valid else None
         mode = classify_failure(view, usable, slo=self.spec.slo)
+        # The stored p99s of an early-stopped window are infinite from our own
+        # cancellations (methods/goodput.md); its reason says which limit the evidence
+        # missed, from the view.
+        detail = view.failure_reason
         if mode is not None:
-            # An early-stopped window's own reason counts our cancellations as errors;
-            # the view's says what the engine did.
-            detail = view.failure_reason
             summary.failure_reason = f"{mode} ({detail})" if detail else mode
+        elif summary.stopped_early:
+            summary.failure_reason = detail
         return summary
 
 

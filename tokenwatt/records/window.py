@@ -121,7 +121,9 @@ class WindowSummary(StrictModel):
     equals sent − scheduled. ``client_bound`` is set when that p99 exceeds 10 ms.
 
     ``errors`` and ``error_kinds`` count the engine's failures only: requests the client
-    cancelled itself (early stop) are ``cancelled_by_client``, in no error count or rate.
+    cancelled itself (early stop) are ``cancelled_by_client``, in no error count or rate;
+    they never finished, so (``cancelled_policy: miss``) they count as infinitely slow in
+    every percentile and as misses in ``slo_attainment_pct``.
     The methods page (goodput) states every definition; the fields below the verdict say
     whether the window can be trusted at all: ``valid`` is False when the server did not
     serve what was asked or did not keep up, and such a window fails the SLO.
@@ -160,7 +162,8 @@ class WindowSummary(StrictModel):
     goodput when the window passes."""
     ttft_ms: Percentiles = Field(default_factory=Percentiles)
     """Time to first token (ms), from each request's scheduled time (any wait for a client
-    concurrency slot included); failed requests count as infinite."""
+    concurrency slot included); failed requests, and those the client cancelled, count as
+    infinite."""
     ttft_from_send_ms: Percentiles = Field(default_factory=Percentiles)
     """Time to first token (ms) from the moment the request was actually sent."""
     tpot_ms: Percentiles = Field(default_factory=Percentiles)
@@ -182,8 +185,9 @@ class WindowSummary(StrictModel):
     """The send-lag p99 exceeds 10 ms: the load generator, not the server, may have limited the
     window."""
     slo_attainment_pct: Percent = 0.0
-    """Share of the window's non-cancelled requests that met both SLO limits individually (%,
-    DistServe's attainment; the methods page, goodput)."""
+    """Share of the window's requests that met both SLO limits individually (%, DistServe's
+    attainment; the methods page, goodput); requests the client cancelled count as misses
+    (cancelled_policy)."""
     slo_pass: bool = False
     """The window's verdict: p99 TTFT and p99 TPOT within the spec's limits, the window valid and
     not stopped early."""
@@ -207,8 +211,16 @@ class WindowSummary(StrictModel):
     )
     cancelled_by_client: NonNegInt = Field(
         default=0,
-        description="Requests the client cancelled itself (early stop); not errors, and "
-        "left out of every latency percentile.",
+        description="Requests the client cancelled itself (early stop); not errors. They "
+        "count as infinitely slow in the percentiles and as misses in SLO attainment "
+        "(cancelled_policy 'miss'); records before that policy left them out.",
+    )
+    cancelled_policy: Literal["miss", "left_out"] = Field(
+        default="left_out",
+        description="How the window's cancelled_by_client requests enter its percentiles and "
+        "SLO attainment: 'miss' (infinitely slow, not meeting the SLO; every record written "
+        "since this field exists) or 'left_out' (older records: left out of both, so an "
+        "early-stopped window's figures describe only its finished requests).",
     )
     error_samples: dict[str, list[ErrorSample]] = Field(
         default_factory=dict, description="A few failed requests per error kind."

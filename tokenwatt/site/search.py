@@ -139,10 +139,16 @@ def _outcome(w: SearchWindowV3) -> Markup:
     return verdict + trusted(": ") + trusted("; ").join(parts)
 
 
-def _errors(w: SearchWindowV3) -> Markup:
+def window_errors(w: SearchWindowV3) -> Markup:
+    """A window's errors cell: the engine's errors by kind (a dash without), then the
+    requests retried after a transport error and those the client cancelled (an early
+    stop: not errors, but counted as misses in the window's figures, methods/goodput.md),
+    e.g. ``"timeout 2 (+1 retried) (47 cancelled by the client)"``."""
     retries = (
         trusted(f" (+{w.transport_retries:,} retried)") if w.transport_retries else trusted("")
     )
+    if w.cancelled_by_client:
+        retries += trusted(f" ({w.cancelled_by_client:,} cancelled by the client)")
     if not w.error_kinds:
         return (num(w.errors, 0) if w.errors else DASH) + retries
     kinds = sorted(w.error_kinds.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -176,7 +182,7 @@ def search_rows(cfg: ConfigV3, labels: Sequence[WindowLabel]) -> list[dict[str, 
                 "ttft": window_p99(w.ttft_p99_ms, w.ttft_p99_ci_ms, _p99(w.ttft_p99_ms)),
                 "tpot": window_p99(w.tpot_p99_ms, w.tpot_p99_ci_ms, _p99(w.tpot_p99_ms)),
                 "goodput": window_goodput(w.goodput_tok_s, w.slo_pass),
-                "errors": _errors(w),
+                "errors": window_errors(w),
                 "cache": num(w.prefix_cache_hit_pct, 1),
             }
         )
