@@ -392,10 +392,10 @@ def spec_yaml(spec: Spec, unused: Collection[str] = ()) -> str:
         elif isinstance(holder, dict) and holder.pop(field, None) is not None:
             dropped.append(name)
     text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
-    if dropped:
-        text += f"# not used by this run (kept in the record): {', '.join(dropped)}\n"
     if spec.engine.name == "unknown":
         text += "# engine.name unknown: no flag names the engine; the server is asked next\n"
+    if dropped:
+        text += f"# not used by this run (kept in the record): {', '.join(dropped)}\n"
     return text
 
 
