@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from tokenwatt import __version__
+from tokenwatt.collect.accuracy import LoadedSuite, read_suite, run_suite
 from tokenwatt.collect.closedloop import closed_loop_workers
 from tokenwatt.collect.dataset import pin_dataset
 from tokenwatt.collect.engine_proc import (
@@ -123,6 +124,10 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
     if suite is not None and not suite.is_file():
         raise InputError([Problem(str(opts.spec_path), "accuracy.suite", f"no such file: {suite}")])
+    # Every input is read and checked whole before the engine is launched or asked:
+    # a bad suite line found after the last window would cost the whole run.
+    loaded_suite = read_suite(suite) if suite is not None else None
+    counter = load_token_counter(spec, opts.spec_path)
     check_trace_file(spec, opts.spec_path)
     check_run_options(
         label=opts.label,
@@ -149,7 +154,6 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
             print(terminal_safe(line), file=sys.stderr, flush=True)
         # Everything that can refuse the run does so before the first request.
         served_warnings = check_served_model(spec, info, opts.spec_path)
-        counter = load_token_counter(spec, opts.spec_path)
         stream = workload_for(
             spec,
             base_dir=opts.spec_path.parent,
@@ -190,7 +194,7 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
                 stop=stop,
                 pool=worker_pool,
             )
-            _measure(opts, rec, runner, suite, stream)
+            _measure(opts, rec, runner, loaded_suite, stream)
     return rec
 
 
@@ -212,7 +216,7 @@ def _measure(
     opts: CollectOptions,
     rec: RunRecord,
     runner: WindowRunner,
-    suite: Path | None,
+    suite: LoadedSuite | None,
     stream: WorkloadStream,
 ) -> None:
     """Everything after the set-up: search, repeats, MBU, accuracy; the record is written
@@ -247,8 +251,6 @@ def _measure(
             if note:
                 rec.not_covered.append(note)
             if suite is not None:
-                from tokenwatt.collect.accuracy import run_suite
-
                 progress.begin("accuracy suite")
                 rec.accuracy = run_suite(
                     spec,
