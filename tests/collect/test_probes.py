@@ -345,6 +345,14 @@ def test_a_key_in_a_matching_log_line_is_scrubbed(tmp_path: Path) -> None:
     assert "[redacted]" in found
 
 
+def test_the_runs_own_key_is_scrubbed_from_a_log_line_of_any_shape(tmp_path: Path) -> None:
+    """A key of no known shape after no secret-like name is removed as the exact value."""
+    log = tmp_path / "engine.log"
+    log.write_text("ERROR CUDA out of memory while serving client q7Wz-plainlooking-2291\n")
+    (found,) = scan_engine_log(log, ["q7Wz-plainlooking-2291"])
+    assert found == "out of memory (1×): ERROR CUDA out of memory while serving client [redacted]"
+
+
 def test_a_version_answer_alone_does_not_name_vllm() -> None:
     # Any server may answer /version with {"version": ...}; without vLLM's owner or its
     # metric names the engine stays unknown.

@@ -231,7 +231,8 @@ def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0)
         try:
             status, content = get_capped(client, models_url, MAX_BODY_BYTES)
         except httpx.HTTPError as exc:
-            raise EngineError(scrub(f"cannot reach the engine at {shown}: {exc}")) from exc
+            message = f"cannot reach the engine at {shown}: {exc}"
+            raise EngineError(scrub(message, [api_key or ""])) from exc
         except BodyTooLargeError as exc:
             raise EngineError(
                 f"{shown} answered with {exc}, more than a model list "
@@ -471,12 +472,13 @@ _LOG_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
 _MAX_LINE_CHARS = 300
 
 
-def scan_engine_log(path: Path) -> list[str]:
+def scan_engine_log(path: Path, secrets: Iterable[str] = ()) -> list[str]:
     """Known warnings in an engine log, one entry per kind, in the order of the rules.
 
     Each entry reads ``"<meaning> (<count>×): <first matching line>"``; the line is scrubbed
-    of credentials (:func:`tokenwatt.redact.scrub`: an engine may log its own ``--api-key``)
-    and cut to 300 characters. Log text is data: it is stored as a plain string, never
+    of credentials (:func:`tokenwatt.redact.scrub`: an engine may log its own ``--api-key``),
+    and of the exact ``secrets`` (the run's API key, whatever its variable is called), and
+    cut to 300 characters. Log text is data: it is stored as a plain string, never
     interpreted.
 
     Raises:
@@ -493,7 +495,8 @@ def scan_engine_log(path: Path) -> list[str]:
                     if pattern.search(line):
                         counts[i] += 1
                         if first[i] is None:
-                            first[i] = scrub_capped(line.strip(), _MAX_LINE_CHARS)
+                            line = scrub(line.strip(), secrets)
+                            first[i] = scrub_capped(line, _MAX_LINE_CHARS)
     except OSError as exc:
         raise InputError([Problem(str(path), "", f"cannot read the engine log: {exc}")]) from exc
     return [

@@ -147,7 +147,8 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     ):
         spec = engine.spec_for(spec) if engine is not None else spec
         engine_log = engine.plan.log_path if engine is not None else opts.engine_log
-        warnings = scan_engine_log(engine_log) if engine_log is not None else []
+        secrets = [api_key] if api_key else []
+        warnings = scan_engine_log(engine_log, secrets) if engine_log is not None else []
         info = probe_engine(spec.engine.endpoint, api_key)
         if opts.point is not None and opts.point.any_given:
             line = reported_engine_line(info.engine_name, info.engine_version)
