@@ -34,6 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from tokenwatt.collect.bounded_get import BodyTooLargeError, get_capped
 from tokenwatt.collect.endpoints import server_root_url
 from tokenwatt.engine_log import SECRETS_ENV, group_alive, secret_values, stop_group
 from tokenwatt.errors import EngineError, InputError, Problem, TokenwattError
@@ -202,10 +203,13 @@ class LaunchedEngine:
                         f"was stopped; {self._tail_text()}"
                     )
                 try:
-                    timeout = min(HEALTH_REQUEST_S, left)
-                    if client.get(plan.health_url, timeout=timeout).status_code == 200:
+                    # One deadline for the whole answer: a dripping server passes every
+                    # per-read timeout.
+                    deadline_s = min(HEALTH_REQUEST_S, left)
+                    status, _ = get_capped(client, plan.health_url, 1 << 20, deadline_s=deadline_s)
+                    if status == 200:
                         break
-                except httpx.HTTPError:
+                except (httpx.HTTPError, BodyTooLargeError):
                     pass
                 time.sleep(min(HEALTH_POLL_S, max(0.0, deadline - time.monotonic())))
         self.record.ready_after_s = round(time.monotonic() - self.started, 3)
