@@ -101,7 +101,12 @@ def test_a_label_with_control_characters_is_refused(
 
 @pytest.mark.parametrize(
     ("endpoint", "message"),
-    [("", "at least 1 character"), ("ftp://x", "must start with http:// or https://")],
+    [
+        ("", "at least 1 character"),
+        ("ftp://x", "must start with http:// or https://"),
+        ("http://127.0.0.1:99999/v1", "has port '99999': a port is a number from 1 to 65535"),
+        ("http://127.0.0.1:0/v1", "has port '0': a port is a number from 1 to 65535"),
+    ],
 )
 def test_bad_endpoint_is_a_clear_error(here: Path, endpoint: str, message: str) -> None:
     args = ["collect", "--spec", "sim-demo.spec.yaml", "--role", "baseline", "--label", "x"]
