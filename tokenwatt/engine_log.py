@@ -4,7 +4,8 @@ A process of its own (not a thread of ``collect``), so that an engine that logs 
 request costs the load generator nothing. It reads the engine's standard output and error
 from its standard input, scrubs each line of credentials
 (:func:`tokenwatt.redact.scrub`, plus the exact values of every environment variable whose
-name says it holds a secret — the engine inherits the same environment), and appends it to
+name says it holds a secret — the engine inherits the same environment — and the values
+``collect`` lists in :data:`SECRETS_ENV`), and appends it to
 the log file, flushed line by line so that ``tail -f`` and an error message's tail see it.
 
 It is also the engine's watchdog: if ``collect`` disappears without stopping the engine
@@ -34,10 +35,20 @@ MAX_LINE_BYTES = 65536
 """A line longer than this is written in pieces (scrubbed each), so memory stays bounded."""
 
 
+SECRETS_ENV = "TOKENWATT_LOG_SECRETS"
+"""Environment variable through which ``collect`` hands this process the exact values to
+scrub besides those :func:`secret_values` finds (the key of the variable the spec's
+``engine.api_key_env`` names, whatever that name is), one per line. The environment, not
+the command line: a command line is visible to every user in ``ps``."""
+
+
 def secret_values(environ: Mapping[str, str]) -> list[str]:
-    """The values of the variables whose names say they hold a secret (4+ characters),
-    longest first, so that a key containing another is removed whole."""
-    values = {v for k, v in environ.items() if secret_name(k) and len(v) >= 4}
+    """The values of the variables whose names say they hold a secret, and the values
+    listed in :data:`SECRETS_ENV` (each 4+ characters), longest first, so that a key
+    containing another is removed whole."""
+    named = {v for k, v in environ.items() if k != SECRETS_ENV and secret_name(k)}
+    listed = set(environ.get(SECRETS_ENV, "").split("\n"))
+    values = {v for v in named | listed if len(v) >= 4}
     return sorted(values, key=len, reverse=True)
 
 

@@ -24,6 +24,7 @@ from engine_launch_helpers import (
     FAKE_TOKEN,
     assert_gone,
     collect_argv,
+    env_with_secrets,
     finish,
     sim_cmd,
     sim_spec,
@@ -227,3 +228,31 @@ def test_the_log_tail_of_an_engine_that_exits_at_start_carries_no_escape(
     assert proc.returncode == 1, stderr
     assert "\\x1b[2J\\x1b]0;pwned\\x07\\x1b[31mboom\\x1b[0m\n" in stderr
     assert "\x1b" not in stderr and "\x07" not in stderr and "\r" not in stderr
+
+
+def test_the_spec_named_key_is_scrubbed_whatever_its_variable_is_called(tmp_path: Path) -> None:
+    """``engine.api_key_env: BENCH_BEARER`` is no name the secret-name rule knows: the key
+    still reaches neither the engine log nor the terminal (it did reach the log)."""
+    import yaml
+
+    key = "q7Wz-plainlooking-bearer-2291"
+    spec = sim_spec(tmp_path)
+    data = yaml.safe_load(spec.read_text())
+    data["engine"]["api_key_env"] = "BENCH_BEARER"
+    spec.write_text(yaml.safe_dump(data))
+    out = tmp_path / "eng.json"
+    script = 'echo "serving with $BENCH_BEARER"; exit 3'
+    argv = collect_argv(spec, out, "--engine-cmd", shlex.join(["bash", "-c", script]))
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env_with_secrets(), "BENCH_BEARER": key},
+    )
+    stdout, stderr = finish(proc)
+    assert proc.returncode == 1, stderr
+    log = (tmp_path / "eng.engine.log").read_text()
+    assert "serving with [redacted]" in log
+    assert "serving with [redacted]" in stderr
+    assert key not in log + stdout + stderr

@@ -345,6 +345,14 @@ def test_a_key_in_a_matching_log_line_is_scrubbed(tmp_path: Path) -> None:
     assert "[redacted]" in found
 
 
+def test_the_runs_own_key_is_scrubbed_from_a_log_line_of_any_shape(tmp_path: Path) -> None:
+    """A key of no known shape after no secret-like name is removed as the exact value."""
+    log = tmp_path / "engine.log"
+    log.write_text("ERROR CUDA out of memory while serving client q7Wz-plainlooking-2291\n")
+    (found,) = scan_engine_log(log, ["q7Wz-plainlooking-2291"])
+    assert found == "out of memory (1×): ERROR CUDA out of memory while serving client [redacted]"
+
+
 def test_a_version_answer_alone_does_not_name_vllm() -> None:
     # Any server may answer /version with {"version": ...}; without vLLM's owner or its
     # metric names the engine stays unknown.
@@ -365,3 +373,46 @@ def test_the_simulated_engine_is_named_as_itself_not_vllm() -> None:
     with ScriptedServer(routes) as srv:
         info = probe_engine(srv.url, None)
     assert (info.engine_name, info.engine_version) == ("tokenwatt-sim", "tokenwatt-sim 0.1.0")
+
+
+@pytest.fixture
+def dripping_models() -> Iterator[str]:
+    """A raw HTTP server whose /v1/models answer comes one byte every 0.2 s (8 s in all):
+    every single read is quick, the answer is not."""
+    import socket
+    import threading
+
+    body = b'{"object":"list","data":[{"id":"m"}]}'
+    listener = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n"
+            try:
+                conn.sendall(head.encode())
+                for byte in body:
+                    if done.wait(0.2):
+                        return
+                    conn.sendall(bytes([byte]))
+            except OSError:
+                return
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        done.set()
+        listener.close()
+        thread.join(timeout=5)
+        assert not thread.is_alive()
+
+
+def test_a_dripping_answer_is_cut_at_the_requests_deadline(dripping_models: str) -> None:
+    """Each read comes within 0.2 s, far inside the 1 s limit: only a deadline for the whole
+    request stops it (the probe used to wait the 8 s out and succeed)."""
+    with pytest.raises(EngineError, match=r"no complete answer within 1 s \(\d+ bytes\)"):
+        probe_engine(dripping_models, None, timeout_s=1.0)

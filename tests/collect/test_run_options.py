@@ -101,7 +101,12 @@ def test_a_label_with_control_characters_is_refused(
 
 @pytest.mark.parametrize(
     ("endpoint", "message"),
-    [("", "at least 1 character"), ("ftp://x", "must start with http:// or https://")],
+    [
+        ("", "at least 1 character"),
+        ("ftp://x", "must start with http:// or https://"),
+        ("http://127.0.0.1:99999/v1", "has port '99999': a port is a number from 1 to 65535"),
+        ("http://127.0.0.1:0/v1", "has port '0': a port is a number from 1 to 65535"),
+    ],
 )
 def test_bad_endpoint_is_a_clear_error(here: Path, endpoint: str, message: str) -> None:
     args = ["collect", "--spec", "sim-demo.spec.yaml", "--role", "baseline", "--label", "x"]
@@ -163,3 +168,50 @@ def test_a_trace_that_is_no_plain_file_is_refused_before_the_engine_is_asked(
     assert code == 2, output
     assert "error: zero.spec.yaml: workload.trace: the trace is not a plain file" in output
     assert not (here / "run.json").exists()
+
+
+def _spec_with(here: Path, name: str, change: dict[str, dict[str, object]]) -> str:
+    import yaml
+
+    data = yaml.safe_load((here / "sim-demo.spec.yaml").read_text())
+    for section, values in change.items():
+        data.setdefault(section, {}).update(values)
+    (here / name).write_text(yaml.safe_dump(data))
+    return name
+
+
+def test_a_bad_accuracy_suite_is_refused_before_the_engine_is_asked(here: Path) -> None:
+    """Every bad line is named, exit 2, nothing written; the closed endpoint proves the
+    suite is read before the probe (it was read after the last window)."""
+    (here / "bad-suite.jsonl").write_text(
+        '{"id": "a", "prompt": "1+1=", "gold": "2"}\n{"id": NaN}\nnot json\n'
+    )
+    spec = _spec_with(here, "suite.spec.yaml", {"accuracy": {"suite": "bad-suite.jsonl"}})
+    before = _snapshot(here)
+    code, output = _collect("--label", "x", "--out", "run.json", "--spec", spec)
+    assert code == 2, output
+    assert "bad-suite.jsonl: line 2.id: missing, empty or not a string" in output
+    assert "bad-suite.jsonl: line 3: not JSON" in output
+    assert "cannot reach the engine" not in output
+    assert _snapshot(here) == before
+
+
+def test_a_bad_trace_line_is_refused_before_the_engine_is_asked(here: Path) -> None:
+    (here / "t.jsonl").write_text('{"input_tokens": 8, "output_tokens": 4}\n{"prompt": 5}\n')
+    spec = _spec_with(here, "trace.spec.yaml", {"workload": {"trace": "t.jsonl"}})
+    before = _snapshot(here)
+    code, output = _collect("--label", "x", "--out", "run.json", "--spec", spec)
+    assert code == 2, output
+    assert "t.jsonl" in output and "line 2" in output
+    assert "cannot reach the engine" not in output
+    assert _snapshot(here) == before
+
+
+def test_a_missing_tokenizer_is_refused_before_the_engine_is_asked(here: Path) -> None:
+    spec = _spec_with(here, "tok.spec.yaml", {"model": {"tokenizer": "no-such-tokenizer.json"}})
+    before = _snapshot(here)
+    code, output = _collect("--label", "x", "--out", "run.json", "--spec", spec)
+    assert code == 2, output
+    assert "model.tokenizer" in output
+    assert "cannot reach the engine" not in output
+    assert _snapshot(here) == before

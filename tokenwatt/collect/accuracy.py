@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -174,17 +175,34 @@ def errored_items(result: AccuracyResult) -> list[tuple[int, ItemResult]]:
     return [(s.seed, it) for s in result.seeds for it in s.items if it.error is not None]
 
 
-def _read_suite(path: Path) -> tuple[list[SuiteItem], str]:
-    """The suite's items and the SHA-256 (hex) of its bytes."""
+@dataclass(frozen=True)
+class LoadedSuite:
+    """A suite file read and validated whole: its path, items and the SHA-256 of its bytes.
+
+    ``collect`` reads the suite with :func:`read_suite` before its first request, so that
+    a malformed suite stops the run before anything is measured or written.
+    """
+
+    path: Path
+    items: list[SuiteItem]
+    sha256: str
+
+
+def read_suite(path: Path) -> LoadedSuite:
+    """Read and validate the suite file at ``path`` (every line; see :func:`load_suite`).
+
+    Raises:
+        InputError: unreadable file, or a malformed line (each problem naming file and line).
+    """
     items = load_suite(path)
-    return items, file_sha256(path)
+    return LoadedSuite(path=path, items=items, sha256=file_sha256(path))
 
 
 async def run_suite_async(
     spec: Spec,
     endpoint: str,
     api_key: str | None,
-    suite_path: Path,
+    suite_path: Path | LoadedSuite,
     *,
     limit: int | None = None,
     seeds: int | None = None,
@@ -192,7 +210,12 @@ async def run_suite_async(
     keep_completions: bool = True,
 ) -> AccuracyResult:
     """Async form of :func:`run_suite` (for callers already inside an event loop)."""
-    items, suite_sha256 = await asyncio.to_thread(_read_suite, suite_path)
+    loaded = (
+        suite_path
+        if isinstance(suite_path, LoadedSuite)
+        else await asyncio.to_thread(read_suite, suite_path)
+    )
+    items, suite_sha256 = loaded.items, loaded.sha256
     n_items = limit if limit is not None else spec.accuracy.limit
     if n_items is not None:
         if n_items < 1:
@@ -213,7 +236,7 @@ async def run_suite_async(
     )
     scores = [p.score_pct for p in passes]
     return AccuracyResult(
-        suite=str(suite_path),
+        suite=str(loaded.path),
         name=spec.accuracy.name,
         seeds=passes,
         score_pct=sum(scores) / len(scores),
@@ -227,7 +250,7 @@ def run_suite(
     spec: Spec,
     endpoint: str,
     api_key: str | None,
-    suite_path: Path,
+    suite_path: Path | LoadedSuite,
     *,
     limit: int | None = None,
     seeds: int | None = None,
@@ -242,7 +265,8 @@ def run_suite(
             the model name, ``measurement.request_timeout_s`` the per-request timeout.
         endpoint: the engine's base URL (``http://host:port`` or ``.../v1``).
         api_key: sent as a Bearer token when given; never stored.
-        suite_path: a suite file (:mod:`tokenwatt.records.suite`).
+        suite_path: a suite file (:mod:`tokenwatt.records.suite`), or one already read
+            by :func:`read_suite` (not read again).
         limit: first N items only (overrides ``accuracy.limit``).
         seeds: number of full passes, seeds 0..N-1 (overrides ``accuracy.seeds``).
         timeout_s: per-request time limit in s, connection to last byte (overrides the spec).

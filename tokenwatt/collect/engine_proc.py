@@ -34,8 +34,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from tokenwatt.collect.bounded_get import BodyTooLargeError, get_capped
 from tokenwatt.collect.endpoints import server_root_url
-from tokenwatt.engine_log import group_alive, secret_values, stop_group
+from tokenwatt.engine_log import SECRETS_ENV, group_alive, secret_values, stop_group
 from tokenwatt.errors import EngineError, InputError, Problem, TokenwattError
 from tokenwatt.records import (
     PORT_PLACEHOLDER,
@@ -202,10 +203,13 @@ class LaunchedEngine:
                         f"was stopped; {self._tail_text()}"
                     )
                 try:
-                    timeout = min(HEALTH_REQUEST_S, left)
-                    if client.get(plan.health_url, timeout=timeout).status_code == 200:
+                    # One deadline for the whole answer: a dripping server passes every
+                    # per-read timeout.
+                    deadline_s = min(HEALTH_REQUEST_S, left)
+                    status, _ = get_capped(client, plan.health_url, 1 << 20, deadline_s=deadline_s)
+                    if status == 200:
                         break
-                except httpx.HTTPError:
+                except (httpx.HTTPError, BodyTooLargeError):
                     pass
                 time.sleep(min(HEALTH_POLL_S, max(0.0, deadline - time.monotonic())))
         self.record.ready_after_s = round(time.monotonic() - self.started, 3)
@@ -330,7 +334,8 @@ def track_engine(
         if rec.finished is None:
             return
         rec.engine_process = engine.record
-        rec.engine_warnings = scan_engine_log(engine.plan.log_path) + served_warnings
+        secrets = [engine.api_key] if engine.api_key else []
+        rec.engine_warnings = scan_engine_log(engine.plan.log_path, secrets) + served_warnings
         write()
 
     engine.after_stop = after_stop
@@ -365,7 +370,7 @@ def start_engine(plan: LaunchPlan, api_key: str | None = None) -> LaunchedEngine
     """
     plan.log_path.parent.mkdir(parents=True, exist_ok=True)
     plan.log_path.write_bytes(b"")  # a fresh log for this run
-    secrets = [*secret_values(os.environ), *([api_key] if api_key else [])]
+    secrets = [*secret_values({**os.environ, **plan.env}), *([api_key] if api_key else [])]
     record = EngineProcess(
         argv=[scrub(a, secrets) for a in plan.argv],
         env_names=sorted(plan.env),
@@ -404,6 +409,8 @@ def start_engine(plan: LaunchPlan, api_key: str | None = None) -> LaunchedEngine
             ],
             stdin=read_end,
             stdout=subprocess.DEVNULL,
+            # The spec's key whatever its variable's name: by environment, never argv.
+            env={**os.environ, SECRETS_ENV: "\n".join(secrets)},
             start_new_session=True,
         )
     except BaseException:

@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 from pydantic import Field
 
+from tokenwatt.collect.bounded_get import BodyTooLargeError, get_capped
 from tokenwatt.collect.endpoints import api_base_url, server_root_url
 from tokenwatt.collect.engine_metrics import (
     Families,
@@ -138,39 +139,6 @@ MAX_METRICS_BYTES = 16 << 20
 kilobytes, with per-request histograms a few megabytes."""
 
 
-class BodyTooLargeError(Exception):
-    """An answer longer than the limit the reader was given (it was not read further)."""
-
-
-def get_capped(
-    client: httpx.Client, url: str, max_bytes: int, *, refuse_html: bool = False, **kw: Any
-) -> tuple[int, bytes]:
-    """GET ``url`` and read at most ``max_bytes`` of its body, streamed.
-
-    Returns:
-        The status code and the body; no body (read) for a status other than 200, or for an
-        HTML page when ``refuse_html`` (a login page or proxy error is no metrics text).
-
-    Raises:
-        BodyTooLargeError: the server announced or sent more than ``max_bytes``.
-        httpx.HTTPError: the request failed (the client's timeout applies to each read).
-    """
-    with client.stream("GET", url, **kw) as r:
-        if r.status_code != 200 or (
-            refuse_html and "text/html" in r.headers.get("content-type", "")
-        ):
-            return (r.status_code if r.status_code != 200 else 415), b""
-        announced = r.headers.get("content-length", "")
-        if announced.isdigit() and int(announced) > max_bytes:
-            raise BodyTooLargeError(f"{announced} bytes announced")
-        body = bytearray()
-        for chunk in r.iter_bytes():
-            body += chunk
-            if len(body) > max_bytes:
-                raise BodyTooLargeError(f"more than {max_bytes:,} bytes")
-        return r.status_code, bytes(body)
-
-
 def decode_json(body: bytes) -> Any:
     """A server's JSON answer, with lone surrogates in its strings replaced by U+FFFD
     (:func:`tokenwatt.text.valid_json`).
@@ -213,7 +181,7 @@ def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0)
     Args:
         endpoint: the server's URL, with or without ``/v1`` (``http://127.0.0.1:8000/v1``).
         api_key: sent as ``Authorization: Bearer`` when given (never stored).
-        timeout_s: timeout of each HTTP request, seconds.
+        timeout_s: overall deadline of each HTTP request (connection to last byte), s.
 
     Returns:
         An :class:`EngineInfo`. Only ``/v1/models`` is required; every other endpoint is
@@ -229,9 +197,10 @@ def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0)
         models_url = f"{root}/v1/models"
         shown = scrub(models_url)  # a user:password@ in the URL never reaches a message
         try:
-            status, content = get_capped(client, models_url, MAX_BODY_BYTES)
+            status, content = get_capped(client, models_url, MAX_BODY_BYTES, deadline_s=timeout_s)
         except httpx.HTTPError as exc:
-            raise EngineError(scrub(f"cannot reach the engine at {shown}: {exc}")) from exc
+            message = f"cannot reach the engine at {shown}: {exc}"
+            raise EngineError(scrub(message, [api_key or ""])) from exc
         except BodyTooLargeError as exc:
             raise EngineError(
                 f"{shown} answered with {exc}, more than a model list "
@@ -318,10 +287,10 @@ deadline)."""
 
 def get_metrics_text(client: httpx.Client, url: str) -> str | None:
     """The ``/metrics`` text (at most :data:`MAX_METRICS_BYTES`, within
-    :data:`METRICS_PROBE_TIMEOUT_S` per read); None when it does not answer 200 with text."""
+    :data:`METRICS_PROBE_TIMEOUT_S` in all); None when it does not answer 200 with text."""
     try:
         status, content = get_capped(
-            client, url, MAX_METRICS_BYTES, timeout=METRICS_PROBE_TIMEOUT_S, refuse_html=True
+            client, url, MAX_METRICS_BYTES, deadline_s=METRICS_PROBE_TIMEOUT_S, refuse_html=True
         )
     except (httpx.HTTPError, BodyTooLargeError):
         return None
@@ -471,12 +440,13 @@ _LOG_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
 _MAX_LINE_CHARS = 300
 
 
-def scan_engine_log(path: Path) -> list[str]:
+def scan_engine_log(path: Path, secrets: Iterable[str] = ()) -> list[str]:
     """Known warnings in an engine log, one entry per kind, in the order of the rules.
 
     Each entry reads ``"<meaning> (<count>×): <first matching line>"``; the line is scrubbed
-    of credentials (:func:`tokenwatt.redact.scrub`: an engine may log its own ``--api-key``)
-    and cut to 300 characters. Log text is data: it is stored as a plain string, never
+    of credentials (:func:`tokenwatt.redact.scrub`: an engine may log its own ``--api-key``),
+    and of the exact ``secrets`` (the run's API key, whatever its variable is called), and
+    cut to 300 characters. Log text is data: it is stored as a plain string, never
     interpreted.
 
     Raises:
@@ -493,7 +463,8 @@ def scan_engine_log(path: Path) -> list[str]:
                     if pattern.search(line):
                         counts[i] += 1
                         if first[i] is None:
-                            first[i] = scrub_capped(line.strip(), _MAX_LINE_CHARS)
+                            line = scrub(line.strip(), secrets)
+                            first[i] = scrub_capped(line, _MAX_LINE_CHARS)
     except OSError as exc:
         raise InputError([Problem(str(path), "", f"cannot read the engine log: {exc}")]) from exc
     return [

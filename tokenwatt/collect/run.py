@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from tokenwatt import __version__
+from tokenwatt.collect.accuracy import LoadedSuite, read_suite, run_suite
 from tokenwatt.collect.closedloop import closed_loop_workers
 from tokenwatt.collect.dataset import pin_dataset
 from tokenwatt.collect.engine_proc import (
@@ -124,6 +125,10 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
     if suite is not None and not suite.is_file():
         raise InputError([Problem(str(opts.spec_path), "accuracy.suite", f"no such file: {suite}")])
+    # Every input is read and checked whole before the engine is launched or asked:
+    # a bad suite line found after the last window would cost the whole run.
+    loaded_suite = read_suite(suite) if suite is not None else None
+    counter = load_token_counter(spec, opts.spec_path)
     check_trace_file(spec, opts.spec_path)
     check_run_options(
         label=opts.label,
@@ -143,14 +148,14 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     ):
         spec = engine.spec_for(spec) if engine is not None else spec
         engine_log = engine.plan.log_path if engine is not None else opts.engine_log
-        warnings = scan_engine_log(engine_log) if engine_log is not None else []
+        secrets = [api_key] if api_key else []
+        warnings = scan_engine_log(engine_log, secrets) if engine_log is not None else []
         info = probe_engine(spec.engine.endpoint, api_key)
         if opts.point is not None and opts.point.any_given:
             line = reported_engine_line(info.engine_name, info.engine_version)
             print(terminal_safe(line), file=sys.stderr, flush=True)
         # Everything that can refuse the run does so before the first request.
         served_warnings = check_served_model(spec, info, opts.spec_path)
-        counter = load_token_counter(spec, opts.spec_path)
         stream = workload_for(
             spec,
             base_dir=opts.spec_path.parent,
@@ -191,7 +196,7 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
                 stop=stop,
                 pool=worker_pool,
             )
-            _measure(opts, rec, runner, suite, stream)
+            _measure(opts, rec, runner, loaded_suite, stream)
     return rec
 
 
@@ -221,7 +226,7 @@ def _measure(
     opts: CollectOptions,
     rec: RunRecord,
     runner: WindowRunner,
-    suite: Path | None,
+    suite: LoadedSuite | None,
     stream: WorkloadStream,
 ) -> None:
     """Everything after the set-up: search, repeats, MBU, accuracy; the record is written
@@ -256,8 +261,6 @@ def _measure(
             if note:
                 rec.not_covered.append(note)
             if suite is not None:
-                from tokenwatt.collect.accuracy import run_suite
-
                 progress.begin("accuracy suite")
                 rec.accuracy = run_suite(
                     spec,

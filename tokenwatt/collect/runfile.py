@@ -19,7 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 from tokenwatt.collect.modes import Mode, apply_mode
 from tokenwatt.collect.point import check_endpoint_flag
 from tokenwatt.collect.probes import EngineInfo
-from tokenwatt.collect.trace import MAX_TRACE_BYTES
+from tokenwatt.collect.trace import MAX_TRACE_BYTES, load_trace
 from tokenwatt.collect.workload import CHAT_MIX_V1
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.files import atomic_write_text, check_regular_file, same_file
@@ -294,11 +294,13 @@ def _out_problems(
 
 
 def check_trace_file(spec: Spec, spec_path: Path) -> None:
-    """A trace the spec names must be a plain file of a readable size, checked before the
-    engine is even asked (it is read whole later, once the context length is known).
+    """A trace the spec names must be a plain file of a readable size whose every line is
+    a valid entry, checked before the engine is even asked (it is read again later, once
+    the context length is known; its size is bounded by :data:`MAX_TRACE_BYTES`).
 
     Raises:
-        InputError: naming the spec file and ``workload.trace``.
+        InputError: naming the spec file and ``workload.trace`` (not a plain file, too
+            large), or the trace file and line (a bad entry; see :func:`load_trace`).
     """
     if spec.workload.trace == CHAT_MIX_V1:
         return
@@ -310,3 +312,4 @@ def check_trace_file(spec: Spec, spec_path: Path) -> None:
     except InputError as exc:
         problems = [Problem(str(spec_path), "workload.trace", p.message) for p in exc.problems]
         raise InputError(problems) from None
+    load_trace(trace, vocab_size=spec.model.vocab_size, seed=spec.workload.seed)

@@ -64,7 +64,8 @@ def _check_env_name(field: str, value: str | None) -> None:
 
 
 def _check_url_has_no_secret(field: str, url: str) -> None:
-    """Refuse ``user:password@`` and ``?api_key=…`` in a URL that records will carry.
+    """Refuse ``user:password@`` and ``?api_key=…`` in a URL that records will carry, and a
+    port that is no TCP port (outside 1..65535: the run would fail only at connect).
 
     The URL is never repeated in the message: it holds the secret. Whitespace is refused
     too (a stray space from copying the URL would reach every request).
@@ -101,6 +102,13 @@ def _check_url_has_no_secret(field: str, url: str) -> None:
         )
     if parts.scheme in ("http", "https") and not parts.hostname:
         raise FieldValueError(field, "must name a host (http://HOST:PORT/...)")
+    try:
+        port = parts.port  # raises for a port outside 0..65535 or not a number
+    except ValueError:
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        shown = parts.netloc.rsplit(":", 1)[-1]
+        raise FieldValueError(field, f"has port {shown!r}: a port is a number from 1 to 65535")
 
 
 class HardwareSpec(StrictModel):
