@@ -41,3 +41,18 @@ def test_duplicate_id_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc:
         load_suite(path)
     assert [str(p) for p in exc.value.problems] == [f"{path}: line 3.id: duplicate id 'a'"]
+
+
+def test_a_lone_surrogate_is_named_as_such(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    line = '{"id": "a", "question": "q", "prompt": "x\\ud800", "gold": "1"}\n'
+    odd = '{"id": "b", "prompt": "\\udc00", "answer": "1"}\n'
+    path.write_text(line + odd, encoding="utf-8")
+    with pytest.raises(InputError) as exc:
+        load_suite(path)
+    assert [str(p) for p in exc.value.problems] == [
+        f"{path}: line 1.prompt: holds a lone surrogate (\\ud800), not text",
+        f"{path}: line 2.prompt: holds a lone surrogate (\\udc00), not text",
+        f"{path}: line 2.question: missing, empty or not a string",
+        f"{path}: line 2.gold: missing, empty or not a string",
+    ]
