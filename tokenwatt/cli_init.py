@@ -76,8 +76,11 @@ def init_command(
         _refuse(f"{endpoint}: /v1/models lists no model")
     spec_name = name or _name(facts.info.served_models[0])
     path = out or Path("specs") / f"{spec_name}.spec.yaml"
-    if path.exists() and not force:
-        _refuse(f"{path}: already exists; pass --force to replace it")
+    try:
+        if path.exists() and not force:
+            _refuse(f"{path}: already exists; pass --force to replace it")
+    except OSError as exc:  # a name from the server the file system refuses (too long)
+        _refuse(f"{_shown(path)}: cannot write: {exc.strerror or exc}; pass --name or --out")
     if model_config is not None:
         try:
             facts.vocab_size, facts.config_path = model_config_facts(model_config, path)
@@ -91,14 +94,22 @@ def init_command(
         )
     try:
         Spec.model_validate(yaml.safe_load(text))
-    except ValidationError as exc:  # a bug here, never the user's: say what failed
+    except yaml.YAMLError as exc:  # a bug here, never the user's: say what failed
+        _refuse(f"{_shown(path)}: the spec written would not be YAML: {exc}")
+    except ValidationError as exc:
         _refuse(*(str(p) for p in problems_from(str(path), exc)))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, text)
     except OSError as exc:
-        _refuse(f"{path}: cannot write: {exc.strerror or exc}")
+        _refuse(f"{_shown(path)}: cannot write: {exc.strerror or exc}")
     click.echo(terminal_safe(f"wrote {path} ({facts.info.served_models[0]} on {endpoint})"))
+
+
+def _shown(path: Path) -> str:
+    """A path for a message, its middle cut when long (a name from a server may be)."""
+    text = str(path)
+    return text if len(text) <= 120 else f"{text[:60]}…{text[-40:]}"
 
 
 def _refuse(*lines: str) -> NoReturn:

@@ -75,6 +75,13 @@ def terminal_safe(text: str) -> str:
     return _CONTROL.sub(_escape, valid_unicode(text))
 
 
+def one_line(text: str) -> str:
+    """``text`` as :func:`terminal_safe` writes it, with tab and newline escaped too
+    (``\\x09``, ``\\x0a``), so that it prints on one line: for server text quoted in a
+    one-line message."""
+    return terminal_safe(text).replace("\t", "\\x09").replace("\n", "\\x0a")
+
+
 def control_characters(text: str) -> str | None:
     """The first control character, escape, line break or lone surrogate in a one-line
     ``text``, written out (``"\\x1b"``); None when it has none. For names a spec holds."""
@@ -89,6 +96,7 @@ __all__ = [
     "UNPRINTABLE_IN_NAME",
     "control_characters",
     "has_lone_surrogate",
+    "one_line",
     "terminal_safe",
     "valid_json",
     "valid_unicode",

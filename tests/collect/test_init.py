@@ -220,3 +220,38 @@ def test_init_keeps_a_lone_surrogate_out_of_the_spec(tmp_path: Path) -> None:
         done = init("--endpoint", srv.url, "--out", "s.spec.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert load_spec(tmp_path / "s.spec.yaml").engine.model == "m\ufffdx"
+
+
+def test_init_quotes_a_model_id_with_a_newline_on_one_line(tmp_path: Path) -> None:
+    models = {"object": "list", "data": [{"id": "m\nname: evil"}]}
+    with ScriptedServer({"/v1/models": lambda q: (200, models)}) as srv:
+        done = init("--endpoint", srv.url, "--out", "s.spec.yaml", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    root = srv.url.rstrip("/").removesuffix("/v1")
+    assert done.stderr == (
+        f"error: {root}/v1/models: model id 'm\\x0aname: evil' holds a control character"
+        " (\\x0a); no spec written\n"
+    )
+
+
+def test_init_refuses_a_model_id_too_long_for_a_file_name(tmp_path: Path) -> None:
+    models = {"object": "list", "data": [{"id": "x" * 5000}]}
+    with ScriptedServer({"/v1/models": lambda q: (200, models)}) as srv:
+        done = init("--endpoint", srv.url, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    shown = "specs/" + "x" * 54 + "…" + "x" * 30 + ".spec.yaml"
+    assert done.stderr == (
+        f"error: {shown}: cannot write: File name too long; pass --name or --out\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_init_leaves_out_metric_names_that_are_not_prometheus_names(tmp_path: Path) -> None:
+    metrics = 'vllm:evil\x1b[2J{a="\x1b]0;x\x07"} 1\nvllm:num_requests_running 0\n'
+    routes = {"/v1/models": _models("vllm", 4096), "/metrics": _text(metrics)}
+    with ScriptedServer(routes) as srv:
+        done = init("--endpoint", srv.url, "--out", "s.spec.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "s.spec.yaml").read_text(encoding="utf-8")
+    assert "# /metrics exposes 1 engine metrics: vllm:num_requests_running\n" in text
+    assert "\x1b" not in text

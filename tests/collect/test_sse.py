@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenwatt.collect.sse import SseDecoder, SseEvent
+from tokenwatt.collect.sse import SseDecoder, SseEvent, SseLineTooLongError
 
 
 def decode(pieces: list[bytes]) -> list[SseEvent]:
@@ -110,3 +110,12 @@ def test_last_event_id_is_kept() -> None:
     decoder = SseDecoder()
     decoder.feed(b"id: 1\ndata: a\n\nid: 2\n\n")
     assert decoder.last_event_id == "2"
+
+
+def test_a_line_may_reach_max_line_across_reads_but_not_pass_it() -> None:
+    decoder = SseDecoder(max_line=12)
+    assert decoder.feed_data(b"data: ab") == []
+    assert decoder.feed_data(b"cdef\n\n") == [b"abcdef"]  # 12 bytes: at the bound
+    assert decoder.feed_data(b"data: abc") == []
+    with pytest.raises(SseLineTooLongError, match=r"longer than 12 bytes \(13 bytes without"):
+        decoder.feed_data(b"defg")

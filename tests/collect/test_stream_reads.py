@@ -160,3 +160,50 @@ async def test_done_without_text_is_empty_and_no_done_is_a_protocol_error() -> N
         await read([text("a") + USAGE])
     assert unfinished.value.kind == "protocol"
     assert "[DONE]" in str(unfinished.value)
+
+
+class _Counted(_Response):
+    """A response whose reads are counted as the reader takes them."""
+
+    def __init__(self, reads: list[bytes], res: RequestResult) -> None:
+        super().__init__(reads, res)
+        self.taken = 0
+
+        async def iter_any() -> AsyncIterator[bytes]:
+            for piece in reads:
+                self.taken += 1
+                yield piece
+
+        self.content.iter_any = iter_any  # type: ignore[method-assign]
+
+
+async def test_a_response_longer_than_max_tokens_can_explain_fails_at_that_read() -> None:
+    # The limit for max_tokens 16: 1 MiB + 16 * 4096 = 1,114,112 bytes. After text("a"),
+    # 17 blocks of 65,536 bytes make 1,114,112 + len(text("a")): over at the 18th read.
+    res = RequestResult(scheduled_s=0.0, max_tokens=16)
+    block = b"data: " + b"A" * (65536 - 6)  # a line that never ends, as a flooding server
+    resp = _Counted([text("a")] + [block] * 40, res)
+    with pytest.raises(StreamError) as caught:
+        await read_stream(resp, res)  # type: ignore[arg-type]
+    assert caught.value.kind == "protocol"
+    assert str(caught.value) == (
+        "the response is longer than 1,114,112 bytes, more than max_tokens 16 can explain;"
+        " the rest was not read"
+    )
+    assert resp.taken == 18
+    assert res.chunk_s == [1.0]  # what came before is kept
+
+
+async def test_a_line_longer_than_the_bound_fails_before_the_first_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(stream_module, "MAX_SSE_LINE", 100_000)
+    res = RequestResult(scheduled_s=0.0)  # no max_tokens: the response bound is 65 MiB
+    resp = _Counted([b"data: " + b"A" * 49_994] + [b"A" * 50_000] * 40, res)
+    with pytest.raises(StreamError) as caught:
+        await read_stream(resp, res)  # type: ignore[arg-type]
+    assert caught.value.kind == "protocol"
+    assert str(caught.value) == (
+        "a line of the event stream is longer than 100,000 bytes (150,000 bytes without a line end)"
+    )
+    assert resp.taken == 3

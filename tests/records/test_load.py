@@ -156,6 +156,13 @@ def test_yaml_integer_of_thousands_of_digits_is_a_spec_error(tmp_path: Path) -> 
             'must be a number, got "120"',
         ),
         (
+            "  window_s: 120",
+            "  window_s: 1.2e2",
+            "measurement.window_s",
+            'must be a number, got "1.2e2" (YAML reads a number with an exponent as text'
+            " unless the exponent has a sign: write 1.2e+2)",
+        ),
+        (
             "  repeats: 2",
             "  repeats: true",
             "measurement.repeats",

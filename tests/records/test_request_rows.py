@@ -4,9 +4,11 @@ tampered with (its hash updated in the record) exits 2 naming file, line and fie
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import math
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,8 @@ from click.testing import CliRunner
 from tests.runs_factory import make_run
 from tokenwatt.cli import cli
 from tokenwatt.collect.request_log import gzip_member
+from tokenwatt.errors import InputError
+from tokenwatt.records import read_request_rows
 from tokenwatt.records.run import RequestsLog
 
 WIDE = {"COLUMNS": "250"}
@@ -39,16 +43,19 @@ def _row(**change: object) -> dict[str, object]:
     return {**row, **change}
 
 
-def _write(tmp_path: Path, rows: list[dict[str, object]]) -> tuple[Path, Path]:
-    """A run record and its per-request file, the record holding the file's real hash."""
+def _write(
+    tmp_path: Path, rows: list[dict[str, object]], *, raw: bytes | None = None, requests: int = 0
+) -> tuple[Path, Path]:
+    """A run record and its per-request file, the record holding the file's real hash
+    (``raw``: the file's bytes, else the rows; ``requests``: the count it says, else theirs)."""
     log = tmp_path / "run.requests.jsonl.gz"
     # json.dumps writes float('nan') as NaN: what a hand edit or another tool could leave.
-    log.write_bytes(gzip_member(rows))
+    log.write_bytes(gzip_member(rows) if raw is None else raw)
     run = make_run()
     run.requests_log = RequestsLog(
         file=log.name,
         sha256=hashlib.sha256(log.read_bytes()).hexdigest(),
-        requests=len(rows),
+        requests=requests or len(rows),
         windows=1,
     )
     path = tmp_path / "run.json"
@@ -110,3 +117,34 @@ def test_warm_up_rows_before_the_window_start_are_fine_and_json_is_strict(
     (window,) = data["requests"]
     assert (window["requests"], window["counted"], window["errors"]) == (3, 2, 1)
     assert window["ttft_ms"]["p99"] == "inf"
+
+
+def test_one_endless_line_is_read_only_as_far_as_the_line_bound(tmp_path: Path) -> None:
+    """A gzip bomb (32 MiB of one line, 32 KiB compressed): an error at line 1, and the
+    reader holds a few KiB, never the line."""
+    path, log = _write(tmp_path, [], raw=gzip.compress(b"A" * (32 << 20)), requests=3)
+    message = f"error: {log}: line 1: longer than 4096 bytes (the rest of the line was not read)"
+    for args in (["show", str(path)], ["show", "--requests", str(path)]):
+        result = CliRunner().invoke(cli, args, env=WIDE)
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith(message)
+    run = json.loads(path.read_text(encoding="utf-8"))
+    rows = read_request_rows(log, RequestsLog.model_validate(run["requests_log"]))  # hashes
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError):
+            list(rows)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 << 10, peak
+
+
+def test_lines_past_the_record_count_are_not_read(tmp_path: Path) -> None:
+    path, log = _write(tmp_path, [_row()] * 3, requests=2)
+    result = CliRunner().invoke(cli, ["show", "--requests", str(path)], env=WIDE)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(
+        f"error: {log}: line 3: more lines than the run record's 2 (requests_log.requests);"
+        " the rest was not read"
+    )

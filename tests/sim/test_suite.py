@@ -54,3 +54,18 @@ def test_sim_help_explains_every_option_and_accuracy_p_is_a_probability() -> Non
     assert "--accuracy-p FLOAT RANGE Probability (0 to 1) that it answers a suite prompt" in text
     bad = CliRunner().invoke(cli, ["sim", "--accuracy-p", "1.5"])
     assert bad.exit_code == 2 and "--accuracy-p" in bad.output
+
+
+def test_a_lone_surrogate_is_named_as_such(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    line = '{"id": "a", "question": "q", "prompt": "x\\ud800", "gold": "1"}\n'
+    odd = '{"id": "b", "prompt": "\\udc00", "answer": "1"}\n'
+    path.write_text(line + odd, encoding="utf-8")
+    with pytest.raises(InputError) as exc:
+        load_suite(path)
+    assert [str(p) for p in exc.value.problems] == [
+        f"{path}: line 1.prompt: holds a lone surrogate (\\ud800), not text",
+        f"{path}: line 2.prompt: holds a lone surrogate (\\udc00), not text",
+        f"{path}: line 2.question: missing, empty or not a string",
+        f"{path}: line 2.gold: missing, empty or not a string",
+    ]

@@ -12,6 +12,7 @@ and windows written are starting points, said so in the comments: an interactive
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from tokenwatt.collect.probes import EngineInfo, get_metrics_text, probe_engine
 from tokenwatt.errors import EngineError
 from tokenwatt.records import SIM_ENGINE_NAME
 from tokenwatt.redact import scrub, scrub_capped
-from tokenwatt.text import control_characters, terminal_safe
+from tokenwatt.text import control_characters, one_line
 
 SCHEMA_COMMENT = "# yaml-language-server: $schema={schema}"
 DEFAULT_VOCAB = 32000
@@ -50,6 +51,11 @@ class ServerFacts:
     config_path: str | None = None
 
 
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+"""A Prometheus metric name (the exposition format's ``metric_name``); a family whose name
+is not one is left out: its name would go into the spec's comments."""
+
+
 def metric_names(text: str | None) -> list[str]:
     """The engine's own metric families in a /metrics text (vLLM ``vllm:``, SGLang,
     llama.cpp, TGI prefixes), sorted; none for no text or text that does not parse."""
@@ -59,7 +65,9 @@ def metric_names(text: str | None) -> list[str]:
         families = parse_metrics_text(text)
     except ValueError:
         return []
-    return sorted(k for k in families if k.startswith(METRIC_PREFIXES))
+    return sorted(
+        k for k in families if k.startswith(METRIC_PREFIXES) and _METRIC_NAME.fullmatch(k)
+    )
 
 
 def read_server(endpoint: str, api_key: str | None, timeout_s: float = 10.0) -> ServerFacts:
@@ -96,7 +104,7 @@ def check_server_text(info: EngineInfo, endpoint: str) -> None:
     for where, value in fields:
         bad = control_characters(value)
         if bad is not None:
-            shown = scrub_capped(terminal_safe(value), 80)
+            shown = scrub_capped(one_line(value), 80)
             raise EngineError(
                 f"{where} '{shown}' holds a control character ({bad}); no spec written"
             )

@@ -28,17 +28,37 @@ class SseEvent(NamedTuple):
     id: str | None = None
 
 
+class SseLineTooLongError(ValueError):
+    """A line of the stream grew past the decoder's ``max_line`` bytes (the message says
+    how long the bound is)."""
+
+
 class SseDecoder:
     """Turns a byte stream into :class:`SseEvent` objects, one :meth:`feed` at a time.
 
     An event is dispatched at the blank line that ends it; an event without ``data`` lines is
     not dispatched, and one still incomplete when the stream ends is discarded (the standard's
     rules). Bytes that are not UTF-8 decode to U+FFFD.
+
+    ``max_line`` (bytes, None: no bound): a line that grows longer raises
+    :class:`SseLineTooLongError` from :meth:`feed`, so that a stream that never ends its line
+    cannot grow the decoder's memory without bound.
     """
 
-    __slots__ = ("_after_cr", "_data", "_event", "_last_id", "_pending", "_started")
+    __slots__ = (
+        "_after_cr",
+        "_data",
+        "_event",
+        "_last_id",
+        "_max_line",
+        "_pending",
+        "_pending_size",
+        "_started",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, max_line: int | None = None) -> None:
+        self._max_line = max_line
+        self._pending_size = 0  # bytes in _pending
         self._pending: list[bytes] = []  # pieces of the current, unfinished line
         self._after_cr = False  # the last piece ended with CR: a leading LF is its partner
         self._started = False
@@ -112,8 +132,9 @@ class SseDecoder:
             if self._pending:
                 chunk = b"".join(self._pending) + chunk
                 self._pending = []
+                self._pending_size = 0
             if len(chunk) < len(_BOM) and _BOM.startswith(chunk):
-                self._pending.append(chunk)  # maybe the start of a BOM: wait for more
+                self._keep(chunk)  # maybe the start of a BOM: wait for more
                 return
             self._started = True
             if chunk.startswith(_BOM):
@@ -124,17 +145,31 @@ class SseDecoder:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if b"\n" not in chunk:
             if chunk:
-                self._pending.append(chunk)
+                self._keep(chunk)
             return
         lines = chunk.split(b"\n")
         if self._pending:
-            self._pending.append(lines[0])
+            self._keep(lines[0])
             lines[0] = b"".join(self._pending)
             self._pending = []
+            self._pending_size = 0
         tail = lines.pop()
         if tail:
-            self._pending.append(tail)
+            self._keep(tail)
         self._lines(lines, out, full)
+
+    def _keep(self, piece: bytes) -> None:
+        """Add a piece to the unfinished line, within ``max_line``."""
+        self._pending.append(piece)
+        self._pending_size += len(piece)
+        if self._max_line is not None and self._pending_size > self._max_line:
+            size = self._pending_size
+            self._pending = []
+            self._pending_size = 0
+            raise SseLineTooLongError(
+                f"a line of the event stream is longer than {self._max_line:,} bytes"
+                f" ({size:,} bytes without a line end)"
+            )
 
     def _lines(self, lines: list[bytes], out: list[Any], full: bool) -> None:
         data = self._data

@@ -1,9 +1,11 @@
-"""SIGTERM and SIGHUP end ``tokenwatt collect`` the way Ctrl-C does, keeping the window.
+"""SIGTERM and SIGHUP end ``tokenwatt collect`` as Ctrl-C does, but keep the window in flight.
 
 A service manager stops a process with SIGTERM (systemd, Docker, Kubernetes, ``kill``) and a
 closed terminal sends SIGHUP; by default either kills Python on the spot and the run record
 would stay "in progress". Here:
 
+- Ctrl-C (SIGINT, Python's KeyboardInterrupt) stops at once: the window in flight is
+  dropped, the windows before it kept;
 - outside a measurement window (idle check, accuracy suite, between windows) the signal
   stops the run at once, like Ctrl-C: the record is written ``complete: false``;
 - inside a window it asks the load generator to stop at its next check (every 0.5 s), so

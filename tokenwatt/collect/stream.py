@@ -25,7 +25,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from tokenwatt.collect.sse import SseDecoder
+from tokenwatt.collect.sse import SseDecoder, SseLineTooLongError
 from tokenwatt.records import RequestResult
 
 
@@ -66,6 +66,29 @@ _ERROR_MARK = b'"error"'
 MAX_USAGE_TOKENS = 100_000_000
 """Largest token count taken from a server's ``usage`` (no context is 10^8 tokens long); a
 count outside ``[0, MAX_USAGE_TOKENS]`` makes the response a protocol error."""
+
+
+MAX_SSE_LINE = 16 << 20
+"""Longest line of an event stream (bytes) before the response is a protocol error: a
+chunk carrying even a whole 128k-token answer, JSON-escaped, is a few MiB."""
+
+RESPONSE_BASE_BYTES = 1 << 20
+RESPONSE_BYTES_PER_TOKEN = 4096
+"""A response may hold ``RESPONSE_BASE_BYTES + RESPONSE_BYTES_PER_TOKEN * max_tokens``
+bytes before it is a protocol error. A streamed chunk carrying one token is about 200-400
+bytes (id, model name, choice, ``data:`` framing), so this leaves more than ten times that
+per token, plus room for usage, role and keep-alive events."""
+
+UNKNOWN_MAX_TOKENS = 16_384
+"""The ``max_tokens`` assumed for the response bound when a request did not say."""
+
+
+def response_byte_limit(max_tokens: int | None) -> int:
+    """The most bytes (of body) one streamed response may hold, for a request that asked
+    for ``max_tokens`` tokens (None: :data:`UNKNOWN_MAX_TOKENS`); see
+    :data:`RESPONSE_BYTES_PER_TOKEN`."""
+    tokens = UNKNOWN_MAX_TOKENS if max_tokens is None else max(max_tokens, 1)
+    return RESPONSE_BASE_BYTES + RESPONSE_BYTES_PER_TOKEN * tokens
 
 
 class StreamError(Exception):
@@ -123,7 +146,7 @@ class _Stream:
 
     def __init__(self, res: RequestResult) -> None:
         self.res = res
-        self.decoder = SseDecoder()
+        self.decoder = SseDecoder(MAX_SSE_LINE)
         # Reads not decoded yet: (arrival time, raw bytes, or the read's SSE data when the
         # framing was already split, [DONE] removed).
         self.pending: list[tuple[float, bytes | list[bytes]]] = []
@@ -134,7 +157,10 @@ class _Stream:
 
     def datas(self, piece: bytes) -> list[bytes]:
         """The SSE data of one read, with a final ``[DONE]`` taken off (``done`` set)."""
-        datas = self.decoder.feed_data(piece)
+        try:
+            datas = self.decoder.feed_data(piece)
+        except SseLineTooLongError as exc:
+            raise StreamError("protocol", str(exc)) from exc
         if datas and datas[-1] == _DONE:
             self.done = True
             datas.pop()
@@ -258,8 +284,12 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
     the rest is filled in when it ends. A request that stops early (timeout, cancellation,
     a broken connection) keeps what its reads held: they are decoded as it stops.
 
+    Memory is bounded: a response longer than :func:`response_byte_limit` of the request's
+    ``max_tokens``, or with a line longer than :data:`MAX_SSE_LINE`, fails at that read.
+
     Raises:
-        StreamError: ``protocol`` (not JSON, or no ``[DONE]``), ``stream_error`` (an error
+        StreamError: ``protocol`` (not JSON, no ``[DONE]``, a response or line too long
+            to be a completion), ``stream_error`` (an error
             object in the stream), ``empty`` (``[DONE]`` with no text chunk).
         aiohttp.ClientError: the connection broke.
     """
@@ -267,9 +297,13 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
     pending = stream.pending
     clock = time.perf_counter
     ended = False
+    room = limit = response_byte_limit(res.max_tokens)
     try:
         async for piece in resp.content.iter_any():
             now = clock()
+            room -= len(piece)
+            if room < 0:
+                raise StreamError("protocol", _too_long(limit, res.max_tokens))
             if res.first_token_s is None:
                 stream.preview(now, piece)
             else:
@@ -281,6 +315,14 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
     finally:
         if not ended:
             _keep_partial(stream)
+
+
+def _too_long(limit: int, max_tokens: int | None) -> str:
+    asked = "no max_tokens" if max_tokens is None else f"max_tokens {max_tokens:,}"
+    return (
+        f"the response is longer than {limit:,} bytes, more than {asked} can explain;"
+        " the rest was not read"
+    )
 
 
 def _keep_partial(stream: _Stream) -> None:

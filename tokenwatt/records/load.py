@@ -112,6 +112,25 @@ _BOUND_MESSAGES = {
 }
 
 
+_UNSIGNED_EXPONENT = re.compile(r"([-+]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)[eE])(\d+)")
+"""A number with an exponent but no sign on it (``1.0e308``), which YAML 1.1 (PyYAML) reads
+as text: its float pattern wants ``e+308`` or ``e-308`` (yaml.org/spec/1.1, float)."""
+
+
+def _unsigned_exponent(value: Any) -> str:
+    """The hint for a string that is a number YAML 1.1 read as text; "" for any other."""
+    if not isinstance(value, str):
+        return ""
+    found = _UNSIGNED_EXPONENT.fullmatch(value.strip())
+    if found is None:
+        return ""
+    signed = f"{found.group(1)}+{found.group(2)}"
+    return (
+        " (YAML reads a number with an exponent as text unless the exponent has a sign:"
+        f" write {signed})"
+    )
+
+
 def _number(value: Any) -> str:
     """A bound as a person writes it: ``0`` and ``1000000000000``, not ``0.0`` or ``1e12``."""
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
@@ -161,7 +180,7 @@ def _message(err: Any) -> tuple[str, str]:
     if kind == "missing":
         return "", "required field is missing"
     if kind in _TYPE_MESSAGES:
-        return "", f"{_TYPE_MESSAGES[kind]}, got {_shown(value)}"
+        return "", f"{_TYPE_MESSAGES[kind]}, got {_shown(value)}{_unsigned_exponent(value)}"
     if kind == "value_error":
         cause = ctx.get("error")
         text = str(cause) if cause is not None else str(err["msg"])

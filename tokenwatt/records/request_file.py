@@ -67,12 +67,28 @@ def read_rows(path: Path, expected: RequestsLog) -> Iterator[dict[str, Any]]:
 
 
 def _rows(path: Path, expected: RequestsLog) -> Iterator[dict[str, Any]]:
+    """The rows, read line by line with every read bounded: a line is read at most
+    ``MAX_LINE_BYTES + 1`` bytes far and no line past the record's count is read, so a
+    file that decompresses to gigabytes (one endless line, or endless lines) costs at most
+    ``requests * MAX_LINE_BYTES`` bytes of decompression and one line of memory."""
     count = 0
+    name = str(path)
     try:
         with gzip.open(path, "rb") as fh:
-            for line in fh:
+            while line := fh.readline(MAX_LINE_BYTES + 1):
                 count += 1
-                yield _row(line, str(path), count)
+                if count > expected.requests:
+                    raise InputError(
+                        [
+                            Problem(
+                                name,
+                                f"line {count}",
+                                f"more lines than the run record's {expected.requests}"
+                                " (requests_log.requests); the rest was not read",
+                            )
+                        ]
+                    )
+                yield _row(line, name, count)
     except (OSError, EOFError) as exc:
         raise InputError([Problem(str(path), "", f"not a gzip file: {exc}")]) from exc
     if count != expected.requests:
@@ -100,7 +116,8 @@ _LATER_KEYS = frozenset(["prompt", "prompt_text_tokens"])
 def _row(line: bytes, name: str, number: int) -> dict[str, Any]:
     where = f"line {number}"
     if len(line) > MAX_LINE_BYTES:
-        raise InputError([Problem(name, where, f"longer than {MAX_LINE_BYTES} bytes")])
+        message = f"longer than {MAX_LINE_BYTES} bytes (the rest of the line was not read)"
+        raise InputError([Problem(name, where, message)])
     try:
         row = json.loads(line, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:

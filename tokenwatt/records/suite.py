@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenwatt.errors import InputError, Problem
+from tokenwatt.text import control_characters, has_lone_surrogate
 
 GOLD = re.compile(r"^-?\d+(?:\.\d+)?$")
 """A gold answer: a plain decimal number (GSM8K's ``#### N`` with commas removed)."""
@@ -68,8 +69,9 @@ def load_suite(path: Path) -> list[SuiteItem]:
 
     Raises:
         InputError: unreadable file, bad or too deeply nested JSON, a missing or empty
-            field, a gold answer that is not a plain finite number (``NaN``, ``Infinity``
-            refused), a duplicate id, or no items — each named by file and ``line N.field``.
+            field, text with a lone surrogate, a gold answer that is not a plain finite
+            number (``NaN``, ``Infinity`` refused), a duplicate id, or no items — each
+            named by file and ``line N.field``.
     """
     try:
         text = path.read_text(encoding="utf-8")
@@ -79,11 +81,17 @@ def load_suite(path: Path) -> list[SuiteItem]:
     problems: list[Problem] = []
     seen: set[str] = set()
     for where, row in json_object_lines(path, text, problems):
+        unreadable = [k for k, v in row.items() if isinstance(v, str) and has_lone_surrogate(v)]
+        for key in unreadable:  # JSON's "\ud800": half a UTF-16 pair, not text
+            shown = json.dumps(key, ensure_ascii=True)[1:-1]
+            found = control_characters(row[key])
+            message = f"holds a lone surrogate ({found}), not text"
+            problems.append(Problem(str(path), f"{where}.{shown}", message))
         bad = [k for k in ("id", "question", "prompt", "gold") if not isinstance(row.get(k), str)]
         bad += [k for k in ("id", "prompt", "gold") if k not in bad and not row[k].strip()]
         for key in bad:
             problems.append(Problem(str(path), f"{where}.{key}", "missing, empty or not a string"))
-        if bad:
+        if bad or unreadable:
             continue
         if not GOLD.match(row["gold"]):
             problems.append(Problem(str(path), f"{where}.gold", f"not a number: {row['gold']!r}"))
