@@ -22,7 +22,6 @@ import asyncio
 import json
 import os
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,13 +34,19 @@ from click.testing import CliRunner
 from tokenwatt.cli import cli
 from tokenwatt.collect.arrivals import window_schedule
 from tokenwatt.collect.loadgen import run_window
-from tokenwatt.collect.pool_window import WORKER_DIED
 from tokenwatt.collect.ray_pool import RayPool
 from tokenwatt.records.window import WindowSummary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
 from sim_process import SimProcess, start_sim
-from test_workers import Recorded, _percentiles_are_of_the_union, config, offsets, prompts
+from test_workers import (
+    Recorded,
+    _percentiles_are_of_the_union,
+    config,
+    killed_mid_window,
+    offsets,
+    prompts,
+)
 
 pytestmark = pytest.mark.ray
 
@@ -182,33 +187,8 @@ def test_an_actor_killed_mid_window_leaves_a_valid_flagged_window(
 
     victim = pool.actors()[1]
     node = pool.links()[1]
-    timer = threading.Timer(1.0, ray.kill, args=(victim,))
-    timer.start()
-    started = time.monotonic()
-    try:
-        result = pool.run_window(
-            config(sim.endpoint), rate_rps=40.0, duration_s=3.0, warmup_s=0.0,
-            requests=prompts(), seed=2,
-        )  # fmt: skip
-    finally:
-        timer.cancel()
-    assert time.monotonic() - started < WAIT_S
-    s = WindowSummary.model_validate_json(result.summary.model_dump_json())  # a valid record
-    assert not s.valid and not s.slo_pass
-    assert s.failure_reason is not None and WORKER_DIED in s.failure_reason.split(",")
-    assert s.invalid_reason is not None and "worker 1 died mid-window" in s.invalid_reason
-    assert [w.died for w in s.worker_lag] == [False, True]
-    assert s.errors == 0 and s.cancelled_by_client > 0
-    lost = [r for r in result.requests if r.error_class == "WorkerDied"]
-    assert lost and all(r.error == "cancelled" for r in lost)
-    # The next window gets a fresh actor 1 on the same node and is whole again.
-    again = pool.run_window(
-        config(sim.endpoint), rate_rps=40.0, duration_s=1.0, warmup_s=0.0,
-        requests=prompts(3), seed=4,
-    )  # fmt: skip
+    _, again = killed_mid_window(pool, sim.endpoint, lambda: ray.kill(victim))
     assert victim not in pool.actors() and len(pool.actors()) == 2
-    assert again.summary.valid and again.summary.errors == 0
-    assert not any(w.died for w in again.summary.worker_lag)
     assert again.summary.worker_lag[1].node_id == getattr(node, "node_id", None)
 
 

@@ -15,8 +15,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -172,16 +173,18 @@ def _percentiles_are_of_the_union(summary: WindowSummary, union: list[RequestRes
     assert summary.send_lag_p99_ms == pytest.approx(round(float(np.percentile(lags, 99)), 4))
 
 
-def test_a_worker_killed_mid_window_leaves_a_valid_flagged_window(
-    pool: WorkerPool, sim: SimProcess
-) -> None:
-    victim = pool.pids()[1]
-    timer = threading.Timer(1.0, os.kill, args=(victim, signal.SIGKILL))
+def killed_mid_window(
+    pool: Any, endpoint: str, kill: Callable[[], None]
+) -> tuple[WindowSummary, WindowResult]:
+    """Run a 3 s window at 40 req/s with ``kill`` called 1 s in (it kills worker 1), check
+    the window is a valid record flagged ``worker_died`` whose lost requests are cancelled,
+    not errors, then run a second window; returns (the first's summary, the second)."""
+    timer = threading.Timer(1.0, kill)
     timer.start()
     started = time.monotonic()
     try:
         result = pool.run_window(
-            config(sim.endpoint), rate_rps=40.0, duration_s=3.0, warmup_s=0.0,
+            config(endpoint), rate_rps=40.0, duration_s=3.0, warmup_s=0.0,
             requests=prompts(), seed=2,
         )  # fmt: skip
     finally:
@@ -198,12 +201,20 @@ def test_a_worker_killed_mid_window_leaves_a_valid_flagged_window(
     assert lost and all(r.error == "cancelled" for r in lost)
     # The next window gets a fresh worker 1 and is whole again.
     again = pool.run_window(
-        config(sim.endpoint), rate_rps=40.0, duration_s=1.0, warmup_s=0.0,
+        config(endpoint), rate_rps=40.0, duration_s=1.0, warmup_s=0.0,
         requests=prompts(3), seed=4,
     )  # fmt: skip
-    assert victim not in pool.pids() and len(pool.pids()) == 2
     assert again.summary.valid and again.summary.errors == 0
     assert not any(w.died for w in again.summary.worker_lag)
+    return s, again
+
+
+def test_a_worker_killed_mid_window_leaves_a_valid_flagged_window(
+    pool: WorkerPool, sim: SimProcess
+) -> None:
+    victim = pool.pids()[1]
+    killed_mid_window(pool, sim.endpoint, lambda: os.kill(victim, signal.SIGKILL))
+    assert victim not in pool.pids() and len(pool.pids()) == 2
 
 
 def test_early_stop_ends_every_worker_promptly(pool: WorkerPool, stalling: str) -> None:
