@@ -48,7 +48,11 @@ def test_a_signal_in_a_window_keeps_the_window_and_marks_it_partial(
     assert record.incomplete_reason is not None and sig.name in record.incomplete_reason
     last = record.probes[-1].window
     assert len(record.probes) == 2 and last.stopped_early and last.requests > 0
-    assert f"interrupted by {sig.name}: the window stopped early and is partial" in last.warnings
+    cut = f"interrupted by {sig.name}: the window stopped early and is partial"
+    assert cut in last.warnings
+    # Cut by the signal, not by the SLO: invalid, its verdict no measured miss.
+    assert last.valid is False and last.invalid_reason == cut
+    assert last.failure_reason == "interrupted" and last.slo_beyond_doubt is None
     assert not list(tmp_path.glob(".run.json*")), "a temporary or lock file was left behind"
 
 
@@ -114,6 +118,10 @@ def test_an_engine_that_dies_mid_window_ends_the_run_as_engine_died(
     assert record.complete is False and record.interrupted == "engine-died"
     last = record.probes[-1].window
     assert last.completed > 0 and "connect" in last.error_kinds
+    # The window was cut by the engine's death, not an SLO miss.
+    assert last.valid is False and last.failure_reason == "engine_died"
+    assert last.invalid_reason is not None
+    assert last.invalid_reason.startswith("the engine died during the window (the engine stopped")
 
 
 def test_an_unexpected_error_leaves_the_record_incomplete_with_its_reason(

@@ -198,7 +198,9 @@ def doubt_sentence(
     short: list[str] = []
     final = _final_repeats(windows, labels)
     for label, w in final:
-        if w.slo_beyond_doubt is not False:
+        # An invalid window's verdict is its invalidity (the story sentence names it),
+        # not an SLO miss in doubt; records from before this rule still carry a value.
+        if w.slo_beyond_doubt is not False or not w.valid:
             continue
         if short_once and _short_only(w, ttft_limit_ms, tpot_limit_ms):
             short.append(f"#{label.number}")

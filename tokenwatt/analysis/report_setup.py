@@ -54,6 +54,18 @@ def final_repeats(run: RunRecord) -> list[Repeat]:
     return [r for r in run.repeats if r.backoff == last and not retried(r.window)]
 
 
+def no_result_reason(run: RunRecord) -> str:
+    """Why a run has no ``result``, in words: an incomplete run (stopped by a signal, its
+    engine dead) names why it stopped instead of blaming the SLO; windows that met the SLO
+    before the stop are counted, so the words never say none did."""
+    if run.complete:
+        return "the run has no SLO search result (it stopped too early)"
+    met = sum(1 for r in run.repeats if r.window.slo_pass and not retried(r.window))
+    why = run.incomplete_reason or "no reason recorded"
+    kept = f"; {met} of its windows met the SLO before it stopped" if met else ""
+    return f"the run is incomplete ({why}), so it has no result to report{kept}"
+
+
 def _fixed_operating_point(run: RunRecord) -> list[Repeat]:
     """A fixed-load run's (``sweep.fixed``) window at its result: the highest listed load
     whose window met the SLO (clients for a closed loop, else the rate); none when no load

@@ -49,6 +49,7 @@ from tokenwatt.analysis.report_setup import (
     final_repeats,
     hardware_of,
     model_of,
+    no_result_reason,
     not_covered_of,
     power_of,
     summary_text,
@@ -306,11 +307,9 @@ def _run_problems(item: RunInput, *, demo: bool) -> list[Problem]:
             )
         )
     if run.result is None:
-        problems.append(
-            Problem(name, "result", "the run has no SLO search result (it stopped too early)")
-        )
+        problems.append(Problem(name, "result", no_result_reason(run)))
     repeats = final_repeats(run)
-    if not repeats:
+    if not repeats and run.result is not None:
         problems.append(
             Problem(
                 name,

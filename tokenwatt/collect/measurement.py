@@ -26,7 +26,8 @@ from tokenwatt.collect.search import (
     slo_search,
 )
 from tokenwatt.collect.verdict import RETRIED_PREFIX, retried
-from tokenwatt.collect.window import WindowOutcome, WindowPlan, WindowRunner
+from tokenwatt.collect.window import WindowOutcome, WindowPlan, WindowRunner, mark_cut
+from tokenwatt.errors import EngineError
 from tokenwatt.records import Probe, Repeat, RunRecord, SearchResult, Spec, WindowSummary
 
 FAST_WARMUP_AFTER_PASS = 10 / 45
@@ -157,11 +158,25 @@ class Measurement:
             # that died late in a window still answered most of it.)
             transport = {"connect", "disconnect"} & set(summary.error_kinds)
             if (summary.completed == 0 and summary.errors > 0) or transport:
-                self.check_engine()
+                self._check_engine_after(summary)
             if not retry:
                 break
         assert spent is not None
         return spent
+
+    def _check_engine_after(self, summary: WindowSummary) -> None:
+        """Ask whether the engine is still there; when it is gone, the stored window was
+        cut by its death (not an SLO miss): marked so, checkpointed, and the death raised.
+
+        Raises:
+            EngineDiedError: the engine does not answer.
+        """
+        try:
+            self.check_engine()
+        except EngineError as exc:  # run.EngineDiedError (run imports this module)
+            mark_cut(summary, f"the engine died during the window ({exc})", tag="engine_died")
+            self.checkpoint()
+            raise
 
     def _note(self, step: str, plan: WindowPlan, outcome: WindowOutcome) -> None:
         s = outcome.summary

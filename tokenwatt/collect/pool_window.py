@@ -464,6 +464,7 @@ class PoolWindow:
         summary.valid = False
         summary.invalid_reason = "; ".join(r for r in (reason, summary.invalid_reason) if r)
         summary.slo_pass = False
+        summary.slo_beyond_doubt = None  # the p99s of a window missing a worker's sends
         reasons = [r for r in (summary.failure_reason or "").split(",") if r]
         summary.failure_reason = ",".join([*reasons, WORKER_DIED])
 

@@ -165,9 +165,9 @@ class WindowRunner:
         summary = self._verdict(loaded.result, metrics)
         warnings = _warnings(idle, metrics, readings.power)
         if self.stop.requested is not None:
-            warnings.append(
-                f"interrupted by {self.stop.requested}: the window stopped early and is partial"
-            )
+            cut = f"interrupted by {self.stop.requested}: the window stopped early and is partial"
+            warnings.append(cut)
+            mark_cut(summary, cut, tag="interrupted")
         # The instruments' flags belong to the window the record and the page show.
         summary.warnings.extend(w for w in warnings if w not in summary.warnings)
         return WindowOutcome(
@@ -296,6 +296,19 @@ class WindowRunner:
         elif summary.stopped_early:
             summary.failure_reason = detail
         return summary
+
+
+def mark_cut(summary: WindowSummary, reason: str, *, tag: str) -> None:
+    """Mark a window cut short by something other than the engine's service (a signal to
+    the collector, the engine's death): invalid, with ``reason`` first in its
+    ``invalid_reason`` and ``tag`` (one word) as its failure reason, so that no table or sentence reads
+    the cut as an SLO miss or its verdict as a measured one (``slo_beyond_doubt`` cleared).
+    """
+    summary.valid = False
+    summary.slo_pass = False
+    summary.slo_beyond_doubt = None
+    summary.invalid_reason = "; ".join(r for r in (reason, summary.invalid_reason) if r)
+    summary.failure_reason = tag
 
 
 def _warnings(
