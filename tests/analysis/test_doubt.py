@@ -197,3 +197,21 @@ def test_doubt_sentence_of_a_fixed_load_run_names_each_load() -> None:
         "Not beyond doubt: #1 load 1: 4 clients met the SLO, but its p99 TPOT's "
         "95% interval (45–55 ms) reaches past the 50 ms limit."
     )
+
+
+def test_an_invalid_window_is_not_called_an_slo_miss_in_doubt() -> None:
+    """A window a dead load-generator worker cut (recorded before its doubt flag was
+    cleared, as in a --workers 2 run with a worker SIGKILLed) is invalid: the story sentence
+    names why; the doubt sentence must not say it "missed the SLO"."""
+    from tokenwatt.analysis.doubt import doubt_sentence
+
+    died = "load-generator worker 0 died mid-window (exit status -9)"
+    windows = [
+        _w(20.0, 0, True, False, ttft_p99_ci_ms=_ci(5.7, None)),
+        _w(30.0, 0, False, False, ttft_p99_ci_ms=_ci(8.8, None), valid=False, invalid_reason=died),
+    ]
+    sentence = doubt_sentence(windows, 450.0, 40.0, fixed=True)  # type: ignore[arg-type]
+    assert sentence == (
+        "Not beyond doubt: #1 load 1: 20 req/s met the SLO, but its p99 TTFT's 95% interval "
+        "(5.7 ms to beyond the sample) reaches past the 450 ms limit."
+    )

@@ -309,7 +309,8 @@ def _run_problems(item: RunInput, *, demo: bool) -> list[Problem]:
     if run.result is None:
         problems.append(Problem(name, "result", no_result_reason(run)))
     repeats = final_repeats(run)
-    if not repeats and run.result is not None:
+    # A fixed-load run without a result stopped early: the result problem says so.
+    if not repeats and not (run.spec.sweep.fixed and run.result is None):
         problems.append(
             Problem(
                 name,

@@ -301,8 +301,9 @@ class WindowRunner:
 def mark_cut(summary: WindowSummary, reason: str, *, tag: str) -> None:
     """Mark a window cut short by something other than the engine's service (a signal to
     the collector, the engine's death): invalid, with ``reason`` first in its
-    ``invalid_reason`` and ``tag`` (one word) as its failure reason, so that no table or sentence reads
-    the cut as an SLO miss or its verdict as a measured one (``slo_beyond_doubt`` cleared).
+    ``invalid_reason`` and ``tag`` (one word) as its failure reason, so that no table or
+    sentence reads the cut as an SLO miss, nor its verdict as measured (``slo_beyond_doubt``
+    cleared).
     """
     summary.valid = False
     summary.slo_pass = False
