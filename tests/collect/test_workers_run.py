@@ -116,3 +116,55 @@ def test_sigterm_with_two_workers_keeps_the_window_and_ends_the_workers(
     while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in workers):
         time.sleep(0.05)
     assert not any(Path(f"/proc/{p}/status").exists() for p in workers), "a worker outlived it"
+
+
+def _workers(pid: int) -> list[int]:
+    """The load-generator worker processes among ``pid``'s children (spawned by
+    multiprocessing: ``spawn_main`` on their command line, not the resource tracker)."""
+    found = []
+    for child in sorted(_children(pid)):
+        cmdline = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ")
+        if b"spawn_main" in cmdline:
+            found.append(child)
+    return found
+
+
+def test_a_window_whose_worker_died_is_measured_again_and_the_run_goes_on(
+    engine: EngineProcess, tmp_path: Path
+) -> None:
+    """A dead worker is a fault of the instrument, not a verdict on the server: the window
+    it cut is kept (invalid, its verdict not used) and measured again at the same load."""
+    import os
+    import subprocess
+
+    from tokenwatt.records import WORKER_DIED_PREFIX, retried
+
+    spec = write_spec(tmp_path, engine.endpoint, warmup_s=0.2, window_s=3.0)
+    out = tmp_path / "run.json"
+    cmd = [
+        sys.executable, "-m", "tokenwatt", "collect", "--spec", str(spec), "--label", "w",
+        "--role", "baseline", "--out", str(out), "--no-accuracy", "--no-progress",
+        "--workers", "2",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env
+    )
+    try:
+        wait_for(lambda: probes(out) >= 1, proc)
+        workers = _workers(proc.pid)
+        assert len(workers) == 2
+        time.sleep(1.5)  # inside the second probe's window
+        os.kill(workers[1], signal.SIGKILL)
+        stderr = finish(proc)
+    finally:
+        engine.stop()
+    assert proc.returncode == 0, stderr
+    record = RunRecord.model_validate_json(out.read_text())
+    assert record.complete
+    cut = next(i for i, p in enumerate(record.probes) if any(w.died for w in p.window.worker_lag))
+    cut_window, again = record.probes[cut].window, record.probes[cut + 1].window
+    assert (cut_window.failure_reason or "").startswith(f"{WORKER_DIED_PREFIX} (worker ")
+    assert retried(cut_window) and not cut_window.valid
+    assert again.rate_rps == cut_window.rate_rps and again.valid
+    assert not any(w.died for w in again.worker_lag) and not retried(again)

@@ -175,3 +175,15 @@ def test_a_file_window_the_record_lacks_is_named_by_the_file(tmp_path: Path) -> 
     assert request_label(labels, 5, "repeat", 0) == LABELS[5]
     assert request_label(labels, 5, "repeat", 5) == "repeat index 5 (not in the run record)"
     assert request_label(labels, 5, "probe", 5) == "probe index 5 (not in the run record)"
+
+
+def test_a_window_a_dead_worker_cut_is_labelled_by_that_cause() -> None:
+    from tokenwatt.analysis import run_labels
+    from tokenwatt.records import WORKER_DIED_PREFIX
+
+    run = backed_off_run()
+    lagged = run.repeats[2].window
+    lagged.failure_reason = f"{WORKER_DIED_PREFIX} (worker 1), measured again: worker_died"
+    labels = [label.text for label in run_labels(run)]
+    assert labels[7] == "repeat 1 of 2 at 8.1 req/s (back-off 1; worker died; measured again as #9)"
+    assert labels[8] == "repeat 1 of 2 at 8.1 req/s (back-off 1; retry of #8)"

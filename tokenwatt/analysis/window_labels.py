@@ -31,7 +31,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tokenwatt.analysis.search_windows import search_windows
-from tokenwatt.records import ConfigV3, ReportV3, RunRecord, SearchWindowV3, Spec
+from tokenwatt.records import (
+    WORKER_DIED_PREFIX,
+    ConfigV3,
+    ReportV3,
+    RunRecord,
+    SearchWindowV3,
+    Spec,
+)
 
 LabelKind = Literal["probe", "repeat", "load"]
 
@@ -160,7 +167,12 @@ def window_labels(windows: Sequence[SearchWindowV3], plan: LabelPlan) -> list[Wi
             notes.append(f"retry of #{retry_of}")
         if w.remeasured:
             again = f"measured again as #{retried_as}" if retried_as else "verdict not used"
-            notes.append(f"client lagged; {again}")
+            why = (
+                "worker died"
+                if (w.failure_reason or "").startswith(WORKER_DIED_PREFIX)
+                else "client lagged"
+            )
+            notes.append(f"{why}; {again}")
         text = head + (f" ({'; '.join(notes)})" if notes else "")
         out.append(WindowLabel(number, kind, text, retry_of=retry_of, retried_as=retried_as))
     return out

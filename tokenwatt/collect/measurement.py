@@ -25,7 +25,7 @@ from tokenwatt.collect.search import (
     monotonicity_warnings,
     slo_search,
 )
-from tokenwatt.collect.verdict import RETRIED_PREFIX, retried
+from tokenwatt.collect.verdict import RETRIED_PREFIX, WORKER_DIED_PREFIX, retried
 from tokenwatt.collect.window import WindowOutcome, WindowPlan, WindowRunner, mark_cut
 from tokenwatt.errors import EngineError
 from tokenwatt.records import Probe, Repeat, RunRecord, SearchResult, Spec, WindowSummary
@@ -127,7 +127,8 @@ class Measurement:
     def _measured(
         self, step: str, plan: WindowPlan, store: Callable[[WindowOutcome], None]
     ) -> ProbeOutcome:
-        """One window; a miss that the client's own lag may explain is measured again once.
+        """One window; a miss that the client's own lag or a dead worker process may explain
+        is measured again once (:meth:`_mark_retry`).
 
         Both windows are stored (the first marked :data:`RETRIED_PREFIX`); the verdict is
         the second's, the GPU time is both's.
@@ -140,16 +141,7 @@ class Measurement:
             cost = window_cost(plan, summary)
             spent = cost if spent is None else _plus(spent, cost)
             self._note(step, plan, outcome)
-            retry = attempt == 0 and not summary.slo_pass and self._client_lagged(summary)
-            if retry:
-                self.progress.note(
-                    f"{step}: the client lagged (send-lag p99 {summary.send_lag_p99_ms:.0f} ms);"
-                    " this window's verdict is not used, measuring again"
-                )
-                summary.failure_reason = (
-                    f"{RETRIED_PREFIX} (send-lag p99 {summary.send_lag_p99_ms:.0f} ms), "
-                    f"measured again: {summary.failure_reason}"
-                )
+            retry = attempt == 0 and not summary.slo_pass and self._mark_retry(step, summary)
             store(outcome)
             self._log_requests(outcome)
             self.checkpoint()
@@ -189,6 +181,24 @@ class Measurement:
         self.progress.note(f"{step}{sep}{load}: {verdict}")
         for warning in outcome.warnings:
             self.progress.note(f"  warning: {warning}")
+
+    def _mark_retry(self, step: str, summary: WindowSummary) -> bool:
+        """Whether a missed window is measured again, and if so mark it: the client lagged
+        (its own lateness may explain the miss) or a worker process died in it (a fault of
+        the instrument, no verdict on the server). Its failure reason then starts with
+        :data:`RETRIED_PREFIX` or :data:`WORKER_DIED_PREFIX`."""
+        dead = [w.worker for w in summary.worker_lag if w.died]
+        if dead:
+            why = f"{WORKER_DIED_PREFIX} (worker {', '.join(map(str, dead))})"
+            said = f"load-generator worker {', '.join(map(str, dead))} died"
+        elif self._client_lagged(summary):
+            why = f"{RETRIED_PREFIX} (send-lag p99 {summary.send_lag_p99_ms:.0f} ms)"
+            said = f"the client lagged (send-lag p99 {summary.send_lag_p99_ms:.0f} ms)"
+        else:
+            return False
+        self.progress.note(f"{step}: {said}; this window's verdict is not used, measuring again")
+        summary.failure_reason = f"{why}, measured again: {summary.failure_reason}"
+        return True
 
     def _client_lagged(self, summary: WindowSummary) -> bool:
         limit_ms = CLIENT_LAG_RETRY_FRACTION * self.spec.slo.ttft_p99_ms

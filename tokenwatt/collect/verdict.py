@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tokenwatt.records import RETRIED_PREFIX, SloSpec, WindowSummary, retried
+from tokenwatt.records import RETRIED_PREFIX, WORKER_DIED_PREFIX, SloSpec, WindowSummary, retried
 
-__all__ = ["RETRIED_PREFIX", "classification_view", "retried"]
+__all__ = ["RETRIED_PREFIX", "WORKER_DIED_PREFIX", "classification_view", "retried"]
 
 
 def classification_view(

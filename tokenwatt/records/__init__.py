@@ -117,6 +117,7 @@ from tokenwatt.records.suite import (
 )
 from tokenwatt.records.window import (
     RETRIED_PREFIX,
+    WORKER_DIED_PREFIX,
     ErrorSample,
     LatencyMs,
     Percentiles,
@@ -147,6 +148,7 @@ __all__ = [
     "RETRIED_PREFIX",
     "SIM_ENGINE_NAME",
     "SIM_VERSION",
+    "WORKER_DIED_PREFIX",
     "AccuracyResult",
     "AccuracySuiteV1",
     "ArrivalProcess",

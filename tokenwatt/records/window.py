@@ -376,7 +376,14 @@ client itself lagged (send-lag p99 above 10% of the TTFT limit): the window is k
 record, but its verdict is not used — the next window at the same rate replaces it."""
 
 
+WORKER_DIED_PREFIX = "worker died"
+"""Start of ``failure_reason`` of a window that the collector measured again because a
+load-generator worker process (or Ray actor) died in it: the window is kept, invalid, and
+its verdict is not used — a fault of the instrument is no verdict on the server."""
+
+
 def retried(window: WindowSummary) -> bool:
-    """True for a window that was measured again because the client lagged (its verdict
-    was replaced by the next window's; see :data:`RETRIED_PREFIX`)."""
-    return (window.failure_reason or "").startswith(RETRIED_PREFIX)
+    """True for a window that was measured again because the client lagged or one of its
+    worker processes died (its verdict was replaced by the next window's; see
+    :data:`RETRIED_PREFIX`, :data:`WORKER_DIED_PREFIX`)."""
+    return (window.failure_reason or "").startswith((RETRIED_PREFIX, WORKER_DIED_PREFIX))
