@@ -215,3 +215,14 @@ def test_a_missing_tokenizer_is_refused_before_the_engine_is_asked(here: Path) -
     assert "model.tokenizer" in output
     assert "cannot reach the engine" not in output
     assert _snapshot(here) == before
+
+
+def test_the_port_placeholder_of_a_launched_engine_is_a_valid_endpoint() -> None:
+    """``{port}`` stands for the free port a launched engine gets: the port check must not
+    refuse it (it did, and every ``--engine-cmd ... --endpoint ...:{port}/v1`` run failed)."""
+    from tokenwatt.records.spec import EngineSpec
+
+    engine = EngineSpec(endpoint="http://127.0.0.1:{port}/v1", name="x", model="m")
+    assert engine.endpoint.endswith(":{port}/v1")
+    with pytest.raises(ValueError, match="a port is a number from 1 to 65535"):
+        EngineSpec(endpoint="http://127.0.0.1:{prt}/v1", name="x", model="m")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from engine_servers import HERE, MODEL_NAME, VLLM_ENV, VLLM_KV_BLOCKS, VLLM_MAX_MODEL_LEN
 from tiny_model import TinyModel
 
@@ -140,19 +140,32 @@ def _readme_llamacpp_commands() -> list[str]:
     ]
 
 
+def test_the_readme_llama_server_command_is_one_collect_can_take() -> None:
+    """The README's `llama-server` command (no binary here to run it: the Python route
+    below runs the same flags' equivalent): one `--engine-cmd` with the `{port}` placeholder,
+    bound to 127.0.0.1, the endpoint on that port, and options collect accepts."""
+    from tokenwatt.cli import cli
+
+    (command,) = [c for c in _readme_llamacpp_commands() if "llama-server" in c]
+    argv = shlex.split(command)
+    engine = shlex.split(argv[argv.index("--engine-cmd") + 1])
+    assert engine[0] == "llama-server" and "{port}" in engine
+    assert engine[engine.index("--host") + 1] == "127.0.0.1"
+    assert argv[argv.index("--endpoint") + 1] == "http://127.0.0.1:{port}/v1"
+    # Every option of the command is one collect knows (click parses them; --help stops it).
+    done = CliRunner().invoke(cli, [*argv[1:], "--help"])
+    assert done.exit_code == 0, done.output
+
+
 @pytest.mark.engine
-@pytest.mark.parametrize("server", ["llama-server", "serve_llamacpp.py"])
-def test_the_readme_llamacpp_commands_run_as_written(
-    server: str, tiny_model: TinyModel, tmp_path: Path
+def test_the_readme_llamacpp_python_route_runs_as_written(
+    tiny_model: TinyModel, tmp_path: Path
 ) -> None:
-    """Each README command that starts llama.cpp under `collect`, run as written but for the
-    model file, its name and the tiny model's vocabulary size (`llama-server` only where the
-    binary is installed; the Python route always, from the repository root as the README
-    says). The record says which engine the server reported, and the per-request windows
-    have exactly rate × duration requests."""
-    (command,) = [c for c in _readme_llamacpp_commands() if server in c]
-    if server == "llama-server" and shutil.which("llama-server") is None:
-        pytest.skip("no llama-server binary on PATH (the Python route is tested beside)")
+    """The README command that starts llama.cpp's server through xllamacpp under `collect`,
+    run as written (from the repository root, as the README says) but for the model file,
+    its name and the tiny model's vocabulary size. The record says which engine the server
+    reported, and the per-request windows have exactly rate × duration requests."""
+    (command,) = [c for c in _readme_llamacpp_commands() if "serve_llamacpp.py" in c]
     pytest.importorskip("xllamacpp", reason="xllamacpp (the test extra) is not installed")
     argv = shlex.split(command.replace("MODEL.gguf", shlex.quote(str(tiny_model.gguf))))
     at = argv.index("--engine-cmd") + 1

@@ -28,7 +28,7 @@ from tokenwatt.records.base import (
     PrintableText,
     StrictModel,
 )
-from tokenwatt.records.launch import EngineLaunch
+from tokenwatt.records.launch import PORT_PLACEHOLDER, EngineLaunch
 from tokenwatt.redact import scrub
 
 KvDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
@@ -102,6 +102,8 @@ def _check_url_has_no_secret(field: str, url: str) -> None:
         )
     if parts.scheme in ("http", "https") and not parts.hostname:
         raise FieldValueError(field, "must name a host (http://HOST:PORT/...)")
+    if parts.netloc.endswith(f":{PORT_PLACEHOLDER}"):
+        return  # a launched engine's free port, filled in before any request
     try:
         port = parts.port  # raises for a port outside 0..65535 or not a number
     except ValueError:
