@@ -3,8 +3,10 @@ fingerprint, and a real ``collect --workers 2`` stopped by SIGTERM in a window."
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -78,23 +80,28 @@ def _children(pid: int) -> set[int]:
     return {int(p) for p in path.read_text().split()} if path.exists() else set()
 
 
-def test_sigterm_with_two_workers_keeps_the_window_and_ends_the_workers(
-    engine: EngineProcess, tmp_path: Path
-) -> None:
-    import os
-    import subprocess
-
-    spec = write_spec(tmp_path, engine.endpoint, warmup_s=0.2, window_s=4.0)
-    out = tmp_path / "run.json"
+def _collect_with_two_workers(
+    engine: EngineProcess, tmp_path: Path, out: Path, *, window_s: float
+) -> subprocess.Popen[str]:
+    """``collect --workers 2`` on a spec pointed at ``engine`` (0.2 s warm-ups, windows of
+    ``window_s``), writing ``out``, as a process of its own."""
+    spec = write_spec(tmp_path, engine.endpoint, warmup_s=0.2, window_s=window_s)
     cmd = [
         sys.executable, "-m", "tokenwatt", "collect", "--spec", str(spec), "--label", "w",
         "--role", "baseline", "--out", str(out), "--no-accuracy", "--no-progress",
         "--workers", "2",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env
     )
+
+
+def test_sigterm_with_two_workers_keeps_the_window_and_ends_the_workers(
+    engine: EngineProcess, tmp_path: Path
+) -> None:
+    out = tmp_path / "run.json"
+    proc = _collect_with_two_workers(engine, tmp_path, out, window_s=4.0)
     try:
         wait_for(lambda: probes(out) >= 1, proc)
         workers = _children(proc.pid)
@@ -134,22 +141,11 @@ def test_a_window_whose_worker_died_is_measured_again_and_the_run_goes_on(
 ) -> None:
     """A dead worker is a fault of the instrument, not a verdict on the server: the window
     it cut is kept (invalid, its verdict not used) and measured again at the same load."""
-    import os
-    import subprocess
 
     from tokenwatt.records import WORKER_DIED_PREFIX, retried
 
-    spec = write_spec(tmp_path, engine.endpoint, warmup_s=0.2, window_s=3.0)
     out = tmp_path / "run.json"
-    cmd = [
-        sys.executable, "-m", "tokenwatt", "collect", "--spec", str(spec), "--label", "w",
-        "--role", "baseline", "--out", str(out), "--no-accuracy", "--no-progress",
-        "--workers", "2",
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env
-    )
+    proc = _collect_with_two_workers(engine, tmp_path, out, window_s=3.0)
     try:
         wait_for(lambda: probes(out) >= 1, proc)
         workers = _workers(proc.pid)
