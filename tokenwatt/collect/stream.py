@@ -208,6 +208,12 @@ class _Stream:
 
     @staticmethod
     def decode_read(datas: list[bytes]) -> list[_Chunk]:
+        """The ``data:`` payloads of one read decoded in one msgspec call (a JSON array of
+        them: one pass instead of one per event).
+
+        Raises:
+            StreamError: ``protocol``, naming the bad event, when one is not a chunk.
+        """
         joined = b"[" + b",".join(datas) + b"]"
         try:
             chunks: list[_Chunk] = _CHUNKS.decode(joined)

@@ -152,6 +152,9 @@ class _WorkerWindow:
         self.reader: threading.Thread | None = None
 
     async def run(self) -> None:
+        """Serve one ``prepare``: read the parent's messages, send every item at its time
+        once ``go`` has come, report progress, and on ``end`` cancel what is in flight and
+        send the one ``final`` message."""
         loop = asyncio.get_running_loop()
         self.more = asyncio.Event()
         self.started = asyncio.Event()
