@@ -226,3 +226,30 @@ def test_the_port_placeholder_of_a_launched_engine_is_a_valid_endpoint() -> None
     assert engine.endpoint.endswith(":{port}/v1")
     with pytest.raises(ValueError, match="a port is a number from 1 to 65535"):
         EngineSpec(endpoint="http://127.0.0.1:{prt}/v1", name="x", model="m")
+
+
+@pytest.mark.parametrize("engine_cmd", [None, "false"])
+def test_a_port_placeholder_nothing_fills_in_is_a_clear_error(
+    here: Path, engine_cmd: str | None
+) -> None:
+    """``{port}`` without a launch command that has it was a traceback (httpx InvalidURL,
+    or a ValueError in the launch plan): now one line naming engine.endpoint, exit 2."""
+    args = [
+        "collect", "--endpoint", "http://127.0.0.1:{port}/v1", "--model", "m", "--rates", "1",
+        "--duration", "1", "--label", "t", "--out", "run.json", "--no-progress",
+    ]  # fmt: skip
+    if engine_cmd is not None:
+        args += ["--engine-cmd", engine_cmd]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert "error: engine.endpoint: has {port}, which only an engine collect starts" in (
+        result.output
+    )
+    assert "Traceback" not in result.output and not (here / "run.json").exists()
+
+
+def test_init_refuses_a_port_placeholder(here: Path) -> None:
+    result = CliRunner().invoke(cli, ["init", "--endpoint", "http://127.0.0.1:{port}/v1"])
+    assert result.exit_code == 2, result.output
+    assert "has {port}, which only an engine that collect starts fills in" in result.output
+    assert not (here / "specs").exists()

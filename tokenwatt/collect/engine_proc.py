@@ -304,17 +304,28 @@ def apply_engine_cmd(spec: Spec, engine_cmd: str | None) -> Spec:
 
 
 def check_launch_options(spec: Spec, engine_log: Path | None) -> None:
-    """Refuse ``--engine-log`` beside a launched engine, which writes its own log.
+    """Refuse ``--engine-log`` beside a launched engine, which writes its own log, and a
+    ``{port}`` in ``engine.endpoint`` that no launch command fills in (only a launched
+    engine's arguments choose the port; without them the URL has no port to send to).
 
     Raises:
-        InputError: named ``--engine-log``.
+        InputError: named ``--engine-log`` or ``engine.endpoint``.
     """
-    if spec.engine.launch is not None and engine_log is not None:
+    launch = spec.engine.launch
+    if launch is not None and engine_log is not None:
         message = (
             "collect starts the engine (engine.launch or --engine-cmd) and scans the log it "
             "writes beside the run record; leave --engine-log out"
         )
         raise InputError([Problem("--engine-log", "", message)])
+    fills_port = launch is not None and any(PORT_PLACEHOLDER in a for a in launch.args())
+    if PORT_PLACEHOLDER in spec.engine.endpoint and not fills_port:
+        message = (
+            f"has {PORT_PLACEHOLDER}, which only an engine collect starts fills in: give "
+            f"--engine-cmd (or engine.launch) with {PORT_PLACEHOLDER} in its arguments, or "
+            "the server's real port"
+        )
+        raise InputError([Problem("engine.endpoint", "", message)])
 
 
 def track_engine(

@@ -21,7 +21,7 @@ from tokenwatt.collect.endpoints import api_base_url, server_root_url
 from tokenwatt.collect.engine_metrics import parse_metrics_text
 from tokenwatt.collect.probes import EngineInfo, get_metrics_text, probe_engine
 from tokenwatt.errors import EngineError
-from tokenwatt.records import SIM_ENGINE_NAME
+from tokenwatt.records import PORT_PLACEHOLDER, SIM_ENGINE_NAME
 from tokenwatt.redact import scrub, scrub_capped
 from tokenwatt.text import control_characters, one_line
 
@@ -79,6 +79,11 @@ def read_server(endpoint: str, api_key: str | None, timeout_s: float = 10.0) -> 
     """
     import httpx
 
+    if PORT_PLACEHOLDER in endpoint:  # init starts no engine: nothing fills it in
+        raise EngineError(
+            f"--endpoint: has {PORT_PLACEHOLDER}, which only an engine that collect starts "
+            "fills in; give the running server's port"
+        )
     info = probe_engine(endpoint, api_key, timeout_s=timeout_s)
     check_server_text(info, endpoint)
     text = None
