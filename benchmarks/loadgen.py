@@ -23,11 +23,15 @@ left out); vLLM: CPU from its "Starting main benchmark run" to its result (so it
 metrics computation is in it) per chunk completed.
 
 ``--compare-http`` first measures httpx against aiohttp in a closed loop (the choice of
-HTTP client); ``--uvloop`` runs ours on uvloop. About 5 minutes with the defaults, most of
-it vLLM's start-up (about 20 s per trial).
+HTTP client); ``--uvloop`` runs ours on uvloop. ``--floor`` instead measures the client CPU
+per request of ours beside clients that only read each response (bare aiohttp, on asyncio
+and on uvloop, and a bare asyncio Protocol with httptools' parser), the same seeded Poisson
+schedule each, alternating, at ``--floor-rates``: how much of ours is the HTTP library's.
+About 5 minutes with the defaults, most of it vLLM's start-up (about 20 s per trial).
 
 Usage: python benchmarks/loadgen.py [--chunks 32,256] [--chunk-rates 16000,...]
     [--workers 1,2] [--seconds 3] [--uvloop] [--skip-vllm] [--compare-http]
+    [--floor [--floor-rates 300,1000] [--rounds 2]]
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 CHUNKS = 32
@@ -212,14 +218,22 @@ class CpuSampler:
 
 
 def trial_ours(
-    url: str, rate: float, seconds: float, chunks: int, workers: int, use_uvloop: bool
+    url: str,
+    rate: float,
+    seconds: float,
+    chunks: int,
+    workers: int,
+    use_uvloop: bool,
+    plain_loop: bool = False,
 ) -> dict[str, Any]:
-    """One pinned trial of run_window (or a WorkerPool's); runs in a child process."""
+    """One pinned trial of run_window (or a WorkerPool's); runs in a child process.
+    ``plain_loop``: on a plain asyncio loop (1.5 ms send margin), not the load's own."""
     sys.path.insert(0, str(ROOT))
     import numpy as np
     from scipy import stats
 
     import tokenwatt.analysis  # noqa: F401  (imported before the window, not inside it)
+    from tokenwatt.collect import send_loop
     from tokenwatt.collect.loadgen import LoadConfig, run_window
     from tokenwatt.collect.workers import WorkerPool
     from tokenwatt.collect.workload import RequestSpec
@@ -246,7 +260,9 @@ def trial_ours(
             result = pool.run_window(cfg, **window)  # type: ignore[arg-type]
     else:
         with CpuSampler([]) as cpu:
-            result = asyncio.run(run_window(cfg, **window))  # type: ignore[arg-type]
+            # uvloop.install() makes asyncio.run use uvloop; without it, the load's own loop.
+            runner = asyncio.run if use_uvloop or plain_loop else send_loop.run
+            result = runner(run_window(cfg, **window))  # type: ignore[arg-type]
     start, end = result.window_start_s, result.window_end_s
     in_window = [r for r in result.requests if r.in_window]
     finished = [r.finished_s for r in in_window if r.finished_s is not None]
@@ -402,6 +418,147 @@ async def _closed_loop(client: str, url: str, total: int = 3000, streams: int = 
     return f"{total / wall:8.0f} req/s closed loop, {cpu / total * 1e6:6.0f} µs CPU per request"
 
 
+# ------------------------------------------------------ per-request floor (--floor) ---
+
+FLOOR_CLIENTS = ("ours", "ours, plain loop", "aiohttp", "aiohttp+uvloop", "httptools")
+"""``--floor``: ours on the load's own loop and on a plain asyncio loop (the send margin
+before the event loop change), then clients that do nothing but read each response: bare
+aiohttp (the library under ours), the same on uvloop, and a bare ``asyncio.Protocol`` with
+``httptools``' parser (what a project-owned HTTP/1.1 client would cost; benchmark only)."""
+
+
+async def _bare_open_loop(client: str, url: str, chunks: int, rate: float, seconds: float) -> float:
+    """CPU seconds per request of a do-nothing client sending a seeded Poisson schedule."""
+    import numpy as np
+
+    body = json.dumps({"model": "bench", "prompt": [1, 2, 3], "max_tokens": chunks,
+                       "stream": True}).encode()  # fmt: skip
+    target = url + "/v1/completions"
+    one: Any
+    if client.startswith("aiohttp"):
+        import aiohttp
+
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=4096, limit_per_host=0),
+            timeout=aiohttp.ClientTimeout(total=None),
+            auto_decompress=False,
+        )
+
+        async def one() -> None:
+            async with session.post(target, data=body,
+                                    headers={"Content-Type": "application/json"}) as r:  # fmt: skip
+                async for _ in r.content.iter_any():
+                    pass
+    else:
+        one, session = _httptools_client(target, body), None
+    await asyncio.gather(*(one() for _ in range(50)))  # connections open, code warm
+    offsets = np.cumsum(np.random.default_rng(1).exponential(1 / rate, round(rate * seconds)))
+    start, cpu0, tasks = time.perf_counter(), time.process_time(), []
+    for offset in offsets.tolist():
+        delay = start + offset - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.ensure_future(one()))
+    await asyncio.gather(*tasks)
+    spent = time.process_time() - cpu0
+    if session is not None:
+        await session.close()
+    return spent / len(offsets)
+
+
+def _httptools_client(target: str, body: bytes) -> Any:
+    """A keep-alive HTTP/1.1 client on an asyncio Protocol and httptools' parser that keeps
+    each read's time and bytes (what ours keeps), for ``--floor`` only."""
+    from urllib.parse import urlsplit
+
+    import httptools
+
+    url = urlsplit(target)
+    head = f"POST {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\n"
+    head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    request = head.encode() + body
+    host, port = url.hostname or "127.0.0.1", url.port or 80
+    idle: list[Any] = []
+
+    class Connection(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.parser = httptools.HttpResponseParser(self)
+            self.done: asyncio.Future[None] | None = None
+            self.reads: list[tuple[float, bytes]] = []
+            self.now = 0.0
+
+        def connection_made(self, transport: Any) -> None:
+            self.transport = transport
+
+        def data_received(self, data: bytes) -> None:
+            self.now = time.perf_counter()
+            self.parser.feed_data(data)
+
+        def on_body(self, piece: bytes) -> None:
+            self.reads.append((self.now, piece))
+
+        def on_message_complete(self) -> None:
+            done, self.done = self.done, None
+            idle.append(self)
+            if done is not None:
+                done.set_result(None)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.done is not None and not self.done.done():
+                self.done.set_exception(ConnectionError("lost"))
+
+    async def one() -> None:
+        loop = asyncio.get_running_loop()
+        if idle:
+            conn = idle.pop()
+        else:
+            _, conn = await loop.create_connection(Connection, host, port)
+        conn.done, conn.reads = loop.create_future(), []
+        conn.transport.write(request)
+        await conn.done
+
+    return one
+
+
+def floor_child(client: str, url: str, chunks: int, rate: float, seconds: float) -> float:
+    """CPU µs per request of one ``--floor`` client (a child process pinned to a core)."""
+    if client.startswith("ours"):
+        figures = trial_ours(url, rate, seconds, chunks, 1, False, plain_loop="plain" in client)
+        return float(figures["cpu_us_per_chunk"]) * chunks
+    if client.endswith("uvloop"):
+        import uvloop
+
+        return uvloop.run(_bare_open_loop(client, url, chunks, rate, seconds)) * 1e6
+    return asyncio.run(_bare_open_loop(client, url, chunks, rate, seconds)) * 1e6
+
+
+def run_floor(args: argparse.Namespace, folder: Path) -> None:
+    """Every ``--floor`` client at every rate, alternating, ``--rounds`` times."""
+    rates = [float(r) for r in args.floor_rates.split(",")]
+    for chunks in (int(c) for c in args.chunks.split(",")):
+        nginx, url = start_nginx(folder, args.server_core, chunks)
+        try:
+            print(f"\n{chunks}-chunk streams: client CPU per request (µs), per chunk in ()")
+            for rate in rates:
+                got: dict[str, list[float]] = {c: [] for c in FLOOR_CLIENTS}
+                for _ in range(args.rounds):
+                    for client in FLOOR_CLIENTS:
+                        cmd = ["taskset", "-c", str(args.client_core), sys.executable, __file__,
+                               "--floor-child", client, url, str(chunks), str(rate),
+                               str(args.seconds)]  # fmt: skip
+                        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+                        if out.returncode == 0:
+                            got[client].append(float(out.stdout.strip().splitlines()[-1]))
+                cells = [
+                    f"{c} {np.median(v):5.0f} ({np.median(v) / chunks:4.1f})" if v else f"{c} n/a"
+                    for c, v in got.items()
+                ]
+                print(f"  {rate:6.0f} req/s: " + "; ".join(cells), flush=True)
+        finally:
+            nginx.terminate()
+            nginx.wait(timeout=10)
+
+
 # ---------------------------------------------------------------------- SSE decoder ---
 
 
@@ -492,7 +649,11 @@ def main() -> None:
     ap.add_argument("--uvloop", action="store_true", help="run our client on uvloop")
     ap.add_argument("--compare-http", action="store_true")
     ap.add_argument("--skip-vllm", action="store_true")
+    ap.add_argument("--floor", action="store_true", help="per-request CPU beside bare clients")
+    ap.add_argument("--floor-rates", default="300,1000", help="request rates of --floor (req/s)")
+    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of --floor")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    ap.add_argument("--floor-child", nargs=5, help=argparse.SUPPRESS)
     ap.add_argument("--http-child", nargs=2, metavar=("CLIENT", "URL"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -501,12 +662,20 @@ def main() -> None:
                              args.uvloop)  # fmt: skip
         print(json.dumps(figures))
         return
+    if args.floor_child:
+        client, url, chunks, rate, seconds = args.floor_child
+        print(floor_child(client, url, int(chunks), float(rate), float(seconds)))
+        return
     if args.http_child:
         print(asyncio.run(_closed_loop(*args.http_child)))
         return
     chunk_rates = [float(r) for r in args.chunk_rates.split(",")]
     with tempfile.TemporaryDirectory(prefix="tw-loadgen-") as tmp:
         folder = Path(tmp)
+        if args.floor:
+            print(f"load average {os.getloadavg()[0]:.2f} (other jobs disturb every figure)")
+            run_floor(args, folder)
+            return
         python = None if args.skip_vllm else vllm_python()
         if python is None:
             print("vLLM bench serve: skipped (no vLLM install: set TOKENWATT_VLLM_PYTHON)")

@@ -35,13 +35,15 @@ import numpy.typing as npt
 
 from tokenwatt.records import ArrivalProcess, LoadProfile
 
-SEND_SPIN_S = 0.0015
-"""How long before a send time :func:`sleep_until` stops sleeping and starts yielding (s).
+SEND_SPIN_S = 0.0005
+"""How long before a send time :func:`sleep_until` stops sleeping and starts yielding (s),
+on the load's own event loop (:mod:`tokenwatt.collect.send_loop`), whose waits are precise
+to the kernel's timer latency (about 0.1 ms here, with a tail to 1 ms on a busy VM).
 
-asyncio's sleep wakes on the selector's timeout, which epoll rounds up to whole
-milliseconds, so a plain ``asyncio.sleep`` sends up to 1 ms late and bunches sends on
-millisecond ticks (at 200 req/s their gaps then fail a K-S test against the exponential;
-``benchmarks/wire_arrivals.py``). 1.5 ms covers the rounding plus a little wake-up jitter."""
+A plain asyncio loop rounds every wait up to whole milliseconds (epoll), so there a plain
+``asyncio.sleep`` sends up to 1 ms late and bunches sends on millisecond ticks (at 200 req/s
+their gaps then fail a K-S test against the exponential; ``benchmarks/wire_arrivals.py``);
+on such a loop the margin is :data:`~tokenwatt.collect.send_loop.PLAIN_LOOP_SPIN_S`."""
 
 # Gaps are drawn in blocks of this many, so a schedule for a longer duration starts with
 # exactly the schedule for a shorter one (same seed): extending a window never reshuffles it.
@@ -286,9 +288,10 @@ async def sleep_until(
 
     Sleeps until ``spin_s`` before ``target``, then yields with ``asyncio.sleep(0)`` until
     :data:`SEND_BUSY_S` before it, so other tasks and I/O keep running while it waits, and
-    waits out the rest in a busy loop; ``spin_s=0`` is a plain ``asyncio.sleep`` (millisecond
-    granularity). Returns at once when ``target`` has passed. The yielding costs CPU: about
-    ``spin_s`` of busy loop per call at most (``benchmarks/wire_arrivals.py`` measures it).
+    waits out the rest in a busy loop; ``spin_s=0`` is a plain ``asyncio.sleep``. Returns at
+    once when ``target`` has passed. The yielding costs CPU: about ``spin_s`` of busy loop
+    per call at most (``benchmarks/wire_arrivals.py`` measures it), so the caller passes the
+    margin its loop needs (:func:`tokenwatt.collect.send_loop.send_margin_s`).
     """
     clock = clock or time.perf_counter
     delay = target - clock()

@@ -23,11 +23,13 @@ timeout). Requests to such a server now go on fresh connections, idle connection
 4 s (below common servers' 5 s), and a request that provably never reached the server is
 sent again and counted as a transport retry (details in :mod:`tokenwatt.collect.http`).
 
-Send times: the dispatcher creates each request's task 1.5 ms before its scheduled time,
-and the task itself waits the rest with :func:`~tokenwatt.collect.arrivals.sleep_until`
-(yielding to the loop, then a 0.3 ms busy wait) and sends at once: sends are not bunched on
-the selector's millisecond ticks, nor delayed by a hop through the loop's queue
-(``benchmarks/wire_arrivals.py``).
+Send times: the dispatcher creates each request's task 0.5 ms before its scheduled time
+(1.5 ms on a loop not made by :mod:`tokenwatt.collect.send_loop`, whose waits round up to
+milliseconds), and the task itself waits the rest with
+:func:`~tokenwatt.collect.arrivals.sleep_until` (yielding to the loop, then a 0.3 ms busy
+wait) and sends at once: sends are not bunched on the selector's millisecond ticks, nor
+delayed by a hop through the loop's queue (``benchmarks/wire_arrivals.py``). Run a window
+with :func:`tokenwatt.collect.send_loop.run` to get the cheaper margin.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from tokenwatt.analysis import (
 from tokenwatt.collect.arrivals import SEND_SPIN_S, load_schedule, sleep_until
 from tokenwatt.collect.http import Sender, fail, open_session
 from tokenwatt.collect.loadconfig import LoadConfig
+from tokenwatt.collect.send_loop import send_margin_s
 from tokenwatt.collect.workload import RequestSpec
 from tokenwatt.records import RequestResult, WindowSummary
 
@@ -307,7 +310,9 @@ async def run_window(
             not scan the objects alive before it (a 200 ms pause was seen without).
         send_spin_s: how long before each send time the dispatcher stops sleeping and
             yields to the loop until it (s); 0 gives millisecond-bunched sends
-            (:func:`~tokenwatt.collect.arrivals.sleep_until`).
+            (:func:`~tokenwatt.collect.arrivals.sleep_until`). Raised to
+            :data:`~tokenwatt.collect.send_loop.PLAIN_LOOP_SPIN_S` unless the window runs
+            on a loop of :func:`tokenwatt.collect.send_loop.new_loop` (``send_loop.run``).
         interrupt: called every ``check_interval_s`` in every phase, warm-up included; True
             stops the window as ``stop_early`` does (a signal asked the run to stop).
 
@@ -337,6 +342,7 @@ async def run_window(
     )
     state = _Window(cfg, http)
     loop = asyncio.get_running_loop()
+    send_spin_s = send_margin_s(send_spin_s)
     t0 = time.perf_counter() + LEAD_S
     wall_start = time.time() + LEAD_S + warmup_s
     window_start = t0 + warmup_s

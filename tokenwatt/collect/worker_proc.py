@@ -37,6 +37,8 @@ from tokenwatt.analysis import send_lag_ms
 from tokenwatt.collect.http import open_session
 from tokenwatt.collect.loadconfig import LoadConfig
 from tokenwatt.collect.loadgen import _Window
+from tokenwatt.collect.send_loop import run as run_on_send_loop
+from tokenwatt.collect.send_loop import send_margin_s
 from tokenwatt.records import RequestResult
 
 UPDATE_INTERVAL_S = 0.1
@@ -120,7 +122,7 @@ def worker_main(worker: int, inbox: Connection, outbox: Connection) -> None:
         state = _WorkerWindow(msg[1], inbox, outbox)
         error = None
         try:
-            asyncio.run(state.run())
+            run_on_send_loop(state.run())
         except Exception:
             error = traceback.format_exc(limit=8)[-2000:]
         try:
@@ -235,7 +237,7 @@ class _WorkerWindow:
 
     async def _send_all(self) -> None:
         assert self.t0 is not None
-        state, spin_s, t0 = self.state, self.job.send_spin_s, self.t0
+        state, spin_s, t0 = self.state, send_margin_s(self.job.send_spin_s), self.t0
         loop = asyncio.get_running_loop()
         clock = time.perf_counter
         while (item := await self._next_item()) is not None:
