@@ -14,7 +14,10 @@ stays so that a reader still sees *what* was there):
   parameters carry signatures and keys often enough that none is kept);
 * well-known token shapes even without a name: OpenAI-style ``sk-…``, Hugging Face
   ``hf_…``, GitHub ``ghp_…``/``github_pat_…``, Slack ``xox?-…``, AWS access key ids;
-* any exact value passed in ``secrets`` (the API key the run itself holds).
+* any exact value passed in ``secrets`` (the API key the run itself holds), also in the
+  forms text carries it in when it went through a URL, JSON or base64: percent-encoded
+  (``quote``, ``quote_plus``), JSON-escaped, and base64 (standard and URL-safe, with and
+  without padding).
 
 It errs on the side of removing too much: a scrubbed message is for a human to read, not
 to parse.
@@ -22,8 +25,11 @@ to parse.
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from collections.abc import Iterable
+from urllib.parse import quote, quote_plus
 
 REDACTED = "[redacted]"
 """What a scrubbed value is replaced with."""
@@ -84,7 +90,8 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     """
     for secret in secrets:
         if secret and len(secret) >= 4:
-            text = text.replace(secret, REDACTED)
+            for form in _secret_forms(secret):
+                text = text.replace(form, REDACTED)
     text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{REDACTED}@", text)
     text = _URL_QUERY.sub(lambda m: f"{m.group('base')}?{REDACTED}", text)
     text = _SCHEME_CREDENTIAL.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
@@ -94,6 +101,23 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     )
     text = _NAMED_VALUE.sub(_named, text)
     return _TOKEN_SHAPES.sub(REDACTED, text)
+
+
+def _secret_forms(secret: str) -> list[str]:
+    """``secret`` as written and as a URL, a JSON string or base64 would carry it, longest
+    first (so that a longer form is not half-replaced through a shorter one inside it)."""
+    raw = secret.encode()
+    forms = {
+        secret,
+        quote(secret, safe=""),
+        quote_plus(secret, safe=""),
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        base64.b64encode(raw).decode(),
+        base64.urlsafe_b64encode(raw).decode(),
+    }
+    forms |= {form.rstrip("=") for form in forms}
+    return sorted((form for form in forms if len(form) >= 4), key=len, reverse=True)
 
 
 def cap(text: str, limit: int) -> str:

@@ -60,6 +60,23 @@ def test_exact_secrets_go_wherever_they_are() -> None:
     assert scrub("a b c", ["", "b"]) == "a b c"  # empty and tiny values are not blanked
 
 
+def test_a_secret_in_url_json_and_base64_forms_goes_too() -> None:
+    key = "k3y/with+plus&é=1"
+    texts = {
+        "GET /v1/models/k3y%2Fwith%2Bplus%26%C3%A9%3D1 failed": "GET /v1/models/{R} failed",
+        "form: key=k3y%2Fwith%2Bplus%26%C3%A9%3D1 bad": "form: key={R} bad",
+        '{"echo": "k3y/with+plus&\\u00e9=1"}': '{{"echo": "{R}"}}',
+        "b64 azN5L3dpdGgrcGx1cybDqT0x! std": "b64 {R}! std",
+        "b64 azN5L3dpdGgrcGx1cybDqT0x? url-safe": "b64 {R}? url-safe",
+    }
+    for text, want in texts.items():
+        assert scrub(text, [key]) == want.format(R=R), text
+    odd = "?>?>?>key"  # standard and URL-safe base64 differ: Pz4/Pj8+... and Pz4_Pj8-...
+    assert scrub("a Pz4/Pj8+a2V5 b Pz4_Pj8-a2V5 c", [odd]) == f"a {R} b {R} c"
+    plain = "k3y and with plus"  # pieces of the key are not the key
+    assert scrub(plain, [key]) == plain
+
+
 def test_cap_and_scrub_before_cap() -> None:
     assert cap("abcdef", 6) == "abcdef"
     assert cap("abcdefg", 6) == "abcde…" and len(cap("x" * 999, 300)) == 300
