@@ -119,3 +119,27 @@ def test_a_line_may_reach_max_line_across_reads_but_not_pass_it() -> None:
     assert decoder.feed_data(b"data: abc") == []
     with pytest.raises(SseLineTooLongError, match=r"longer than 12 bytes \(13 bytes without"):
         decoder.feed_data(b"defg")
+
+
+ERROR_EVENTS = (
+    b'data: {"a": 1}\n\nevent: error\ndata: busy\n\n'
+    b'error: {"code":500,"message":"x"}\n\ndata: {"b": 2}\n\n'
+)
+
+
+def test_error_events_and_llama_cpp_error_lines_in_every_split() -> None:
+    assert decode([ERROR_EVENTS]) == [
+        SseEvent("message", '{"a": 1}'),
+        SseEvent("error", "busy"),
+        SseEvent("error", '{"code":500,"message":"x"}'),
+        SseEvent("message", '{"b": 2}'),
+    ]
+    # Data alone: an error event's data comes as a JSON error object, verbatim as a string.
+    expected = [
+        b'{"a": 1}',
+        b'{"error":"busy"}',
+        b'{"error":"{\\"code\\":500,\\"message\\":\\"x\\"}"}',
+        b'{"b": 2}',
+    ]
+    for i in range(len(ERROR_EVENTS) + 1):
+        assert data_only([ERROR_EVENTS[:i], ERROR_EVENTS[i:]]) == expected, f"split at {i}"

@@ -52,6 +52,7 @@ class _Content:
 
 class _Response:
     def __init__(self, reads: list[bytes], res: RequestResult, *, hang: bool = False) -> None:
+        self.headers = {"Content-Type": "text/event-stream"}
         self.content = _Content(reads, asyncio.Event() if hang else None, res)
 
 

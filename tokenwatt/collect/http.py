@@ -216,7 +216,7 @@ class Sender:
             message = f"no end of stream within the {self.timeout_s:g} s request timeout"
             fail(res, "timeout", exc, message=message)
         except StreamError as exc:
-            fail(res, exc.kind, exc, secrets=self.secrets)
+            fail(res, exc.kind, exc, body=exc.body, secrets=self.secrets)
         except aiohttp.ClientConnectorError as exc:
             fail(res, "connect", exc, secrets=self.secrets)
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
@@ -264,6 +264,13 @@ class Sender:
                     secrets=self.secrets,
                 )
                 return
+            encoding = resp.headers.get("Content-Encoding", "identity")
+            if encoding.lower() not in ("", "identity"):
+                raise StreamError(
+                    "protocol",
+                    f"the stream came compressed (Content-Encoding {encoding}) although the"
+                    " request asked for none: its events can not be timed as they come",
+                )
             await read_stream(resp, res)
 
 

@@ -148,8 +148,18 @@ class LoadConfig:
         return json.dumps(payload, separators=(",", ":")).encode()
 
     def headers(self) -> dict[str, str]:
-        """HTTP headers of every request (the bearer token when there is a key)."""
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        """HTTP headers of every request (the bearer token when there is a key).
+
+        ``Accept-Encoding: identity`` replaces aiohttp's default ``gzip, deflate``: a
+        compressing server or proxy (Starlette's GZipMiddleware, tower-http's
+        CompressionLayer) buffers events until its compressor flushes, so arrival times
+        would no longer be the tokens'; the client reads the stream undecompressed.
+        """
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",
+        }
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers

@@ -6,6 +6,11 @@ CR and LF, inside a UTF-8 sequence), several events in one read, CRLF, CR or LF 
 ``:`` comments, ``data:`` with or without the space, multi-line data, and very large events
 (a long line arriving in many reads is joined once, not re-copied on every read).
 
+One departure from the standard, which ignores unknown fields: an ``error:`` line is read as
+an ``error`` event with that data. llama.cpp's server (``server_sent_event(sink, "error",
+...)``, builds of 2024-2025) sends a failure inside a streamed response that way, and
+dropping it would hide the failure.
+
 Why our own: the load generator uses aiohttp (httpx could not hold the target rate, see
 ``benchmarks/loadgen.py``), and ``httpx-sse`` works on httpx responses only; the aiohttp
 SSE clients on PyPI are unmaintained or reconnecting ``EventSource`` clients. This decoder
@@ -14,6 +19,7 @@ is one small class on bytes, fast enough for tens of thousands of events per sec
 
 from __future__ import annotations
 
+import json
 from typing import Any, NamedTuple
 
 _BOM = b"\xef\xbb\xbf"
@@ -80,7 +86,10 @@ class SseDecoder:
     def feed_data(self, chunk: bytes) -> list[bytes]:
         """Like :meth:`feed`, but return only each event's data, as undecoded UTF-8 bytes.
 
-        The load generator's fast path: no str decoding, no event objects.
+        The load generator's fast path: no str decoding, no event objects. The data of an
+        ``error`` event (``event: error``, or llama.cpp's ``error:`` line) comes back as the
+        JSON object ``{"error": "<its data>"}``, so that a reader of data alone still sees a
+        failure the server reported that way.
         """
         out: list[Any] = []
         self._feed(chunk, out, False)
@@ -180,6 +189,8 @@ class SseDecoder:
             elif not line:
                 if data:
                     joined = data[0] if len(data) == 1 else b"\n".join(data)
+                    if self._event == b"error" and not full:
+                        joined = _error_object(joined)
                     if full:
                         kind = self._event.decode("utf-8", "replace") if self._event else "message"
                         text = joined.decode("utf-8", "replace")
@@ -198,6 +209,16 @@ class SseDecoder:
                     self._event = value
                 elif name == b"data":  # "data" with no colon: an empty data line
                     data.append(value)
+                elif name == b"error":  # llama.cpp's error line: see the module docstring
+                    self._event = b"error"
+                    data.append(value)
                 elif name == b"id" and b"\0" not in value:
                     self._last_id = value.decode("utf-8", "replace")
                 # "retry" and unknown fields are ignored: this client never reconnects.
+
+
+def _error_object(data: bytes) -> bytes:
+    """An error event's data as the JSON object ``{"error": "<data>"}`` (valid JSON whatever
+    the data was: plain text or a JSON object, kept verbatim as a string)."""
+    text = data.decode("utf-8", "replace")
+    return b'{"error":' + json.dumps(text).encode() + b"}"

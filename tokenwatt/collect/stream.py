@@ -10,9 +10,10 @@ it came in, so the timings are exactly those of decoding read by read.
 Two things are known during the stream, because the load generator acts on them while a
 window runs: the first text chunk's arrival (``first_token_s``; an early stop counts a
 request still without one past the TTFT limit as a miss), found by decoding the first
-reads event by event until a text chunk turns up; and an error object in the stream,
-whose read (one containing ``"error"``) is decoded at once, so that the request fails
-there as before. ``benchmarks/loadgen.py`` measures the client's CPU per chunk.
+reads event by event until a text chunk turns up; and an error in the stream, whose read
+(one containing ``error``) is decoded at once, before the first token or after it, so that
+the request fails there, with the server's message, not at the request timeout.
+``benchmarks/loadgen.py`` measures the client's CPU per chunk.
 """
 
 from __future__ import annotations
@@ -60,7 +61,10 @@ class _Chunk(msgspec.Struct, gc=False):
 _CHUNKS = msgspec.json.Decoder(list[_Chunk])
 _ONE_CHUNK = msgspec.json.Decoder(_Chunk)
 _DONE = b"[DONE]"
-_ERROR_MARK = b'"error"'
+# In every form of a stream's error: an "error" key, `event: error`, llama.cpp's `error:`
+# line. Model text containing the word only makes its read decoded early, not wrongly.
+_ERROR_MARK = b"error"
+_HEAD_BYTES = 4096  # bytes of a response kept to show what it was when it is no event stream
 
 
 MAX_USAGE_TOKENS = 100_000_000
@@ -92,12 +96,14 @@ def response_byte_limit(max_tokens: int | None) -> int:
 
 
 class StreamError(Exception):
-    """A stream that broke the protocol; ``kind`` is the request's error kind and the
-    message (if any) says what was wrong."""
+    """A stream that broke the protocol; ``kind`` is the request's error kind, the message
+    (if any) says what was wrong and ``body`` holds the head of a response that was no event
+    stream (kept as the request's ``error_body``)."""
 
-    def __init__(self, kind: str, message: str | None = None) -> None:
+    def __init__(self, kind: str, message: str | None = None, body: bytes | None = None) -> None:
         super().__init__(message or kind)
         self.kind = kind
+        self.body = body
 
 
 def _bad_event(exc: msgspec.DecodeError, joined: bytes) -> str:
@@ -142,7 +148,17 @@ class _Stream:
     """One response being read: its reads so far (arrival time, SSE data) and what the
     ones already decoded said (internal)."""
 
-    __slots__ = ("decoder", "done", "pending", "pieces", "res", "usage")
+    __slots__ = (
+        "content_type",
+        "decoder",
+        "done",
+        "head",
+        "pending",
+        "pieces",
+        "res",
+        "seen",
+        "usage",
+    )
 
     def __init__(self, res: RequestResult) -> None:
         self.res = res
@@ -154,25 +170,44 @@ class _Stream:
         self.pieces: list[str] = []
         self.usage: _Usage | None = None
         self.done = False
+        self.seen = False  # any SSE data at all, [DONE] included
+        self.head = b""  # the response's first bytes, up to _HEAD_BYTES
+        self.content_type = ""
 
     def datas(self, piece: bytes) -> list[bytes]:
-        """The SSE data of one read, with a final ``[DONE]`` taken off (``done`` set)."""
+        """The SSE data of one read up to ``[DONE]`` (``done`` set); nothing after it.
+
+        ``[DONE]`` ends the stream wherever it is: a second one (Ray Serve LLM and API
+        gateways have sent two) or any event after it is not part of the response.
+        """
+        if self.done:
+            return []
         try:
             datas = self.decoder.feed_data(piece)
         except SseLineTooLongError as exc:
             raise StreamError("protocol", str(exc)) from exc
-        if datas and datas[-1] == _DONE:
-            self.done = True
-            datas.pop()
+        if datas:
+            self.seen = True
+            if datas[-1] == _DONE:
+                self.done = True
+                datas.pop()
+            if _DONE in datas:
+                self.done = True
+                del datas[datas.index(_DONE) :]
         return datas
 
     def preview(self, now: float, piece: bytes) -> None:
         """Keep a read that came before the first text chunk, and set ``first_token_s``
-        if it holds one (decoding its events one by one until then)."""
+        if it holds one (decoding its events one by one until then). A read that may
+        carry an error is decoded at once (see the module docstring)."""
+        if len(self.head) < _HEAD_BYTES:
+            self.head += piece[: _HEAD_BYTES - len(self.head)]
         datas = self.datas(piece)
         self.pending.append((now, datas))
         if any(_is_text(data) for data in datas):
             self.res.first_token_s = now
+        if _ERROR_MARK in piece:
+            self.decode_pending()
 
     def decode_pending(self) -> None:
         """Decode every pending read, in order: one decode for all of them; read by read
@@ -244,10 +279,16 @@ class _Stream:
                     else:
                         res.reasoning = True
             elif chunk.error is not None:
+                self.stamp(texts, now)  # the text before the error in this read came
                 raise StreamError("stream_error", f"the stream carried an error: {chunk.error}")
             if chunk.usage is not None:
                 self.usage = chunk.usage
+        self.stamp(texts, now)
+
+    def stamp(self, texts: int, now: float) -> None:
+        """Record ``texts`` text chunks that arrived at ``now`` (none: nothing to do)."""
         if texts:
+            res = self.res
             chunk_s = res.chunk_s
             if not chunk_s:
                 res.first_token_s = now
@@ -258,6 +299,8 @@ class _Stream:
         """The response has ended: decode what is pending and check it was complete."""
         self.decode_pending()
         res = self.res
+        if not self.seen:
+            raise _not_a_stream(self.head, self.content_type)
         if not self.done:
             raise StreamError("protocol", "the stream ended without data: [DONE]")
         usage = self.usage
@@ -290,16 +333,21 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
     the rest is filled in when it ends. A request that stops early (timeout, cancellation,
     a broken connection) keeps what its reads held: they are decoded as it stops.
 
+    The stream ends at ``[DONE]``: events after it are not read. An error in the stream
+    fails the request at its read, before the first token too.
+
     Memory is bounded: a response longer than :func:`response_byte_limit` of the request's
     ``max_tokens``, or with a line longer than :data:`MAX_SSE_LINE`, fails at that read.
 
     Raises:
         StreamError: ``protocol`` (not JSON, no ``[DONE]``, a response or line too long
-            to be a completion), ``stream_error`` (an error
-            object in the stream), ``empty`` (``[DONE]`` with no text chunk).
+            to be a completion, a response that is no event stream), ``stream_error`` (an
+            error in the stream, or a 200 answer that is an error object), ``empty``
+            (``[DONE]`` with no text chunk).
         aiohttp.ClientError: the connection broke.
     """
     stream = _Stream(res)
+    stream.content_type = resp.headers.get("Content-Type", "")
     pending = stream.pending
     clock = time.perf_counter
     ended = False
@@ -328,6 +376,27 @@ def _too_long(limit: int, max_tokens: int | None) -> str:
     return (
         f"the response is longer than {limit:,} bytes, more than {asked} can explain;"
         " the rest was not read"
+    )
+
+
+def _not_a_stream(head: bytes, content_type: str) -> StreamError:
+    """What a response without a single SSE data line was, from its first bytes: an error
+    object (``stream_error``: a server or proxy that answers 200 with ``{"error": ...}`` or
+    vLLM's ``{"object": "error", ...}``), else a ``protocol`` error (a non-streamed
+    completion, an HTML page, a compressed stream). ``head`` goes with it as the body."""
+    shown = f"Content-Type {content_type}" if content_type else "no Content-Type"
+    if not head:
+        return StreamError("protocol", f"the response was empty ({shown}): no event stream")
+    try:
+        obj = msgspec.json.decode(head)
+    except msgspec.DecodeError:
+        obj = None
+    if isinstance(obj, dict) and (obj.get("error") is not None or obj.get("object") == "error"):
+        error = obj.get("error") or obj.get("message")
+        message = f"the server answered with an error, not an event stream ({shown}): {error}"
+        return StreamError("stream_error", message, head)
+    return StreamError(
+        "protocol", f"the response is not an event stream ({shown}): no data: line in it", head
     )
 
 
