@@ -6,9 +6,9 @@ bounded number of requests (``--count``) three ways: precise sends on the load's
 loop (:mod:`tokenwatt.collect.send_loop`: sleep to 0.5 ms before the send time, then yield
 to the loop until it; what collect does), the same on a plain asyncio loop (whose waits
 round up to milliseconds, so the margin is 1.5 ms), and a plain ``asyncio.sleep``
-(``send_spin_s=0``, millisecond-bunched; the last two left out with ``--no-plain``). Printed per run: the K-S
-p-value of the gaps of the schedule (the control), of ``dispatched_s`` and of ``sent_s``
-against the exponential of the target mean; send lag p50/p99; and the client's CPU time
+(``send_spin_s=0``, millisecond-bunched; the last two left out with ``--no-plain``).
+Printed per run: the K-S p-value of the gaps of the schedule (the control), of
+``dispatched_s`` and of ``sent_s`` against the exponential of the target mean; send lag p50/p99; and the client's CPU time
 per second of window (``time.process_time``), whose difference is the cost of the yielding.
 
 With ``--workers 1,2`` (the default) each rate is also sent by a pool of worker processes
@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT))
 
 from tokenwatt.collect import send_loop  # noqa: E402
 from tokenwatt.collect.arrivals import SEND_SPIN_S  # noqa: E402
-from tokenwatt.collect.send_loop import send_margin_s  # noqa: E402
 from tokenwatt.collect.loadgen import LoadConfig, WindowResult, run_window  # noqa: E402
+from tokenwatt.collect.send_loop import send_margin_s  # noqa: E402
 from tokenwatt.collect.workers import WorkerPool  # noqa: E402
 from tokenwatt.collect.workload import RequestSpec  # noqa: E402
 from tokenwatt.records.spec import SloSpec  # noqa: E402
