@@ -8,8 +8,9 @@ to the loop until it; what collect does), the same on a plain asyncio loop (whos
 round up to milliseconds, so the margin is 1.5 ms), and a plain ``asyncio.sleep``
 (``send_spin_s=0``, millisecond-bunched; the last two left out with ``--no-plain``).
 Printed per run: the K-S p-value of the gaps of the schedule (the control), of
-``dispatched_s`` and of ``sent_s`` against the exponential of the target mean; send lag p50/p99; and the client's CPU time
-per second of window (``time.process_time``), whose difference is the cost of the yielding.
+``dispatched_s`` and of ``sent_s`` against the exponential of the target mean; send lag
+p50/p99; and the client's CPU time per second of window (``time.process_time``), whose
+difference is the cost of the yielding.
 
 With ``--workers 1,2`` (the default) each rate is also sent by a pool of worker processes
 (:class:`tokenwatt.collect.workers.WorkerPool`: one schedule, round-robin by arrival, each
