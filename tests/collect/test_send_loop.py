@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tokenwatt.collect import send_loop
+from tokenwatt.collect.arrivals import SendMargin, sleep_until
 from tokenwatt.collect.send_loop import PLAIN_LOOP_SPIN_S, PreciseSelector
 
 
@@ -108,3 +109,34 @@ def test_a_descriptor_beyond_select_falls_back_to_epoll() -> None:
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_the_send_margin_decays_to_its_floor_and_widens_with_late_wakeups() -> None:
+    margin = SendMargin(0.0005)
+    assert margin.current_s == pytest.approx(0.0015)  # starts at the plain-loop margin
+    # Remembered lateness 1.3 ms decays by 0.98 a send; the margin is it + 0.2 ms until the
+    # floor: 1.3 ms × 0.98^k + 0.2 ms <= 0.5 ms from k = 73 (ln(0.3/1.3) / ln(0.98) = 72.6).
+    for _ in range(72):
+        margin.observe(0.0)
+    assert margin.current_s > 0.0005
+    margin.observe(0.0)
+    assert margin.current_s == 0.0005
+    margin.observe(0.001)  # a wake-up 1 ms late (a busy machine)
+    assert margin.current_s == pytest.approx(0.0012)
+    margin.observe(0.0001)  # one on time does not undo it at once
+    assert margin.current_s == pytest.approx(0.001 * 0.98 + 0.0002)
+    margin.observe(0.010)
+    assert margin.current_s == 0.0015  # capped at the plain-loop margin
+
+
+def test_sleep_until_gives_its_lateness_to_the_margin() -> None:
+    async def main() -> tuple[float, float]:
+        margin = SendMargin(0.0001, start_s=0.0)  # 0.2 ms: no lateness remembered yet
+        target = time.perf_counter() + 0.02
+        await sleep_until(target, margin=margin)
+        return time.perf_counter() - target, margin.current_s
+
+    after, current = send_loop.run(main())
+    assert after >= 0.0
+    # No wake-up is early, and the kernel's is never instant: the margin widened by it.
+    assert current > 0.0002

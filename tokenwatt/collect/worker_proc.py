@@ -237,7 +237,8 @@ class _WorkerWindow:
 
     async def _send_all(self) -> None:
         assert self.t0 is not None
-        state, spin_s, t0 = self.state, send_margin_s(self.job.send_spin_s), self.t0
+        state, t0 = self.state, self.t0
+        state.use_margin(send_margin_s(self.job.send_spin_s))
         loop = asyncio.get_running_loop()
         clock = time.perf_counter
         while (item := await self._next_item()) is not None:
@@ -252,8 +253,9 @@ class _WorkerWindow:
                         await asyncio.wait_for(self.end.wait(), delay)
                     if self.end.is_set():
                         return
-                elif delay > spin_s:
-                    await asyncio.sleep(delay - spin_s)
+                elif delay > (lead := state.lead_s()):
+                    await asyncio.sleep(delay - lead)
+                    state.woke(target - lead)
             res = RequestResult(
                 scheduled_s=target,
                 in_window=item.in_window,
@@ -268,7 +270,7 @@ class _WorkerWindow:
             if item.in_window:
                 state.window_pending += 1
                 self.pending[item.seq] = res
-            task = loop.create_task(state.request(res, item.body, spin_s))
+            task = loop.create_task(state.request(res, item.body))
             state.tasks.add(task)
             task.add_done_callback(state.tasks.discard)
 
