@@ -168,6 +168,19 @@ async def test_the_stream_ends_at_its_first_done(
     res = await send(sender)
     assert res.error is None and res.error_message is None
     assert (len(res.chunk_s), res.output_tokens, res.prompt_tokens) == (2, 2, 3)
+    assert res.finished_s is None  # the body ended: the load generator times the end
+
+
+async def test_a_body_held_open_after_done_ends_at_the_done(
+    server: ScriptedServer, sender: Sender
+) -> None:
+    # Without the grace the request would wait for its 20 s timeout (send() gives up at 10).
+    held_open(server, [chunk(" a") + chunk(" b"), chunk(usage=usage(3, 2)) + DONE])
+    res = await send(sender)
+    assert res.error is None and res.error_message is None
+    assert (len(res.chunk_s), res.output_tokens, res.prompt_tokens) == (2, 2, 3)
+    assert res.finished_s is not None and res.last_token_s is not None
+    assert res.finished_s >= res.last_token_s  # the [DONE] read's time, not the grace's end
 
 
 async def test_the_request_asks_for_no_compression_and_refuses_a_compressed_stream(

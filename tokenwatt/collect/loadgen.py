@@ -189,8 +189,11 @@ class _Window:
 
     def finish(self, res: RequestResult) -> None:
         """Count a request that has ended (however it ended) and release the window's wait
-        when it was the window's last."""
-        res.finished_s = time.perf_counter()
+        when it was the window's last. ``finished_s`` is now, unless the stream already
+        ended it (a body held open after ``[DONE]``: :data:`~tokenwatt.collect.stream.
+        DONE_GRACE_S`)."""
+        if res.finished_s is None:
+            res.finished_s = time.perf_counter()
         if res.error is None:
             self.completed += 1
         else:

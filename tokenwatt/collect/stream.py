@@ -18,9 +18,11 @@ the request fails there, with the server's message, not at the request timeout.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -352,8 +354,9 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
     clock = time.perf_counter
     ended = False
     room = limit = response_byte_limit(res.max_tokens)
+    reads = resp.content.iter_any().__aiter__()
     try:
-        async for piece in resp.content.iter_any():
+        async for piece in reads:
             now = clock()
             room -= len(piece)
             if room < 0:
@@ -362,13 +365,35 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
                 stream.preview(now, piece)
             else:
                 pending.append((now, piece))
-                if _ERROR_MARK in piece:  # fail at the error's read, as it came
+                if _ERROR_MARK in piece or _DONE in piece:  # fail, or end, at this read
                     stream.decode_pending()
+            if stream.done:
+                await _after_done(reads, res, now)
+                break
         ended = True
         stream.end()
     finally:
         if not ended:
             _keep_partial(stream)
+
+
+DONE_GRACE_S = 0.1
+"""How long the body may go on after ``[DONE]`` (s) before the client stops reading it. The
+stream's end is its ``[DONE]`` (as the OpenAI SDK reads it); servers end the HTTP body at
+once after it (uvicorn's terminating chunk follows in microseconds), but one that holds the
+body open would otherwise turn every request into a timeout."""
+
+
+async def _after_done(reads: AsyncIterator[bytes], res: RequestResult, done_s: float) -> None:
+    """Read what follows ``[DONE]`` (nothing, normally) until the body ends, for at most
+    :data:`DONE_GRACE_S`; a body still open then ends the request at ``done_s`` (its
+    ``finished_s``), and the connection is closed rather than reused."""
+    try:
+        async with asyncio.timeout(DONE_GRACE_S):
+            async for _ in reads:
+                pass
+    except TimeoutError:
+        res.finished_s = done_s
 
 
 def _too_long(limit: int, max_tokens: int | None) -> str:

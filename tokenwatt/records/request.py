@@ -43,7 +43,8 @@ class RequestResult:
             it provably never reached the server (connection not made, or the request not
             completely written); its latencies still count from ``scheduled_s``.
         finished_s: when the request ended (s): the end of the response stream (after
-            ``[DONE]``), or when it failed or timed out; None while in flight.
+            ``[DONE]``; the ``[DONE]`` read itself when the server held the body open more
+            than 0.1 s after it), or when it failed or timed out; None while in flight.
         in_window: True when the request arrived inside the measurement window.
         max_tokens: the ``max_tokens`` asked for, or None when unknown.
         ignore_eos: the request asked for exactly ``max_tokens`` (``ignore_eos``).
