@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tokenwatt.analysis.config_settings import stated_value
 from tokenwatt.analysis.gate import gate_delta_text, gate_verdict
 from tokenwatt.analysis.number_text import signed
 from tokenwatt.records import (
+    NOT_STATED,
     ConfigV3,
     HardwareV1,
     ModelV1,
@@ -22,6 +24,7 @@ from tokenwatt.records import (
     Spec,
     WorkloadV1,
     retried,
+    run_unstated,
 )
 
 # chat-mix-v1's lengths when a spec does not restate them (README, What the numbers mean).
@@ -127,16 +130,24 @@ def hardware_of(run: RunRecord) -> HardwareV1:
     )
 
 
+def _kv_words(kv: str) -> str:
+    return "KV-cache dtype not stated" if kv == NOT_STATED else f"KV cache {kv}"
+
+
 def model_of(ordered: Sequence[RunInput]) -> ModelV1:
     """The model table; the KV-cache dtype is per configuration and may vary."""
-    m = ordered[0].run.spec.model
-    kv = {r.run.spec.model.kv_dtype for r in ordered}
-    kv_text = "KV cache varies by configuration" if len(kv) > 1 else f"KV cache {m.kv_dtype}"
+    first = ordered[0].run
+    m = first.spec.model
+    kv = {stated_value(r.run, "model.kv_dtype") for r in ordered}
+    kv_text = "KV cache varies by configuration" if len(kv) > 1 else _kv_words(kv.pop())
     experts = next(
         (m.geometry[k] for k in ("num_experts", "n_routed_experts") if k in m.geometry), 0
     )
     shape = "MoE" if isinstance(experts, int | float) and experts > 0 else "dense"
-    weights = m.quantization or f"{m.weight_dtype} weights"
+    weight = stated_value(first, "model.weight_dtype")
+    weights = m.quantization or (
+        "weight dtype not stated" if weight == NOT_STATED else f"{weight} weights"
+    )
     return ModelV1(
         name=m.name,
         shape=shape if m.geometry else "",
@@ -242,6 +253,12 @@ def not_covered_of(ordered: Sequence[RunInput]) -> list[str]:
                 f"Energy for {label} is integrated from power samples (no hardware energy "
                 "counter), so it is less exact"
             )
+        assumed = _assumed_dtypes(run)
+        if run.mbu is not None and assumed:
+            items.append(
+                f"MBU for {label} assumes {assumed}: nobody stated them (the spec's "
+                "defaults), so its bytes per weight and per KV element may be wrong"
+            )
         if run.mbu is not None and run.mbu.mbu_pct > 100:
             items.append(
                 f"MBU for {label}: the computed {run.mbu.mbu_pct:.1f}% exceeds 100% (check the "
@@ -279,6 +296,18 @@ def not_covered_of(ordered: Sequence[RunInput]) -> list[str]:
                 "were counted by the client with the model's tokenizer"
             )
     return _dedupe(items)
+
+
+def _assumed_dtypes(run: RunRecord) -> str:
+    """The dtypes MBU took from the spec's defaults, in words ("" when all were stated)."""
+    unstated = run_unstated(run)
+    m = run.spec.model
+    parts = []
+    if "model.weight_dtype" in unstated:
+        parts.append(f"{m.weight_dtype} weights (model.weight_dtype)")
+    if "model.kv_dtype" in unstated:
+        parts.append(f"a {m.kv_dtype} KV cache (model.kv_dtype)")
+    return " and ".join(parts)
 
 
 def _dedupe(items: Sequence[str]) -> list[str]:

@@ -17,7 +17,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from tokenwatt.records import ReportV3
+from tokenwatt.records import NOT_STATED, ReportV3
 
 _KV_WORDS = re.compile(r"·\s*KV\s+([A-Za-z0-9_]+)\s*$")
 """The KV-cache dtype at the end of a configuration's engine text ("vLLM 0.31.0 · KV FP8")."""
@@ -42,12 +42,16 @@ class Reproduce:
 
 def _kv_dtype(report: ReportV3, label: str) -> str | None:
     """A configuration's KV-cache dtype: its settings' ``kv_dtype``, else the one its
-    engine text ends with (lower case); None when the record does not say."""
+    engine text ends with (lower case); None when the record does not say or says it was
+    not stated."""
     for cfg in report.configs:
         if cfg.label != label:
             continue
-        if cfg.settings.get("kv_dtype"):
-            return cfg.settings["kv_dtype"].lower()
+        kv = cfg.settings.get("kv_dtype")
+        if kv == NOT_STATED:
+            return None  # nobody stated it: no --kv-dtype to add
+        if kv:
+            return kv.lower()
         match = _KV_WORDS.search(cfg.engine)
         return match.group(1).lower() if match else None
     return None
