@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from tokenwatt.analysis.config_settings import stated_value
 from tokenwatt.analysis.gate import gate_delta_text, gate_verdict
 from tokenwatt.analysis.number_text import signed
+from tokenwatt.analysis.paired import straddles_threshold
 from tokenwatt.records import (
     NOT_STATED,
+    ConfigAccuracyV2,
     ConfigV3,
     HardwareV1,
     ModelV1,
@@ -323,6 +325,19 @@ def _dedupe(items: Sequence[str]) -> list[str]:
     return out
 
 
+def _gate_doubt(acc: ConfigAccuracyV2, threshold: float) -> str:
+    """The caveat the page's accuracy statistics carry, for the summary sentence: "" unless
+    the paired 95% interval of the difference holds both a pass and a fail."""
+    low, high = acc.ci_low_pts, acc.ci_high_pts
+    if low is None or high is None or not straddles_threshold(low, high, threshold):
+        return ""
+    on = f" on {acc.items:,} items" if acc.items else ""
+    return (
+        f" (not beyond doubt{on}: the difference's 95% interval, {signed(low, 1)} to "
+        f"{signed(high, 1)} points, holds both a pass and a fail; the full suite decides)"
+    )
+
+
 def summary_text(ordered: Sequence[RunInput], configs: Sequence[ConfigV3]) -> str:
     """A factual summary: mode, hardware, windows, SLO and each goodput change, with the
     accuracy gate's verdict beside it (a configuration that fails the gate earns no capacity
@@ -355,5 +370,6 @@ def summary_text(ordered: Sequence[RunInput], configs: Sequence[ConfigV3]) -> st
                         f"; accuracy {shown} points, failing the {threshold:g}-point gate, "
                         "so no capacity credit"
                     )
+                text += _gate_doubt(acc, threshold)
             text += "."
     return text
