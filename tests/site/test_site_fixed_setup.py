@@ -44,11 +44,11 @@ def test_a_fixed_load_page_shows_no_search_settings() -> None:
 def test_a_search_page_keeps_them() -> None:
     report = _report(fixed=False)
     rows = _rows(report, "Measurement and SLO search")
-    assert ["Search window", "Repeats", "Start rate / growth", "Bisection steps"] == [
+    assert [
         k
         for k in rows
         if k in ("Search window", "Repeats", "Start rate / growth", "Bisection steps")
-    ]
+    ] == ["Search window", "Repeats", "Start rate / growth", "Bisection steps"]
     assert _rows(report, "SLO")["Repeats per configuration"] == "2"
     # the accuracy section is unused here too (no result), so only power.idle_s remains
     assert mode_rows(report)[-1] == ("Spec values the mode replaced", "power.idle_s not set → 0")
