@@ -69,3 +69,13 @@ def test_only_the_unstated_one_is_said() -> None:
     run = make_run().model_copy(update={"spec_unstated": ["model.weight_dtype"]})
     report = _report(run)
     assert report.model.quantization == "weight dtype not stated; KV cache bf16"
+
+
+def test_a_summary_without_hardware_says_it_was_not_stated() -> None:
+    run = make_run()
+    spec = run.spec.model_copy(
+        update={"hardware": run.spec.hardware.model_copy(update={"adapter": "none"})}
+    )
+    env = run.environment.model_copy(update={"gpu_name": None, "gpu_count": None})
+    report = _report(run.model_copy(update={"spec": spec, "environment": env}))
+    assert report.summary.startswith("Quick mode on hardware not stated: 120 s windows")

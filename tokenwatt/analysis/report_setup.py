@@ -347,8 +347,13 @@ def summary_text(ordered: Sequence[RunInput], configs: Sequence[ConfigV3]) -> st
     hardware = hardware_of(base_run)
     mode = base_run.mode.capitalize()
     repeats = configs[0].repeats
+    on = (
+        "hardware not stated"
+        if hardware.accelerator.strip() in ("", "none")
+        else f"{hardware.count}× {hardware.accelerator}"
+    )
     text = (
-        f"{mode} mode on {hardware.count}× {hardware.accelerator}: "
+        f"{mode} mode on {on}: "
         f"{spec.measurement.window_s:g} s windows, {repeats} repeat{'s' if repeats != 1 else ''}"
         f" at the found rate, SLO p99 TTFT ≤ {spec.slo.ttft_p99_ms:g} ms and p99 TPOT ≤ "
         f"{spec.slo.tpot_p99_ms:g} ms."
