@@ -117,6 +117,12 @@ def test_index_lists_newest_first_and_marks_drafts(
     rich_row = next(line for line in index.splitlines() if "rich-v2" in line)
     assert "**Draft**" in seed_row
     assert "**Draft**" not in rich_row and "Published" in rich_row
+    # the seed carries an update notice: its outcome is the note's as first published
+    assert "· **updated**" in seed_row
+    assert (
+        "vllm-fp8kv: +10.6% goodput, failed gate → no saving (as first published; see the update)"
+        in seed_row
+    )
 
 
 def test_v2_detail_adds_sweep_power_and_mbu_charts(tmp_path: Path, cache_dir: Path) -> None:

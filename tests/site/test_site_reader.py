@@ -210,10 +210,16 @@ def test_reproduce_says_where_the_spec_is_in_the_repository(
     shutil.copy2(REPO / "specs" / SPEC_NAME, specs / SPEC_NAME)
     page = text_of(build_one(tmp_path, cache_dir, seed_data(), specs) / SEED_PAGE)
     reproduce = section(page, "## Reproduce")
-    # The record's text is unchanged; one line under the block gives the repository path.
-    assert f"--spec {SPEC_NAME} --label" in reproduce
+    # The record names the spec by its bare name (collect ran in specs/); the block gives
+    # the path that works from the repository's root, and a line under it says so.
+    assert f"--spec {SPEC_NAME} --label" not in reproduce
+    assert reproduce.count(f"--spec specs/{SPEC_NAME} --label") == 2
     line = f"The spec file named above is in this repository at `specs/{SPEC_NAME}`."
     assert line in reproduce
+    # the seed's records keep neither an engine command line nor engine flags: the page
+    # must not send the reader to a section that shows none
+    assert "under\n[Configurations compared]" not in reproduce
+    assert "The run records keep no engine command line and no engine flags." in reproduce
     assert reproduce.index("```\n") < reproduce.index(line)
 
 

@@ -64,7 +64,7 @@ from tokenwatt.analysis.mbu import (
     weight_bytes,
 )
 from tokenwatt.analysis.model_info import info_rows, model_info
-from tokenwatt.analysis.number_text import MINUS, comparison, signed, trimmed, value_text
+from tokenwatt.analysis.number_text import MINUS, comparison, fixed, signed, trimmed, value_text
 from tokenwatt.analysis.paired import (
     AccuracySummary,
     PairedVerdict,
@@ -170,6 +170,7 @@ __all__ = [
     "explain_config",
     "explain_run",
     "extract_answer",
+    "fixed",
     "gate_comparison",
     "gate_delta_text",
     "gate_drop_text",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tokenwatt.records import RunRecord
+from tokenwatt.records import NOT_STATED, RunRecord, run_unstated
 
 SETTING_LABELS: dict[str, str] = {
     "engine": "Engine",
@@ -36,6 +36,14 @@ SETTING_LABELS: dict[str, str] = {
 collector adds) is shown as it is, after these."""
 
 
+def stated_value(run: RunRecord, field: str) -> str:
+    """The run's value of a dotted ``model.*`` spec field as text, or ``not stated`` when
+    nobody gave it and the spec holds only its default (:func:`tokenwatt.records.run_unstated`)."""
+    if field in run_unstated(run):
+        return NOT_STATED
+    return str(getattr(run.spec.model, field.split(".", 1)[1]))
+
+
 def _flags(flags: Sequence[str]) -> str:
     return " ".join(flags)
 
@@ -57,8 +65,8 @@ def config_settings(run: RunRecord) -> dict[str, str]:
         "kernels": spec.engine.kernels,
         "api": spec.engine.api,
         "served_model": spec.engine.model,
-        "kv_dtype": spec.model.kv_dtype,
-        "weight_dtype": spec.model.weight_dtype,
+        "kv_dtype": stated_value(run, "model.kv_dtype"),
+        "weight_dtype": stated_value(run, "model.weight_dtype"),
         "quantization": spec.model.quantization,
         "tensor_parallel": spec.model.tensor_parallel,
         "replicas": spec.model.replicas,

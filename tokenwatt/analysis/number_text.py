@@ -1,6 +1,11 @@
 """Numbers as the terminal and the pages print them, where a rounding could mislead (pure).
 
-Two conventions, one place each:
+Three conventions, one place each:
+
+- **Rounding.** Every printed number is rounded half away from zero on its shortest decimal
+  form (:func:`fixed`), as a reader rounds: a p99 kept as 50.55 ms prints "50.6", as the
+  50.5536 ms it came from does, never "50.5" (Python's ``f"{50.55:.1f}"`` rounds the
+  binary value just below 50.55 down), so the table and the sentence quote one number.
 
 - **Signs.** A signed number (a change, a delta) is written with a plus sign or the true
   minus sign U+2212 ("+10.6%", "−3.0%", "−2.04 pts"), in the terminal and on the pages
@@ -17,6 +22,9 @@ Two conventions, one place each:
 
 from __future__ import annotations
 
+import math
+from decimal import ROUND_HALF_UP, Decimal
+
 MINUS = "\N{MINUS SIGN}"
 """The minus sign of printed negative numbers (U+2212), never the ASCII hyphen."""
 
@@ -24,10 +32,21 @@ MAX_DECIMALS = 6
 """The most decimals a value is given to keep it off its limit's printed value."""
 
 
+def fixed(value: float, decimals: int, *, commas: bool = False) -> str:
+    """``value`` with exactly ``decimals`` decimals, rounded half away from zero on its
+    shortest decimal form (``repr``): ``fixed(50.55, 1)`` is ``50.6``, ``fixed(-0.25, 1)``
+    ``-0.3``. ``commas``: thousands separators. Not finite: as Python formats it."""
+    if not math.isfinite(value):
+        return f"{value:.{decimals}f}"
+    quantum = Decimal(1).scaleb(-decimals)
+    exact = Decimal(repr(float(value))).quantize(quantum, rounding=ROUND_HALF_UP)
+    return f"{exact:,.{decimals}f}" if commas else f"{exact:.{decimals}f}"
+
+
 def trimmed(value: float, decimals: int = MAX_DECIMALS) -> str:
     """``value`` with thousands separators and at most ``decimals`` decimals, trailing
     zeros dropped, the true minus sign for a negative: ``1,234.5``, ``100``, ``−2``."""
-    text = f"{value:,.{decimals}f}"
+    text = fixed(value, decimals, commas=True)
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     if text in ("-0", "0"):
@@ -38,9 +57,11 @@ def trimmed(value: float, decimals: int = MAX_DECIMALS) -> str:
 def signed(value: float, decimals: int = 1, unit: str = "") -> str:
     """A change with its sign: ``+10.6%``, ``−3.0%`` (U+2212), ``0.0%`` for one that rounds
     to zero; ``unit`` is appended as given (``"%"``, ``" pts"``)."""
-    text = f"{value:+.{decimals}f}"
+    text = fixed(value, decimals)
     if float(text) == 0:
-        text = text[1:]
+        text = text.lstrip("-")
+    elif not text.startswith("-"):
+        text = "+" + text
     return text.replace("-", MINUS) + unit
 
 
@@ -54,7 +75,7 @@ def decimals_for(value: float, limit: float, decimals: int) -> int | None:
     when even :data:`MAX_DECIMALS` do not separate them."""
     side = _side(value, limit)
     for d in range(decimals, max(decimals, MAX_DECIMALS) + 1):
-        if _side(round(value, d), limit) == side:
+        if _side(float(fixed(value, d)), limit) == side:
             return d
     return None
 
@@ -70,7 +91,7 @@ def value_text(
     d = decimals_for(value, limit, decimals)
     if d is None:
         return None
-    text = signed(value, d) if sign else f"{value:,.{d}f}".replace("-", MINUS)
+    text = signed(value, d) if sign else fixed(value, d, commas=True).replace("-", MINUS)
     if (strip or d > decimals) and "." in text:
         text = text.rstrip("0").rstrip(".")
     return text
@@ -117,6 +138,7 @@ __all__ = [
     "MINUS",
     "comparison",
     "decimals_for",
+    "fixed",
     "signed",
     "trimmed",
     "value_text",

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tokenwatt.analysis.config_settings import stated_value
 from tokenwatt.analysis.gate import gate_delta_text, gate_verdict
 from tokenwatt.analysis.number_text import signed
+from tokenwatt.analysis.paired import straddles_threshold
 from tokenwatt.records import (
+    NOT_STATED,
+    ConfigAccuracyV2,
     ConfigV3,
     HardwareV1,
     ModelV1,
@@ -22,6 +26,7 @@ from tokenwatt.records import (
     Spec,
     WorkloadV1,
     retried,
+    run_unstated,
 )
 
 # chat-mix-v1's lengths when a spec does not restate them (README, What the numbers mean).
@@ -127,16 +132,24 @@ def hardware_of(run: RunRecord) -> HardwareV1:
     )
 
 
+def _kv_words(kv: str) -> str:
+    return "KV-cache dtype not stated" if kv == NOT_STATED else f"KV cache {kv}"
+
+
 def model_of(ordered: Sequence[RunInput]) -> ModelV1:
     """The model table; the KV-cache dtype is per configuration and may vary."""
-    m = ordered[0].run.spec.model
-    kv = {r.run.spec.model.kv_dtype for r in ordered}
-    kv_text = "KV cache varies by configuration" if len(kv) > 1 else f"KV cache {m.kv_dtype}"
+    first = ordered[0].run
+    m = first.spec.model
+    kv = {stated_value(r.run, "model.kv_dtype") for r in ordered}
+    kv_text = "KV cache varies by configuration" if len(kv) > 1 else _kv_words(kv.pop())
     experts = next(
         (m.geometry[k] for k in ("num_experts", "n_routed_experts") if k in m.geometry), 0
     )
     shape = "MoE" if isinstance(experts, int | float) and experts > 0 else "dense"
-    weights = m.quantization or f"{m.weight_dtype} weights"
+    weight = stated_value(first, "model.weight_dtype")
+    weights = m.quantization or (
+        "weight dtype not stated" if weight == NOT_STATED else f"{weight} weights"
+    )
     return ModelV1(
         name=m.name,
         shape=shape if m.geometry else "",
@@ -242,6 +255,12 @@ def not_covered_of(ordered: Sequence[RunInput]) -> list[str]:
                 f"Energy for {label} is integrated from power samples (no hardware energy "
                 "counter), so it is less exact"
             )
+        assumed = _assumed_dtypes(run)
+        if run.mbu is not None and assumed:
+            items.append(
+                f"MBU for {label} assumes {assumed}: nobody stated them (the spec's "
+                "defaults), so its bytes per weight and per KV element may be wrong"
+            )
         if run.mbu is not None and run.mbu.mbu_pct > 100:
             items.append(
                 f"MBU for {label}: the computed {run.mbu.mbu_pct:.1f}% exceeds 100% (check the "
@@ -281,6 +300,18 @@ def not_covered_of(ordered: Sequence[RunInput]) -> list[str]:
     return _dedupe(items)
 
 
+def _assumed_dtypes(run: RunRecord) -> str:
+    """The dtypes MBU took from the spec's defaults, in words ("" when all were stated)."""
+    unstated = run_unstated(run)
+    m = run.spec.model
+    parts = []
+    if "model.weight_dtype" in unstated:
+        parts.append(f"{m.weight_dtype} weights (model.weight_dtype)")
+    if "model.kv_dtype" in unstated:
+        parts.append(f"a {m.kv_dtype} KV cache (model.kv_dtype)")
+    return " and ".join(parts)
+
+
 def _dedupe(items: Sequence[str]) -> list[str]:
     """Keep the first of items equal up to case and spacing, in order."""
     seen: set[str] = set()
@@ -294,6 +325,19 @@ def _dedupe(items: Sequence[str]) -> list[str]:
     return out
 
 
+def _gate_doubt(acc: ConfigAccuracyV2, threshold: float) -> str:
+    """The caveat the page's accuracy statistics carry, for the summary sentence: "" unless
+    the paired 95% interval of the difference holds both a pass and a fail."""
+    low, high = acc.ci_low_pts, acc.ci_high_pts
+    if low is None or high is None or not straddles_threshold(low, high, threshold):
+        return ""
+    on = f" on {acc.items:,} items" if acc.items else ""
+    return (
+        f" (not beyond doubt{on}: the difference's 95% interval, {signed(low, 1)} to "
+        f"{signed(high, 1)} points, holds both a pass and a fail; the full suite decides)"
+    )
+
+
 def summary_text(ordered: Sequence[RunInput], configs: Sequence[ConfigV3]) -> str:
     """A factual summary: mode, hardware, windows, SLO and each goodput change, with the
     accuracy gate's verdict beside it (a configuration that fails the gate earns no capacity
@@ -303,8 +347,13 @@ def summary_text(ordered: Sequence[RunInput], configs: Sequence[ConfigV3]) -> st
     hardware = hardware_of(base_run)
     mode = base_run.mode.capitalize()
     repeats = configs[0].repeats
+    on = (
+        "hardware not stated"
+        if hardware.accelerator.strip() in ("", "none")
+        else f"{hardware.count}× {hardware.accelerator}"
+    )
     text = (
-        f"{mode} mode on {hardware.count}× {hardware.accelerator}: "
+        f"{mode} mode on {on}: "
         f"{spec.measurement.window_s:g} s windows, {repeats} repeat{'s' if repeats != 1 else ''}"
         f" at the found rate, SLO p99 TTFT ≤ {spec.slo.ttft_p99_ms:g} ms and p99 TPOT ≤ "
         f"{spec.slo.tpot_p99_ms:g} ms."
@@ -326,5 +375,6 @@ def summary_text(ordered: Sequence[RunInput], configs: Sequence[ConfigV3]) -> st
                         f"; accuracy {shown} points, failing the {threshold:g}-point gate, "
                         "so no capacity credit"
                     )
+                text += _gate_doubt(acc, threshold)
             text += "."
     return text

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import ValidationError
 
-from tokenwatt.analysis.config_settings import config_settings
+from tokenwatt.analysis.config_settings import config_settings, stated_value
 from tokenwatt.analysis.latency_cdf import operating_point_distribution
 from tokenwatt.analysis.paired import accuracy_summary
 from tokenwatt.analysis.repeat_stats import (
@@ -370,7 +370,8 @@ def _engine_text(run: RunRecord) -> str:
         engine = version  # "tokenwatt-sim 0.1.0", not "tokenwatt-sim tokenwatt-sim 0.1.0"
     else:
         engine = f"{name} {version}" if version else name
-    return f"{engine} · KV {run.spec.model.kv_dtype.upper()}"
+    kv = stated_value(run, "model.kv_dtype").upper()
+    return f"{engine} · KV {kv}"
 
 
 def _checked_config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:

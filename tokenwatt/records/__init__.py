@@ -30,7 +30,14 @@ from tokenwatt.records.load import (
     read_json,
     validate,
 )
-from tokenwatt.records.mode import ModeOverride, overrides_text, value_text
+from tokenwatt.records.mode import (
+    FIXED_UNUSED,
+    ModeOverride,
+    field_used,
+    overrides_text,
+    unused_fields,
+    value_text,
+)
 from tokenwatt.records.power import PowerMethod, PowerSample, PowerScope, PowerWindow
 from tokenwatt.records.report_v1 import (
     AccuracySuiteV1,
@@ -107,6 +114,7 @@ from tokenwatt.records.spec import (
     fingerprint_fields,
     max_schedule_rate,
 )
+from tokenwatt.records.stated import NOT_STATED, STATED_FIELDS, run_unstated, unstated_fields
 from tokenwatt.records.suite import (
     GOLD,
     MAX_PROBLEMS,
@@ -134,6 +142,7 @@ ReportRecord = ReportV3
 
 __all__ = [
     "CDF_LEVELS_PCT",
+    "FIXED_UNUSED",
     "GOLD",
     "MAX_CONCURRENCY",
     "MAX_LABEL_CHARS",
@@ -142,12 +151,14 @@ __all__ = [
     "MAX_WORKERS",
     "MIN_POSITIVE",
     "NEWEST_REPORT_VERSION",
+    "NOT_STATED",
     "PORT_PLACEHOLDER",
     "REQUEST_FILE_MAX_LINE_BYTES",
     "REQUEST_FILE_SUFFIX",
     "RETRIED_PREFIX",
     "SIM_ENGINE_NAME",
     "SIM_VERSION",
+    "STATED_FIELDS",
     "WORKER_DIED_PREFIX",
     "AccuracyResult",
     "AccuracySuiteV1",
@@ -228,6 +239,7 @@ __all__ = [
     "WorkloadV1",
     "check_paths",
     "clip_text",
+    "field_used",
     "fingerprint",
     "fingerprint_diff",
     "fingerprint_fields",
@@ -246,11 +258,14 @@ __all__ = [
     "read_request_rows",
     "request_log_path",
     "retried",
+    "run_unstated",
     "schema_files",
     "schema_text",
     "secret_name",
     "spec_path",
     "suite_bytes",
+    "unstated_fields",
+    "unused_fields",
     "v1_to_v2",
     "v2_to_v3",
     "validate",

@@ -427,6 +427,15 @@ class RunRecord(StrictModel):
         "value and the one measured with; empty when the mode changed nothing (full mode "
         "never does), null in records made before it was recorded.",
     )
+    spec_unstated: list[str] | None = Field(
+        default=None,
+        description="Spec fields nobody stated, whose value in spec is only the spec "
+        "model's default (dotted paths, e.g. 'model.weight_dtype', 'model.kv_dtype'): a "
+        "spec built from collect's flags names no dtype. Pages say 'not stated' for them "
+        "and note what was computed from them (MBU). Empty when all were stated; null in "
+        "records made before it was kept (a spec built from flags is then read from the "
+        "command line).",
+    )
     cost: CloudCost | None = Field(
         default=None,
         description="What the run cost on a rented instance (tokenwatt cloud session): "

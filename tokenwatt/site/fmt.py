@@ -9,17 +9,18 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from tokenwatt.analysis import signed
+from tokenwatt.analysis import fixed, signed
 from tokenwatt.site.escape import trusted
 
 DASH = trusted("—")
 
 
 def num(value: float | int | None, decimals: int = 1) -> Markup:
-    """``4572.3`` → ``4,572.3``; None → an em dash."""
+    """``4572.3`` → ``4,572.3``, rounded half away from zero as the sentences round
+    (:func:`tokenwatt.analysis.fixed`: 50.55 → ``50.6``); None → an em dash."""
     if value is None:
         return DASH
-    return trusted(f"{value:,.{decimals}f}")
+    return trusted(fixed(value, decimals, commas=True))
 
 
 def signed_pct(value: float | None, decimals: int = 1) -> Markup:
@@ -41,7 +42,7 @@ def pct(value: float | None, decimals: int = 1) -> Markup:
     """A share in per cent: ``56.6%``; None → dash."""
     if value is None:
         return DASH
-    return trusted(f"{value:.{decimals}f}%")
+    return trusted(f"{fixed(value, decimals)}%")
 
 
 def seconds(value: float | None) -> Markup:
@@ -59,7 +60,7 @@ def span(low: float | None, high: float | None, decimals: int = 1) -> Markup:
     """An interval of plain numbers: ``4,220.3–4,924.3``; either end None → a dash."""
     if low is None or high is None:
         return DASH
-    return trusted(f"{low:,.{decimals}f}–{high:,.{decimals}f}")
+    return trusted(f"{fixed(low, decimals, commas=True)}–{fixed(high, decimals, commas=True)}")
 
 
 def signed_pct_span(low: float | None, high: float | None, decimals: int = 1) -> Markup:

@@ -355,7 +355,7 @@ def render_report(
     repository's run records as ``runs/...`` paths; the page says which run files its
     commands name are not shipped (:func:`~tokenwatt.site.reproduce.reproduce_section`).
     """
-    rep = reproduce_section(report, run_files)
+    rep = reproduce_section(report, run_files, spec_names)
     analysis = analyse_report(report)
     names = _names(analysis)
     warnings = [
@@ -394,7 +394,11 @@ def render_report(
         "reproduce": code_block(rep.text, "sh"),
         "kv_notes": [_kv_note(label, kv) for label, kv in rep.kv_added],
         "runs_note": _runs_note(rep.missing_runs),
-        "spec_note": _spec_note(spec_locations(report.reproduce, spec_names)),
+        "spec_note": _spec_note(spec_locations(rep.text, spec_names)),
+        "engine_flags": any(
+            c.settings.get("engine_flags") or c.settings.get("engine_flags_reported")
+            for c in report.configs
+        ),
         "not_covered": merge_topics(unique_items(report.not_covered)),
         "slo_ttft": num(report.slo.ttft_p99_ms, 0),
         "slo_tpot": num(report.slo.tpot_p99_ms, 0),

@@ -6,6 +6,8 @@ The commands come from the record (``reproduce``: each run's own command line, t
 * a ``--kv-dtype`` on a configuration's ``collect``/``run`` line when its KV-cache dtype
   differs from the shared spec's and the line lacks one (records made before the option
   existed measured the dtype but ran without it), said in a note;
+* a ``--spec NAME`` naming a file of the repository's ``specs/`` folder by its bare name
+  is written ``specs/NAME``, the path that works from the repository's root;
 * which run files the commands name (``--out``, and the report line's arguments) are not
   in the repository's ``runs/`` folder, so a reader does not look for them.
 """
@@ -17,11 +19,12 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from tokenwatt.records import ReportV3
+from tokenwatt.records import NOT_STATED, ReportV3
 
 _KV_WORDS = re.compile(r"·\s*KV\s+([A-Za-z0-9_]+)\s*$")
 """The KV-cache dtype at the end of a configuration's engine text ("vLLM 0.31.0 · KV FP8")."""
 _RUN_FILE = re.compile(r"^runs/[A-Za-z0-9._/-]+\.json$")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 @dataclass(frozen=True)
@@ -42,12 +45,16 @@ class Reproduce:
 
 def _kv_dtype(report: ReportV3, label: str) -> str | None:
     """A configuration's KV-cache dtype: its settings' ``kv_dtype``, else the one its
-    engine text ends with (lower case); None when the record does not say."""
+    engine text ends with (lower case); None when the record does not say or says it was
+    not stated."""
     for cfg in report.configs:
         if cfg.label != label:
             continue
-        if cfg.settings.get("kv_dtype"):
-            return cfg.settings["kv_dtype"].lower()
+        kv = cfg.settings.get("kv_dtype")
+        if kv == NOT_STATED:
+            return None  # nobody stated it: no --kv-dtype to add
+        if kv:
+            return kv.lower()
         match = _KV_WORDS.search(cfg.engine)
         return match.group(1).lower() if match else None
     return None
@@ -90,12 +97,29 @@ def _run_files(text: str) -> list[str]:
     return out
 
 
-def reproduce_section(report: ReportV3, run_files: frozenset[str]) -> Reproduce:
+def _spec_path(line: str, spec_names: frozenset[str]) -> str:
+    """``line`` with a ``--spec NAME`` that is a bare file name of the repository's
+    ``specs/`` folder written as ``specs/NAME``: the path that works from the repository's
+    root (the record keeps the line as typed, in whatever folder ``collect`` ran)."""
+    words = _words(line)
+    if not words or words[:1] != ["tokenwatt"]:
+        return line
+    for a, b in itertools.pairwise(words):
+        if a == "--spec" and "/" not in b and b in spec_names and _SAFE_NAME.match(b):
+            return line.replace(f"--spec {b}", f"--spec specs/{b}", 1)
+    return line
+
+
+def reproduce_section(
+    report: ReportV3, run_files: frozenset[str], spec_names: frozenset[str] = frozenset()
+) -> Reproduce:
     """The Reproduce section of ``report``'s page; ``run_files`` are the repository's run
-    files as ``runs/...`` paths (what the build found beside ``reports/``)."""
+    files as ``runs/...`` paths (what the build found beside ``reports/``), ``spec_names``
+    the file names in its ``specs/`` folder (a bare ``--spec NAME`` of one becomes
+    ``specs/NAME``)."""
     lines, added = [], []
     for line in report.reproduce.splitlines():
-        new, kv = _with_kv(line, report)
+        new, kv = _with_kv(_spec_path(line, spec_names), report)
         lines.append(new)
         if kv is not None:
             added.append(kv)

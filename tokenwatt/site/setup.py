@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenwatt.analysis import ReportAnalysis
-from tokenwatt.records import ReportV3, overrides_text
+from tokenwatt.records import ReportV3, Spec, field_used, overrides_text, unused_fields
 from tokenwatt.site.escape import md_text, trusted
 from tokenwatt.site.fmt import DASH, num, seconds
 from tokenwatt.site.intervals import band_rows
@@ -108,7 +108,7 @@ def setup_sections(
             "rows": [
                 ("p99 TTFT limit", trusted(f"{num(report.slo.ttft_p99_ms, 0)} ms")),
                 ("p99 TPOT limit", trusted(f"{num(report.slo.tpot_p99_ms, 1)} ms")),
-                ("Repeats per configuration", num(report.runs, 0)),
+                *_repeats_row(report),
                 *(
                     band_rows(analysis, one_repeat=one_repeat)
                     if analysis is not None
@@ -141,26 +141,48 @@ def setup_sections(
             }
         )
     if report.spec is not None:
-        m, s = report.spec.measurement, report.spec.sweep
-        sections.append(
-            {
-                "title": "Measurement and SLO search",
-                "rows": [
-                    ("Warm-up", seconds(m.warmup_s)),
-                    ("Measurement window", seconds(m.window_s)),
-                    ("Search window", seconds(m.search_window_s)),
-                    ("Repeats", num(m.repeats, 0)),
-                    ("Request timeout", seconds(m.request_timeout_s)),
-                    (
-                        "Start rate / growth",
-                        trusted(f"{num(s.start_rps, 2)} req/s × {num(s.growth, 2)}"),
-                    ),
-                    ("Bisection steps", num(s.bisect_steps, 0)),
-                    *mode_rows(report),
-                ],
-            }
-        )
+        sections.append(_measurement_section(report, report.spec))
     return sections
+
+
+def _unused(report: ReportV3) -> set[str]:
+    """The spec fields the report's runs did not use (:func:`tokenwatt.records.unused_fields`:
+    the search's and the repeats' in a fixed-load run, the accuracy section when no
+    configuration has an accuracy result), as ``collect`` left them out of its print-out."""
+    if report.spec is None:
+        return set()
+    ran_accuracy = any(c.accuracy is not None for c in report.configs)
+    return unused_fields(report.spec, accuracy=ran_accuracy)
+
+
+def _repeats_row(report: ReportV3) -> list[Row]:
+    """Repeats per configuration; none for a fixed-load run (one window at each load)."""
+    if report.spec is not None and report.spec.sweep.fixed:
+        return []
+    return [("Repeats per configuration", num(report.runs, 0))]
+
+
+def _measurement_section(report: ReportV3, spec: Spec) -> dict[str, Any]:
+    """The windows and the search, only the settings the runs used (a fixed-load run has
+    no search window, repeats, start rate, growth or bisection)."""
+    m, s = spec.measurement, spec.sweep
+    unused = _unused(report)
+    rows: list[tuple[str, str, Any]] = [
+        ("measurement.warmup_s", "Warm-up", seconds(m.warmup_s)),
+        ("measurement.window_s", "Measurement window", seconds(m.window_s)),
+        ("measurement.search_window_s", "Search window", seconds(m.search_window_s)),
+        ("measurement.repeats", "Repeats", num(m.repeats, 0)),
+        ("measurement.request_timeout_s", "Request timeout", seconds(m.request_timeout_s)),
+        (
+            "sweep.growth",
+            "Start rate / growth",
+            trusted(f"{num(s.start_rps, 2)} req/s × {num(s.growth, 2)}"),
+        ),
+        ("sweep.bisect_steps", "Bisection steps", num(s.bisect_steps, 0)),
+    ]
+    used: list[Row] = [(label, value) for f, label, value in rows if field_used(f, unused)]
+    title = "Measurement" if s.fixed else "Measurement and SLO search"
+    return {"title": title, "rows": [*used, *mode_rows(report)]}
 
 
 def _suite_detail(report: ReportV3) -> list[Row]:
@@ -210,6 +232,7 @@ def _per_config(report: ReportV3, texts: list[str]) -> str:
 def mode_rows(report: ReportV3) -> list[Row]:
     """The mode preset of the runs and the spec values it replaced (spec → measured with),
     per configuration where they differ; none for reports made before they were kept.
+    Values the runs did not use are left out, as ``collect`` left them out of its print-out.
 
     The values are record text (escaped by the page)."""
     rows: list[Row] = []
@@ -218,10 +241,14 @@ def mode_rows(report: ReportV3) -> list[Row]:
             ("Mode", _per_config(report, [c.mode or "not recorded" for c in report.configs]))
         )
     if any(c.mode_overrides is not None for c in report.configs):
+        unused = _unused(report)
         texts = [
             "not recorded"
             if c.mode_overrides is None
-            else (overrides_text(c.mode_overrides) or "none")
+            else (
+                overrides_text([o for o in c.mode_overrides if field_used(o.field, unused)])
+                or "none"
+            )
             for c in report.configs
         ]
         rows.append(("Spec values the mode replaced", _per_config(report, texts)))
