@@ -14,8 +14,9 @@ from click.testing import CliRunner
 from tokenwatt.cli import cli
 from tokenwatt.collect.modes import apply_mode
 from tokenwatt.collect.point import PointFlags, override_spec, point_spec
+from tokenwatt.collect.runfile import adjust_run_spec
 from tokenwatt.errors import InputError
-from tokenwatt.records import Spec, load_spec, validate
+from tokenwatt.records import Spec, load_spec, unstated_fields, validate
 from tokenwatt.records.spec import fingerprint, fingerprint_fields
 
 REPO = Path(__file__).resolve().parents[2]
@@ -277,3 +278,15 @@ def test_a_fixed_load_run_names_its_loads_as_the_tables_do(tmp_path: Path) -> No
     assert "#1 load 1 of 2: 5 req/s" in done.stdout
     assert " client-min, " in done.stdout and "GPU-min" not in done.stdout
     assert "engine: tokenwatt-sim 0.1.0 as the server reports it" in done.stderr
+
+
+def test_the_record_keeps_which_dtypes_nobody_stated() -> None:
+    flags_spec = point_spec(FLAGS, "http://127.0.0.1:8000/v1")
+    both = ["model.weight_dtype", "model.kv_dtype"]
+    assert unstated_fields(apply_mode(flags_spec, "quick")) == both
+    with_kv = adjust_run_spec(flags_spec, None, "fp8")
+    assert with_kv.model.kv_dtype == "fp8"
+    assert unstated_fields(apply_mode(with_kv, "quick")) == ["model.weight_dtype"]
+    stated = load_spec(REPO / "specs" / "sim-demo.spec.yaml")  # names both dtypes
+    assert unstated_fields(apply_mode(stated, "quick")) == []
+    assert unstated_fields(adjust_run_spec(stated, None, "fp8")) == []

@@ -60,6 +60,7 @@ from tokenwatt.records import (
     Spec,
     ToolInfo,
     fingerprint,
+    unstated_fields,
 )
 from tokenwatt.telemetry import PowerMeter
 from tokenwatt.text import terminal_safe
@@ -78,6 +79,7 @@ def new_record(opts: CollectOptions, spec: Spec) -> RunRecord:
         mode=opts.mode,
         spec=spec,
         fingerprint=fingerprint(spec),
+        spec_unstated=unstated_fields(spec),
         command=opts.command,
         started=dt.datetime.now(dt.UTC),
         complete=False,

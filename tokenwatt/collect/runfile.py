@@ -145,9 +145,12 @@ def adjust_run_spec(
         engine = validate(EngineSpec, data, "--endpoint", InputError)
         spec = spec.model_copy(update={"engine": engine})
     if kv_dtype is not None:
-        model = validate(
+        checked = validate(
             ModelSpec, {**spec.model.model_dump(), "kv_dtype": kv_dtype}, "--kv-dtype", InputError
         )
+        # A copy, not the validated rebuild: the rebuild would mark every field as set, and
+        # the record keeps which dtypes nobody stated (records.unstated_fields).
+        model = spec.model.model_copy(update={"kv_dtype": checked.kv_dtype})
         spec = spec.model_copy(update={"model": model})
     if workers is not None:
         text = str(workers).strip()
