@@ -22,7 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from tokenwatt.records import ModeOverride, Spec, overrides_text, value_text
+from tokenwatt.records import (
+    ModeOverride,
+    Spec,
+    field_used,
+    overrides_text,
+    unused_fields,
+    value_text,
+)
 
 Mode = Literal["smoke", "quick", "full"]
 MODES: tuple[Mode, ...] = ("smoke", "quick", "full")
@@ -127,35 +134,12 @@ def mode_overrides(raw: Spec, effective: Spec) -> list[ModeOverride]:
     return out
 
 
-FIXED_UNUSED: tuple[str, ...] = (
-    "measurement.search_window_s",
-    "measurement.repeats",
-    "sweep.start_rps",
-    "sweep.growth",
-    "sweep.max_rps",
-    "sweep.bisect_steps",
-    "sweep.backoff",
-    "sweep.max_backoffs",
-    "sweep.start_concurrency",
-)
-"""Spec fields a fixed-load run (``sweep.fixed``) does not use: it measures one window of
-``measurement.window_s`` at each listed load, with no search, repeats or back-off."""
-
-
 def not_applying(spec: Spec, *, accuracy: bool) -> set[str]:
     """Dotted spec fields (``section.field``; ``accuracy`` for the whole section) that this
-    run does not use: the search's and the repeats' in a fixed-load run
-    (:data:`FIXED_UNUSED`), and the accuracy section when the suite is not run
-    (``accuracy`` False: ``--no-accuracy``, or no ``accuracy.suite``). They stay in the
-    record's spec (and its fingerprint); they are only left out of what is printed."""
-    out: set[str] = set(FIXED_UNUSED) if spec.sweep.fixed else set()
-    if not accuracy or not spec.accuracy.suite:
-        out.add("accuracy")
-    return out
-
-
-def _applies(field: str, unused: set[str]) -> bool:
-    return field not in unused and field.split(".")[0] not in unused
+    run does not use (:func:`tokenwatt.records.unused_fields`, the same list the report
+    page uses). They stay in the record's spec (and its fingerprint); they are only left out
+    of what is printed."""
+    return unused_fields(spec, accuracy=accuracy)
 
 
 def mode_lines(
@@ -167,7 +151,7 @@ def mode_lines(
     the run does not use (:func:`not_applying`: accuracy not run, repeats and search
     windows of a fixed-load run) are not printed."""
     unused = not_applying(spec, accuracy=accuracy)
-    overrides = [o for o in overrides if _applies(o.field, unused)]
+    overrides = [o for o in overrides if field_used(o.field, unused)]
     m, s, a = spec.measurement, spec.sweep, spec.accuracy
     closed = m.profile == "concurrency"
     if s.fixed:

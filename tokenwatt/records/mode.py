@@ -58,8 +58,8 @@ FIXED_UNUSED: tuple[str, ...] = (
     "sweep.start_concurrency",
 )
 """Spec fields a fixed-load run (``sweep.fixed``) does not use: it measures one window of
-``measurement.window_s`` at each listed load, with no search, repeats or back-off. The
-same list as ``collect``'s (``tokenwatt.collect.modes``), so that the page leaves out
+``measurement.window_s`` at each listed load, with no search, repeats or back-off. ``collect``
+prints from the same list (``tokenwatt.collect.modes``), so that the page leaves out
 what the terminal said the run did not use."""
 
 
