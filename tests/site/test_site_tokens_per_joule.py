@@ -116,3 +116,16 @@ def test_chart_terminal_and_json_agree(report: ReportV3) -> None:
     assert rows[1]["tokens_per_joule"] == pytest.approx(TUNED_TPJ, rel=1e-12)
     assert rows[0]["tokens_per_joule_delta_pct"] is None
     assert rows[1]["tokens_per_joule_delta_pct"] == pytest.approx(DELTA, rel=1e-12)
+
+
+def test_accuracy_chart_names_the_baseline_as_the_table_does(report: ReportV3) -> None:
+    analysis = analyse_report(report)
+    charts = chart_specs(report, analysis, ["vllm-default", "vllm-fp8kv"])
+    acc = next(c for c in charts if c["id"] == "accuracy")["spec"]
+    verdicts = [(row["name"], row["verdict"]) for row in acc["datasets"]["rows"]]
+    tuned = analysis.configs[1].gate
+    assert tuned is not None
+    assert verdicts == [
+        ("vllm-default", "baseline"),
+        ("vllm-fp8kv", "pass" if tuned.passed else "fail"),
+    ]

@@ -56,9 +56,11 @@ def chart_specs(
     for n, c in pairs:
         if c.config.accuracy is None:
             continue
-        verdict = (
-            "no gate" if c.gate is None or c.is_baseline else ("pass" if c.gate.passed else "fail")
-        )
+        # The same words as the page's table (``pages._gate_text``).
+        if c.is_baseline:
+            verdict = "baseline"
+        else:
+            verdict = "no gate" if c.gate is None else ("pass" if c.gate.passed else "fail")
         acc_rows.append({"name": n, "score": c.config.accuracy.score, "verdict": verdict})
     base_acc = analysis.baseline.config.accuracy
     if acc_rows:

@@ -14,8 +14,8 @@ from typing import Any
 
 ROLE_DOMAIN = ["baseline", "tuned"]
 ROLE_RANGE = ["#7f8c8d", "#1f77b4"]
-VERDICT_DOMAIN = ["pass", "fail", "no gate"]
-VERDICT_RANGE = ["#2e7d32", "#c62828", "#7f8c8d"]
+VERDICT_DOMAIN = ["pass", "fail", "no gate", "baseline"]
+VERDICT_RANGE = ["#2e7d32", "#c62828", "#7f8c8d", "#455a64"]
 
 Spec = dict[str, Any]
 Rows = list[dict[str, Any]]
@@ -117,7 +117,7 @@ def _accuracy_template() -> Spec:
 def accuracy_chart(rows: Rows, gate_pts: float | None) -> Spec:
     """Accuracy (%) per configuration against the gate line (baseline score − threshold).
 
-    Rows: ``name``, ``score``, ``verdict`` (pass, fail, no gate).
+    Rows: ``name``, ``score``, ``verdict`` (pass, fail, no gate, baseline).
     """
     gate = [] if gate_pts is None else [{"gate_pts": gate_pts}]
     return _with_data(_accuracy_template(), rows=rows, gate=gate)
