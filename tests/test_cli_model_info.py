@@ -152,3 +152,17 @@ def test_config_nested_too_deeply_is_an_input_error(tmp_path: Path) -> None:
     assert f"error: {path}: not valid JSON: arrays or objects are nested too deeply" in (
         result.output
     )
+
+
+def test_a_tiny_model_is_shown_in_megabytes(tmp_path: Path) -> None:
+    config = json.loads(Path(LLAMA2).read_text())
+    config.update(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                  num_key_value_heads=4, num_hidden_layers=2, vocab_size=2048)  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code, out, _ = run(str(path), "--json")
+    weights = json.loads(out)["weight_bytes"]["total"]
+    assert code == 0 and weights < 1e7
+    code, out, _ = run(str(path))
+    assert code == 0 and "0.00 GB" not in out
+    assert f"{weights / 1e6:.2f} MB ({weights / 2**20:.2f} MiB)" in out

@@ -157,6 +157,9 @@ def _count(n: float) -> str:
 
 
 def _bytes(n: float) -> str:
+    """Bytes in GB and GiB; in MB and MiB below 0.01 GB (a test model would read 0.00 GB)."""
+    if n < 1e7:
+        return f"{n / 1e6:.2f} MB ({n / 2**20:.2f} MiB)"
     return f"{n / 1e9:.2f} GB ({n / 2**30:.2f} GiB)"
 
 
