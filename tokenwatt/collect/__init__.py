@@ -19,6 +19,7 @@ from tokenwatt.collect.run import collect
 from tokenwatt.collect.session import check_session, plan_steps, run_session
 from tokenwatt.collect.stopping import StopSignal, exit_status
 from tokenwatt.collect.suites import GSM8K_BASE_URL, build_suite_file, fetch_gsm8k
+from tokenwatt.collect.workers import usable_cores
 
 __all__ = [
     "FLAGS_SPEC",
@@ -40,4 +41,5 @@ __all__ = [
     "read_server",
     "run_session",
     "spec_text",
+    "usable_cores",
 ]

@@ -49,7 +49,7 @@ from tokenwatt.collect.runfile import (
 from tokenwatt.collect.stopping import GracefulStop, StopSignal, failure_reason
 from tokenwatt.collect.tokens import load_token_counter
 from tokenwatt.collect.window import WindowRunner
-from tokenwatt.collect.workers import pool_for, resolve_workers
+from tokenwatt.collect.workers import pool_for, resolve_workers, usable_cores
 from tokenwatt.collect.workload import WorkloadStream, workload_for
 from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError
 from tokenwatt.files import exclusive_lock
@@ -175,6 +175,8 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         rec.simulated = spec.hardware.adapter == "sim" or is_sim_engine
         meter = _open_meter(spec, rec)
         workers = closed_loop_workers(spec, resolve_workers(spec, stream))
+        if spec.measurement.workers == "auto" and spec.measurement.ray_address is None:
+            print(_auto_workers_line(workers, spec), file=sys.stderr, flush=True)
         # Started once for the run, before the idle check and the first window.
         pool = pool_for(spec, workers) or contextlib.nullcontext()
         with (
@@ -198,6 +200,18 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
             )
             _measure(opts, rec, runner, loaded_suite, stream)
     return rec
+
+
+def _auto_workers_line(workers: int, spec: Spec) -> str:
+    """What ``--workers auto`` chose, said once before the first window (each window's
+    ``workers`` keeps it too)."""
+    why = (
+        "the closed loop runs in one process"
+        if spec.measurement.profile == "concurrency"
+        else f"from {usable_cores()} usable cores and the expected chunk rate"
+    )
+    noun = "process" if workers == 1 else "processes"
+    return f"workers: auto chose {workers} load-generator {noun} ({why})"
 
 
 def _open_meter(spec: Spec, rec: RunRecord) -> PowerMeter | None:
