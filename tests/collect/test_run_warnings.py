@@ -19,7 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 from tokenwatt.cli import cli
-from tokenwatt.records import RunRecord
+from tokenwatt.collect import usable_cores
+from tokenwatt.records import RunRecord, retried
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scripted_engine import INVALID_TOKENS, MODEL, EngineProcess, start_engine
@@ -67,22 +68,24 @@ def test_every_request_refused_is_said_with_the_servers_message_and_exits_1(
     assert done.returncode == 1, done.stderr[-3000:]
     record = RunRecord.model_validate_json(out.read_text())
     assert record.complete
-    windows = [r.window for r in record.repeats]
+    # A window the client's lag may have failed is measured again (a busy machine).
+    windows = [r.window for r in record.repeats if not retried(r.window)]
     assert [(w.requests, w.errors, w.error_kinds) for w in windows] == [
         (4, 4, {"http_400": 4}),
         (8, 8, {"http_400": 8}),
     ]
-    said = f"the server said: {INVALID_TOKENS}"
-    assert f"errors in #1, #2: http_400 in 12 of 12 requests; {said}" in done.stderr
+    n, m = sum(r.window.requests for r in record.repeats), len(record.repeats)
+    refs = ", ".join(f"#{i + 1}" for i in range(m))
+    errors = f"errors in {refs}: http_400 in {n} of {n} requests; the server said: {INVALID_TOKENS}"
+    assert errors in done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last == (
-        f"every request failed: http_400 — {INVALID_TOKENS} (first sample; 12 of 12 requests "
-        "in 2 windows)"
+        f"every request failed: http_400 — {INVALID_TOKENS} (first sample; {n} of {n} "
+        f"requests in {m} windows)"
     )
     assert done.stdout.strip().splitlines()[-1] == f"wrote {out}"
     shown = _show(out)
-    assert f"errors in #1, #2: http_400 in 12 of 12 requests; {said}" in shown
-    assert last in shown
+    assert errors in shown and last in shown
     data = json.loads(_show(out, "--json"))
     assert data["every_request_failed"] == last
     assert data["windows"][0]["top_error"] == {
@@ -95,10 +98,19 @@ def test_every_request_refused_is_said_with_the_servers_message_and_exits_1(
 def test_the_same_run_with_the_vocabulary_given_succeeds_and_says_nothing_of_errors(
     small_vocab_engine: EngineProcess, tmp_path: Path
 ) -> None:
-    """The control: with ``--vocab-size 2048`` every request is served, exit 0, no note."""
+    """The control: with ``--vocab-size 2048`` every request is served, exit 0, no note
+    (``--workers auto`` here too: it says what it chose)."""
     out = tmp_path / "run.json"
-    done = _collect(small_vocab_engine.endpoint, out, "--vocab-size", str(VOCAB))
+    done = _collect(
+        small_vocab_engine.endpoint, out, "--vocab-size", str(VOCAB), "--workers", "auto"
+    )
     assert done.returncode == 0, done.stderr[-3000:]
+    # --workers auto says once what it chose: 2 and 4 req/s of 4-token outputs need one.
+    chose = (
+        "workers: auto chose 1 load-generator process (from "
+        f"{usable_cores()} usable cores and the expected chunk rate)"
+    )
+    assert done.stderr.count(chose) == 1
     record = RunRecord.model_validate_json(out.read_text())
     assert [(r.window.requests, r.window.errors) for r in record.repeats] == [(4, 0), (8, 0)]
     assert "errors in" not in done.stderr and "every request failed" not in done.stderr
