@@ -228,7 +228,7 @@ def _collect(
     click.echo(explain_run(record))
     for line in run_notes(record, usable_cores(), failed_line=False):
         click.echo(terminal_safe(line), err=True)
-    for note in power_warnings(record):
+    for note in power_warnings(record, said_at_start=True):
         click.echo(f"warning: {terminal_safe(note)}", err=True)
     doubt = run_doubt(record)
     if doubt:

@@ -13,6 +13,7 @@ from tokenwatt.analysis import (
     window_warnings,
 )
 from tokenwatt.records import RETRIED_PREFIX, ErrorSample, RunRecord, WorkerLag
+from tokenwatt.text import terminal_safe
 
 
 def _sample(body: str | None, message: str | None = "HTTP 400 Bad Request") -> ErrorSample:
@@ -48,13 +49,12 @@ def test_what_the_server_said_comes_out_of_its_error_body(body: str | None, said
     assert server_said(_sample(body)) == said
 
 
-def test_what_the_server_said_is_one_safe_capped_line() -> None:
-    body = (
-        '{"error":{"message":"bad \\u001b[2J token\\nsk-abcdefghijklmnopqrstuv ' + "y" * 300 + '"}}'
-    )
+def test_what_the_server_said_is_one_capped_line_escaped_where_it_is_printed() -> None:
+    body = '{"error":{"message":"bad \\u001b[2J token\\n\\tnext ' + "y" * 300 + '"}}'
     said = server_said(_sample(body))
-    assert said.startswith("bad \\x1b[2J token\\x0a[redacted] yyy")
+    assert said.startswith("bad \x1b[2J token next yyy")
     assert len(said) == 200 and said.endswith("…")
+    assert terminal_safe(said).startswith("bad \\x1b[2J token next")
     assert server_said(_sample(None, message=None)) == "http_400"
 
 

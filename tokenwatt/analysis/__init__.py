@@ -94,6 +94,7 @@ from tokenwatt.analysis.report import (
 from tokenwatt.analysis.report_table import goodput_cell, no_interval_reason, report_summary
 from tokenwatt.analysis.run_table import (
     LATENCIES,
+    METER_NOT_OPENED,
     errors_cell,
     labelled_request_windows,
     ms_cell,
@@ -138,6 +139,7 @@ from tokenwatt.analysis.window_labels import (
 __all__ = [
     "KS_ALPHA",
     "LATENCIES",
+    "METER_NOT_OPENED",
     "MINUS",
     "SETTING_LABELS",
     "AccuracySummary",

@@ -111,12 +111,22 @@ def workload_text(record: RunRecord) -> str:
     return trace_text(record.spec)
 
 
-def power_warnings(record: RunRecord) -> list[str]:
+METER_NOT_OPENED = "Power: the meter could not be opened"
+"""Start of the ``not_covered`` note of a power meter the spec asks for that did not open
+(``collect`` says it on screen before the first window)."""
+
+
+def power_warnings(record: RunRecord, *, said_at_start: bool = False) -> list[str]:
     """What the run lacks in power, in words, for the terminal: its ``not_covered`` notes
-    about power (no source, a meter that could not be opened) and, when some repeats'
-    power readings are invalid (the search probes keep none), how many and the first
-    reasons (distinct, in order)."""
-    notes = [n for n in record.not_covered if n.startswith("Power:")]
+    about power (no source, a meter that could not be opened; with ``said_at_start`` the
+    latter is left out: ``collect`` said it before the first window) and, when some
+    repeats' power readings are invalid (the search probes keep none), how many and the
+    first reasons (distinct, in order)."""
+    notes = [
+        n
+        for n in record.not_covered
+        if n.startswith("Power:") and not (said_at_start and n.startswith(METER_NOT_OPENED))
+    ]
     powered = [r.power for r in record.repeats if r.power is not None]
     invalid = [p for p in powered if not p.valid]
     if invalid:

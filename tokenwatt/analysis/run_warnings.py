@@ -5,7 +5,9 @@ late; these sentences say *why*, from what the record already keeps:
 
 - :func:`server_said`: the server's own message in an error sample (the ``message`` of a
   JSON error body, as vLLM, llama.cpp and OpenAI-style servers send it; else the body's
-  first line; else the client's message), one line, capped, scrubbed of credentials;
+  first line; else the client's message), one line, capped. The sample was scrubbed of
+  credentials when it was recorded (:func:`tokenwatt.redact.scrub_capped`); the terminal
+  escapes its control characters when it prints it (:func:`tokenwatt.text.terminal_safe`);
 - :func:`error_notes`: per window with errors, its most common error kind with that
   message, windows that say the same thing on one line;
 - :func:`every_request_failed`: one line when not a single request of the run succeeded;
@@ -20,20 +22,19 @@ from __future__ import annotations
 
 import json
 import re
-from urllib.parse import urlsplit
 
 from tokenwatt.analysis.latency import CLIENT_BOUND_SEND_LAG_MS
 from tokenwatt.analysis.window_labels import run_labels
 from tokenwatt.records import RETRIED_PREFIX, ErrorSample, RunRecord, WindowSummary
-from tokenwatt.redact import cap, scrub
-from tokenwatt.text import one_line
 
 SAID_LIMIT = 200
 """Characters of a server's message quoted in a note (the record keeps up to 512)."""
 CLIENT_BOUND_WARNING = "client-bound"
 """Start of the warning a client-bound window carries (:func:`client_bound_warning`)."""
 _MESSAGE_KEY = re.compile(r'"(?:message|detail)"\s*:\s*"((?:[^"\\]|\\.)*)"')
-_LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0")  # noqa: S104 (a host compared, not bound)
+_LOOPBACK = ("127.0.0.1", "localhost", "[::1]", "0.0.0.0")  # noqa: S104 (a host compared, not bound)
+_HOST = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/]*@)?(\[[^\]]*\]|[^/:?#]*)")
+"""The host of a URL (an IPv6 address with its brackets); urllib is I/O to the purity test."""
 
 
 def _json_message(value: object) -> str | None:
@@ -55,7 +56,8 @@ def _json_message(value: object) -> str | None:
 
 def server_said(sample: ErrorSample) -> str:
     """What the server said about one failed request, as one line of at most
-    :data:`SAID_LIMIT` characters (control characters escaped, credentials scrubbed).
+    :data:`SAID_LIMIT` characters (every run of white space, line breaks included, one
+    space; cut with ``…``). Record text: the caller escapes it for its terminal or page.
 
     The ``message`` (or ``detail``) of a JSON error body first; a body cut short by the
     record's cap is searched for that key; else the body's first non-blank line; else the
@@ -77,7 +79,8 @@ def server_said(sample: ErrorSample) -> str:
             said = next((line for line in body.splitlines() if line.strip()), None)
     if not said:
         said = sample.message or sample.kind
-    return cap(one_line(scrub(said.strip())), SAID_LIMIT)
+    said = " ".join(said.split())
+    return said if len(said) <= SAID_LIMIT else said[: SAID_LIMIT - 1] + "…"
 
 
 def _windows(record: RunRecord) -> list[WindowSummary]:
@@ -184,7 +187,8 @@ def warnings_of(w: WindowSummary) -> list[str]:
 def engine_is_local(record: RunRecord) -> bool:
     """True when the engine ran on the collector's machine: ``collect`` started it, or its
     endpoint is a loopback address."""
-    host = urlsplit(record.spec.engine.endpoint).hostname or ""
+    found = _HOST.match(record.spec.engine.endpoint)
+    host = found.group(1).lower() if found else ""
     return record.engine_process is not None or host in _LOOPBACK
 
 

@@ -10,7 +10,7 @@ interface); the CLI imports it inside the commands that need it, so ``tokenwatt 
 stays fast.
 """
 
-from tokenwatt.collect.init_spec import model_config_facts, read_server, spec_text
+from tokenwatt.collect.init_spec import board_facts, model_config_facts, read_server, spec_text
 from tokenwatt.collect.modes import apply_mode
 from tokenwatt.collect.options import CollectOptions
 from tokenwatt.collect.point import FLAGS_SPEC, PointFlags, check_endpoint_flag, parse_list
@@ -28,6 +28,7 @@ __all__ = [
     "PointFlags",
     "StopSignal",
     "apply_mode",
+    "board_facts",
     "build_suite_file",
     "check_endpoint_flag",
     "check_session",

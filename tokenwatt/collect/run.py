@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from tokenwatt import __version__
+from tokenwatt.analysis import METER_NOT_OPENED
 from tokenwatt.collect.accuracy import LoadedSuite, read_suite, run_suite
 from tokenwatt.collect.closedloop import closed_loop_workers
 from tokenwatt.collect.dataset import pin_dataset
@@ -226,7 +227,7 @@ def _open_meter(spec: Spec, rec: RunRecord) -> PowerMeter | None:
     try:
         return open_meter(spec, sim_endpoint=spec.engine.endpoint)
     except TelemetryError as exc:
-        note = f"Power: the meter could not be opened ({exc})"
+        note = f"{METER_NOT_OPENED} ({exc})"
         rec.not_covered.append(note)
         print(
             f"warning: {terminal_safe(note)}; this run measures no power or energy",
