@@ -120,3 +120,22 @@ def test_demo_clean_up_removes_everything_the_demo_writes() -> None:
         assert fnmatch(f"reports/{slug(title)}.json", "reports/simulated-kv-cache-demo*.json")
     ignored = (README.parent / ".gitignore").read_text(encoding="utf-8").split()
     assert not [line for line in ignored if line.strip("/").startswith("runs")]
+
+
+def test_the_readme_llamacpp_python_route_gives_the_tiny_models_vocabulary() -> None:
+    """The `collect` command that serves `tests/engines/tiny_model.py`'s model through
+    xllamacpp parses as collect's arguments and passes `--vocab-size` equal to that model's
+    vocabulary: without it token ids are drawn below 32,000 and llama.cpp refuses every
+    request (HTTP 400 "Prompt contains invalid tokens"). The run itself is
+    tests/engines/test_engine_launch_real.py's."""
+    import inspect
+
+    from tests.engines.tiny_model import make_tiny_model
+
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Measure your own server", 1)[1].split("\n## ", 1)[0]
+    (argv,) = [c for c in _sh_commands(section) if "serve_llamacpp.py" in " ".join(c)]
+    command = cli.commands["collect"]
+    ctx = command.make_context("collect", argv[2:])
+    vocab = inspect.signature(make_tiny_model).parameters["vocab"].default
+    assert ctx.params["vocab_size"] == vocab == 2048

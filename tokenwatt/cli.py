@@ -167,13 +167,15 @@ def _collect(
     import shlex
 
     from tokenwatt.analysis import (
+        every_request_failed,
         explain_run,
         gpu_minutes,
         power_warnings,
         run_doubt,
+        run_notes,
         sustained_note,
     )
-    from tokenwatt.collect import CollectOptions, StopSignal, collect, exit_status
+    from tokenwatt.collect import CollectOptions, StopSignal, collect, exit_status, usable_cores
     from tokenwatt.redact import scrub
 
     spec_path, label, role, flags = point_inputs(spec_path, label, role, point)
@@ -224,7 +226,9 @@ def _collect(
     if keep_up is not None:
         click.echo(f"note: {keep_up}", err=True)
     click.echo(explain_run(record))
-    for note in power_warnings(record):
+    for line in run_notes(record, usable_cores(), failed_line=False):
+        click.echo(terminal_safe(line), err=True)
+    for note in power_warnings(record, said_at_start=True):
         click.echo(f"warning: {terminal_safe(note)}", err=True)
     doubt = run_doubt(record)
     if doubt:
@@ -234,12 +238,17 @@ def _collect(
     if record.simulated:
         click.echo("note: simulated engine; these numbers are not measurements", err=True)
     click.echo(f"wrote {out}")
+    failed = every_request_failed(record)
+    if failed is not None:
+        click.echo(terminal_safe(failed), err=True)
     if not record.complete:
         click.echo(f"incomplete: {terminal_safe(record.incomplete_reason or '')}", err=True)
         # The shell's status for a process ended by that signal: 128 + its number.
         signals = {"ctrl-c": "SIGINT", "sigterm": "SIGTERM", "sighup": "SIGHUP"}
         name = signals.get(record.interrupted or "")
         sys.exit(exit_status(name) if name else 1)
+    if failed is not None:
+        sys.exit(1)  # a valid record that says so, but nothing was measured
 
 
 def _print_run_table(record: Any) -> None:

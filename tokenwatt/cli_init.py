@@ -50,13 +50,21 @@ def init_command(
     """Write a commented spec from what the server at --endpoint reports.
 
     The served model (/v1/models), its context length, the engine's name and version and the
-    metric names at /metrics go into the spec; SLO limits and windows are starting points. The
-    written spec loads and validates; an existing file is kept unless --force.
+    metric names at /metrics go into the spec; SLO limits and windows are starting points.
+    Board power is asked for only when NVML or AMD SMI opens on this machine (else power
+    source none, saying why). The written spec loads and validates; an existing file is kept
+    unless --force.
     """
     import yaml
     from pydantic import ValidationError
 
-    from tokenwatt.collect import check_endpoint_flag, model_config_facts, read_server, spec_text
+    from tokenwatt.collect import (
+        board_facts,
+        check_endpoint_flag,
+        model_config_facts,
+        read_server,
+        spec_text,
+    )
     from tokenwatt.errors import EngineError, InputError
     from tokenwatt.files import atomic_write_text
     from tokenwatt.records import Spec, problems_from
@@ -86,6 +94,7 @@ def init_command(
             facts.vocab_size, facts.config_path = model_config_facts(model_config, path)
         except ValueError as exc:
             _refuse(str(exc))
+    board_facts(facts)
     schema = Path(os.path.relpath(SCHEMA_FILE.resolve(), path.resolve().parent)).as_posix()
     text = spec_text(facts, endpoint=endpoint, name=spec_name, schema=schema)
     if api_key_env:
@@ -104,6 +113,15 @@ def init_command(
     except OSError as exc:
         _refuse(f"{_shown(path)}: cannot write: {exc.strerror or exc}")
     click.echo(terminal_safe(f"wrote {path} ({facts.info.served_models[0]} on {endpoint})"))
+    if facts.board is None:
+        # Said once, here: the spec then asks for no meter, so collect repeats nothing.
+        click.echo(
+            "note: power not measured (hardware.adapter none, power.source none): no GPU "
+            "library opened on this machine; set both on the GPU box",
+            err=True,
+        )
+        for reason in facts.board_reasons:
+            click.echo(f"  {terminal_safe(reason)}", err=True)
 
 
 def _shown(path: Path) -> str:

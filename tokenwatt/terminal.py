@@ -141,13 +141,18 @@ def result_line(record: RunRecord) -> str:
 
 def print_run(record: RunRecord, console: Console) -> None:
     """The window table, the result line, the sentence on why the result rate is where it
-    is, and what the run does not cover (the record's ``not_covered``, one a line), with a
-    warning for each thing missing in its power (:func:`power_warnings`)."""
-    from tokenwatt.analysis import explain_run, power_warnings
+    is, each window's warnings, its most common error with what the server said, the
+    client-bound advice and the line saying every request failed
+    (:func:`~tokenwatt.analysis.run_warnings.run_notes`), and what the run does not cover
+    (the record's ``not_covered``, one a line), with a warning for each thing missing in
+    its power (:func:`power_warnings`)."""
+    from tokenwatt.analysis import explain_run, power_warnings, run_notes
 
     console.print(run_table(record))
     console.print(plain(result_line(record)))
     console.print(plain(explain_run(record)))
+    for line in run_notes(record):
+        console.print(plain(line), soft_wrap=True)
     for note in power_warnings(record):
         if note not in record.not_covered:  # those are listed just below
             console.print(plain(f"warning: {note}"))

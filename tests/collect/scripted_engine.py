@@ -11,6 +11,9 @@ and its ``/metrics`` behaves as ``--metrics`` says:
 * ``none``: 404;
 * ``other``: a page without running or waiting gauges.
 
+With ``--vocab N`` it refuses, as llama.cpp's server does, a prompt of token ids that holds
+one at or above N: HTTP 400 with llama.cpp's error body ("Prompt contains invalid tokens").
+
 ``GET /stats`` returns ``{"metrics_scrapes": …, "prompts": …, "distinct_prompts": …}``.
 Run as ``python scripted_engine.py --metrics MODE``; it prints ``serving <url>`` when
 ready. A child process, so that its CPU time does not share the test's interpreter lock
@@ -32,6 +35,8 @@ from aiohttp.test_utils import TestServer
 from tests.server_process import ServerProcess, start_server_process
 
 MODEL = "scripted"
+INVALID_TOKENS = "Prompt contains invalid tokens"
+"""llama.cpp's message for a prompt token id outside the model's vocabulary."""
 
 
 def _sse(obj: dict[str, object]) -> bytes:
@@ -57,15 +62,21 @@ def body(prompt: object, max_tokens: int) -> bytes:
 class Engine:
     """The server's state: its /metrics mode and what it has seen."""
 
-    def __init__(self, metrics: str) -> None:
+    def __init__(self, metrics: str, vocab: int | None = None) -> None:
         self.mode = metrics
+        self.vocab = vocab
         self.busy_for = int(metrics.split(":")[1]) if metrics.startswith("busy:") else 0
         self.scrapes = 0
         self.prompts: list[str] = []
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body_in = await request.json()
-        self.prompts.append(json.dumps(body_in.get("prompt")))
+        prompt = body_in.get("prompt")
+        self.prompts.append(json.dumps(prompt))
+        if self.vocab is not None and isinstance(prompt, list) and max(prompt) >= self.vocab:
+            # The body llama.cpp's server answers with (tests/engines: the real one).
+            error = {"code": 400, "message": INVALID_TOKENS, "type": "invalid_request_error"}
+            return web.json_response({"error": error}, status=400)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         # The client cancels the requests still open when a window ends: not an error here.
         with contextlib.suppress(ConnectionError):
@@ -108,8 +119,8 @@ class Engine:
         )
 
 
-async def serve(mode: str) -> None:
-    engine = Engine(mode)
+async def serve(mode: str, vocab: int | None = None) -> None:
+    engine = Engine(mode, vocab)
     app = web.Application()
     app.router.add_post("/v1/completions", engine.completions)
     app.router.add_get("/v1/models", engine.models)
@@ -132,17 +143,21 @@ class EngineProcess(ServerProcess):
         return data
 
 
-def start_engine(metrics: str) -> EngineProcess:
-    """Start the scripted engine with ``--metrics METRICS`` and wait for its URL.
+def start_engine(metrics: str, vocab: int | None = None) -> EngineProcess:
+    """Start the scripted engine with ``--metrics METRICS`` (and ``--vocab VOCAB``) and
+    wait for its URL.
 
     Raises:
         RuntimeError: it did not start.
     """
     argv = [sys.executable, str(Path(__file__).resolve()), "--metrics", metrics]
+    argv += ["--vocab", str(vocab)] if vocab is not None else []
     return EngineProcess(*start_server_process(argv))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--metrics", default="idle")
-    asyncio.run(serve(parser.parse_args().metrics))
+    parser.add_argument("--vocab", type=int, default=None)
+    args = parser.parse_args()
+    asyncio.run(serve(args.metrics, args.vocab))

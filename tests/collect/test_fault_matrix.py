@@ -195,6 +195,8 @@ def test_a_failing_power_command_leaves_a_complete_run_without_power(
     )
     stderr = finish(proc)
     assert proc.returncode == 0, stderr
+    # Said once, before the first window (not again at the end).
+    assert stderr.count("warning: Power: the meter could not be opened") == 1, stderr
     record = RunRecord.model_validate_json(out.read_text())
     assert record.complete is True and record.probes
     assert any(

@@ -15,6 +15,7 @@ import yaml
 from tests.collect.test_probes import SGLANG_METRICS, _json, _models, _text
 from tests.scripted_http import ScriptedServer
 from tests.sim.sim_process import REPO, start_sim
+from tokenwatt.records import Spec
 from tokenwatt.records.load import load_spec
 
 LLAMA = REPO / "tests" / "fixtures" / "llama-2-7b.config.json"
@@ -255,3 +256,54 @@ def test_init_leaves_out_metric_names_that_are_not_prometheus_names(tmp_path: Pa
     text = (tmp_path / "s.spec.yaml").read_text(encoding="utf-8")
     assert "# /metrics exposes 1 engine metrics: vllm:num_requests_running\n" in text
     assert "\x1b" not in text
+
+
+def _spec_for(board: str | None, reasons: list[str]) -> tuple[str, Spec]:
+    from tokenwatt.collect.init_spec import ServerFacts, spec_text
+    from tokenwatt.collect.probes import EngineInfo
+
+    info = EngineInfo(endpoint="http://127.0.0.1:8000/v1", served_models=["m"])
+    facts = ServerFacts(info=info, board=board, board_reasons=reasons)  # type: ignore[arg-type]
+    text = spec_text(facts, endpoint=info.endpoint, name="m", schema="s.json")
+    return text, Spec.model_validate(yaml.safe_load(text))
+
+
+def test_without_a_gpu_library_the_spec_measures_no_power_and_says_why() -> None:
+    reasons = ["NVIDIA: NVML did not initialise (NVML Shared Library Not Found)", "AMD: \x1b[2J"]
+    text, spec = _spec_for(None, reasons)
+    assert (spec.hardware.adapter, spec.power.source) == ("none", "none")
+    lines = text.splitlines()
+    assert "# Power: NVIDIA: NVML did not initialise (NVML Shared Library Not Found)" in lines
+    assert "# Power: AMD: \\x1b[2J" in lines  # a comment line, escaped
+    text, spec = _spec_for("nvidia", [])
+    assert (spec.hardware.adapter, spec.power.source) == ("nvidia", "board")
+    assert "# Power:" not in text
+    _, spec = _spec_for("amd", [])
+    assert (spec.hardware.adapter, spec.power.source) == ("amd", "board")
+
+
+def test_the_board_library_that_opens_is_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fake NVML (the GPU library is the one thing faked): one GPU, it opens; its
+    initialisation failing as on a machine without the driver: no adapter, NVML's words."""
+    import pynvml as real
+
+    from tests.telemetry.fake_nvml import FakeGpu, FakeNvml
+    from tokenwatt.telemetry import detect_board
+
+    fake = FakeNvml([FakeGpu()], now=lambda: 0.0)
+    monkeypatch.setitem(sys.modules, "pynvml", fake.module)
+    assert detect_board({}) == ("nvidia", [])
+    assert fake.initialised == 0  # opened and shut down again
+
+    def no_library() -> None:
+        raise real.NVMLError(real.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    monkeypatch.setattr(fake.module, "nvmlInit", no_library)
+    monkeypatch.setitem(sys.modules, "amdsmi", None)  # not installed
+    board, reasons = detect_board({})
+    assert board is None
+    assert reasons[0] == (
+        "NVIDIA: NVML did not initialise (NVML Shared Library Not Found); is the NVIDIA "
+        "driver loaded?"
+    )
+    assert reasons[1].startswith("AMD: power.source 'board' on AMD needs AMD SMI's Python")

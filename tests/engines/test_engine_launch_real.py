@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from engine_servers import HERE, MODEL_NAME, VLLM_ENV, VLLM_KV_BLOCKS, VLLM_MAX_MODEL_LEN
 from tiny_model import TinyModel
 
-from tokenwatt.records import RunRecord, load_spec
+from tokenwatt.records import RunRecord, load_spec, retried
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "tests" / "fixtures" / "tiny-engine.spec.yaml"
@@ -157,31 +157,32 @@ def test_the_readme_llama_server_command_is_one_collect_can_take() -> None:
     assert done.exit_code == 0, done.output
 
 
-@pytest.mark.engine
-def test_the_readme_llamacpp_python_route_runs_as_written(
-    tiny_model: TinyModel, tmp_path: Path
-) -> None:
-    """The README command that starts llama.cpp's server through xllamacpp under `collect`,
-    run as written (from the repository root, as the README says) but for the model file,
-    its name and the tiny model's vocabulary size. The record says which engine the server
-    reported, and the per-request windows have exactly rate × duration requests."""
+def _readme_python_route(tiny_model: TinyModel, out: Path) -> list[str]:
+    """The README's xllamacpp `collect` command as a process's argv: the tiny model's file
+    and name in, this interpreter, ``out`` as the record, no live display."""
     (command,) = [c for c in _readme_llamacpp_commands() if "serve_llamacpp.py" in c]
-    pytest.importorskip("xllamacpp", reason="xllamacpp (the test extra) is not installed")
     argv = shlex.split(command.replace("MODEL.gguf", shlex.quote(str(tiny_model.gguf))))
     at = argv.index("--engine-cmd") + 1
     engine = argv[at].replace("my-model", MODEL_NAME)
     argv[at] = engine.replace("python ", f"{shlex.quote(sys.executable)} ", 1)
     argv = [a.replace("my-model", MODEL_NAME) for a in argv]
-    out = tmp_path / "runs" / "llamacpp.json"
     argv[argv.index("--out") + 1] = str(out)
-    argv = [
-        sys.executable,
-        "-m",
-        *argv,
-        "--vocab-size",
-        str(tiny_model.vocab_size),
-        "--no-progress",
-    ]
+    return [sys.executable, "-m", *argv, "--no-progress"]
+
+
+@pytest.mark.engine
+def test_the_readme_llamacpp_python_route_runs_as_written(
+    tiny_model: TinyModel, tmp_path: Path
+) -> None:
+    """The README command that starts llama.cpp's server through xllamacpp under `collect`,
+    run as written (from the repository root, as the README says) but for the model file and
+    its name: its `--vocab-size` is the tiny model's vocabulary, and no request fails. The
+    record says which engine the server reported, and the per-request windows have exactly
+    rate × duration requests."""
+    pytest.importorskip("xllamacpp", reason="xllamacpp (the test extra) is not installed")
+    out = tmp_path / "runs" / "llamacpp.json"
+    argv = _readme_python_route(tiny_model, out)
+    assert argv[argv.index("--vocab-size") + 1] == str(tiny_model.vocab_size)
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     record = RunRecord.model_validate_json(out.read_text())
@@ -193,4 +194,38 @@ def test_the_readme_llamacpp_python_route_runs_as_written(
     assert "# engine.name unknown: no flag names the engine" in done.stderr
     if version == "b0-unknown":  # the xllamacpp wheel: built without llama.cpp's git history
         assert "has no build number or commit to report" in done.stderr
+    _assert_engine_gone(record)
+
+
+@pytest.mark.engine
+def test_the_readme_llamacpp_route_without_the_vocabulary_says_why_every_request_failed(
+    tiny_model: TinyModel, tmp_path: Path
+) -> None:
+    """The same command without `--vocab-size` (what the README once printed): token ids
+    below 32,000 to a 2,048-token model. llama.cpp refuses every request; the record is
+    written and complete, the server's message is on screen, and the exit status is 1."""
+    pytest.importorskip("xllamacpp", reason="xllamacpp (the test extra) is not installed")
+    out = tmp_path / "runs" / "llamacpp.json"
+    argv = _readme_python_route(tiny_model, out)
+    at = argv.index("--vocab-size")
+    del argv[at : at + 2]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr[-3000:]
+    record = RunRecord.model_validate_json(out.read_text())
+    assert record.complete
+    # A window the client's lag may have failed is measured again (a busy machine).
+    windows = [r.window for r in record.repeats if not retried(r.window)]
+    assert [(w.requests, w.errors, w.error_kinds) for w in windows] == [
+        (6, 6, {"http_400": 6}),
+        (12, 12, {"http_400": 12}),
+    ]
+    n, said = sum(r.window.requests for r in record.repeats), "Prompt contains invalid tokens"
+    refs = ", ".join(f"#{i + 1}" for i in range(len(record.repeats)))
+    assert f"errors in {refs}: http_400 in {n} of {n} requests; the server said: {said}" in (
+        done.stderr
+    )
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"every request failed: http_400 — {said} (first sample; {n} of {n} requests in "
+        f"{len(record.repeats)} windows)"
+    )
     _assert_engine_gone(record)

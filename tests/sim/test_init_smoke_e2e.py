@@ -2,9 +2,11 @@
 ``tokenwatt sim`` (its defaults), then ``collect --mode smoke`` with the written spec, then
 ``show``. Real subprocesses throughout.
 
-The spec ``init`` writes asks for board power (NVML); on a machine without it, ``collect``
-says so on screen at the start and at the end, and ``show`` prints the record's "not
-covered" list and the sentence on why the result rate is where it is.
+On a machine where no GPU library opens (no NVML), the spec ``init`` writes measures no
+power (``hardware.adapter: none``, ``power.source: none``) and ``init`` says why; ``collect``
+then says once, at the end, that no power source was configured, never NVML's error, and
+``show`` prints the record's "not covered" list and the sentence on why the result rate is
+where it is.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from tests.sim.sim_process import REPO, start_sim
 from tokenwatt.analysis import explain_run
 from tokenwatt.records import RunRecord
 
-NO_POWER = "warning: Power: the meter could not be opened"
+NO_POWER = "warning: Power: no power source configured (power.source: none)"
 
 
 def tokenwatt(*args: str, cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
@@ -79,11 +81,17 @@ def test_init_then_a_smoke_run_finds_a_rate_and_says_power_is_missing(tmp_path: 
     record = RunRecord.model_validate_json(out.read_text(encoding="utf-8"))
     assert record.result is not None and record.result.rate_rps > 2.0, run.stdout
     if nvml_opens():
+        assert written["power"]["source"] == "board"
         return
-    # Said before the first window (ahead of the table on stdout: it is on stderr first)
-    # and again at the end, after the result.
-    assert run.stderr.count(NO_POWER) == 2, run.stderr
-    note = next(n for n in record.not_covered if n.startswith("Power: the meter could not"))
+    assert (written["hardware"]["adapter"], written["power"]["source"]) == ("none", "none")
+    assert "note: power not measured (hardware.adapter none, power.source none)" in init.stderr
+    assert "NVIDIA: NVML did not initialise" in init.stderr
+    assert "# Power: NVIDIA: NVML did not initialise" in spec.read_text(encoding="utf-8")
+    # Said once, at the end; the run never tried NVML.
+    assert run.stderr.count(NO_POWER) == 1, run.stderr
+    assert "NVML" not in run.stderr, run.stderr
+    note = "Power: no power source configured (power.source: none)"
+    assert note in record.not_covered
     shown = tokenwatt("show", str(out), cwd=tmp_path, timeout_s=60)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()

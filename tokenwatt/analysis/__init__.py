@@ -94,6 +94,7 @@ from tokenwatt.analysis.report import (
 from tokenwatt.analysis.report_table import goodput_cell, no_interval_reason, report_summary
 from tokenwatt.analysis.run_table import (
     LATENCIES,
+    METER_NOT_OPENED,
     errors_cell,
     labelled_request_windows,
     ms_cell,
@@ -103,6 +104,18 @@ from tokenwatt.analysis.run_table import (
     run_rows,
     triple_cell,
     workload_text,
+)
+from tokenwatt.analysis.run_warnings import (
+    client_bound_advice,
+    client_bound_warning,
+    engine_is_local,
+    error_notes,
+    every_request_failed,
+    run_notes,
+    server_said,
+    top_error,
+    warnings_of,
+    window_warnings,
 )
 from tokenwatt.analysis.scoring import ScoredAnswer, extract_answer, score_completion
 from tokenwatt.analysis.search_story import (
@@ -126,6 +139,7 @@ from tokenwatt.analysis.window_labels import (
 __all__ = [
     "KS_ALPHA",
     "LATENCIES",
+    "METER_NOT_OPENED",
     "MINUS",
     "SETTING_LABELS",
     "AccuracySummary",
@@ -157,6 +171,8 @@ __all__ = [
     "ci_side",
     "ci_text",
     "classify_failure",
+    "client_bound_advice",
+    "client_bound_warning",
     "comparison",
     "conclusion",
     "config_labels",
@@ -165,7 +181,10 @@ __all__ = [
     "delta_pct",
     "differing_settings",
     "doubt_sentence",
+    "engine_is_local",
+    "error_notes",
     "errors_cell",
+    "every_request_failed",
     "expected_distinct_experts",
     "explain_config",
     "explain_run",
@@ -212,10 +231,12 @@ __all__ = [
     "run_doubt",
     "run_json",
     "run_labels",
+    "run_notes",
     "run_rows",
     "score_completion",
     "send_gaps_ks_p",
     "send_lag_ms",
+    "server_said",
     "session_totals",
     "signed",
     "slug",
@@ -229,6 +250,7 @@ __all__ = [
     "throttle_share_pct",
     "tokens_per_joule",
     "tokens_per_joule_from_energy",
+    "top_error",
     "tpot_ms",
     "trapezoid_energy_j",
     "trimmed",
@@ -238,9 +260,11 @@ __all__ = [
     "value_text",
     "variance_band_pct",
     "verdict_words",
+    "warnings_of",
     "weight_bytes",
     "window_labels",
     "window_tokens_per_joule",
+    "window_warnings",
     "worker_lags",
     "workload_text",
 ]

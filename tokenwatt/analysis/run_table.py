@@ -17,6 +17,13 @@ from typing import Any
 
 from tokenwatt.analysis.latency import PERCENTILES, percentile
 from tokenwatt.analysis.report_setup import trace_text
+from tokenwatt.analysis.run_warnings import (
+    client_bound_advice,
+    error_notes,
+    every_request_failed,
+    top_error,
+    warnings_of,
+)
 from tokenwatt.analysis.search_story import explain_run
 from tokenwatt.analysis.window_labels import WindowLabel, request_label, run_labels
 from tokenwatt.records import LatencyMs, Percentiles, RunRecord, WindowSummary, retried
@@ -52,7 +59,9 @@ def window_row(label: WindowLabel, w: WindowSummary) -> dict[str, Any]:
     ``input_tok_s`` (prompt tokens of the window's requests the client did not cancel /
     window) and ``total_tok_s`` (input + output tokens / window). Unlike ``bench serve``,
     which divides by the time the whole benchmark took, every rate here is over the
-    measured window's length.
+    measured window's length. ``top_error``: the most common error kind, its count and
+    what the server said in its first sample (None without errors); ``warnings``: the
+    window's own (:func:`~tokenwatt.analysis.run_warnings.warnings_of`).
     """
     row: dict[str, Any] = {
         "number": label.number,
@@ -74,9 +83,15 @@ def window_row(label: WindowLabel, w: WindowSummary) -> dict[str, Any]:
     row["output_tok_s"] = w.goodput_tok_s
     row["input_tok_s"] = round(w.input_tokens / w.duration_s, 4)
     row["total_tok_s"] = round((w.input_tokens + w.output_tokens) / w.duration_s, 4)
+    row["client_bound"] = w.client_bound
     row["slo_pass"] = w.slo_pass
     row["valid"] = w.valid
     row["verdict"] = verdict(w)
+    top = top_error(w)
+    row["top_error"] = (
+        None if top is None else {"kind": top[0], "count": top[1], "server_said": top[2]}
+    )
+    row["warnings"] = warnings_of(w)
     return row
 
 
@@ -96,12 +111,22 @@ def workload_text(record: RunRecord) -> str:
     return trace_text(record.spec)
 
 
-def power_warnings(record: RunRecord) -> list[str]:
+METER_NOT_OPENED = "Power: the meter could not be opened"
+"""Start of the ``not_covered`` note of a power meter the spec asks for that did not open
+(``collect`` says it on screen before the first window)."""
+
+
+def power_warnings(record: RunRecord, *, said_at_start: bool = False) -> list[str]:
     """What the run lacks in power, in words, for the terminal: its ``not_covered`` notes
-    about power (no source, a meter that could not be opened) and, when some repeats'
-    power readings are invalid (the search probes keep none), how many and the first
-    reasons (distinct, in order)."""
-    notes = [n for n in record.not_covered if n.startswith("Power:")]
+    about power (no source, a meter that could not be opened; with ``said_at_start`` the
+    latter is left out: ``collect`` said it before the first window) and, when some
+    repeats' power readings are invalid (the search probes keep none), how many and the
+    first reasons (distinct, in order)."""
+    notes = [
+        n
+        for n in record.not_covered
+        if n.startswith("Power:") and not (said_at_start and n.startswith(METER_NOT_OPENED))
+    ]
     powered = [r.power for r in record.repeats if r.power is not None]
     invalid = [p for p in powered if not p.valid]
     if invalid:
@@ -117,7 +142,9 @@ def power_warnings(record: RunRecord) -> list[str]:
 def run_json(record: RunRecord) -> dict[str, Any]:
     """What ``tokenwatt show --json`` prints: the run's identity, result, the sentence on
     why the result rate is where it is (``explanation``), what the run does not cover
-    (``not_covered``, as the record keeps it) and the window rows."""
+    (``not_covered``, as the record keeps it), what went wrong in words (``error_notes``,
+    ``client_bound_advice``, ``every_request_failed``:
+    :mod:`~tokenwatt.analysis.run_warnings`) and the window rows."""
     result = record.result
     return {
         "label": record.label,
@@ -133,6 +160,9 @@ def run_json(record: RunRecord) -> dict[str, Any]:
         "result": None if result is None else result.model_dump(mode="json"),
         "explanation": explain_run(record),
         "not_covered": list(record.not_covered),
+        "error_notes": error_notes(record),
+        "client_bound_advice": client_bound_advice(record),
+        "every_request_failed": every_request_failed(record),
         "windows": run_rows(record),
     }
 

@@ -10,7 +10,7 @@ interface); the CLI imports it inside the commands that need it, so ``tokenwatt 
 stays fast.
 """
 
-from tokenwatt.collect.init_spec import model_config_facts, read_server, spec_text
+from tokenwatt.collect.init_spec import board_facts, model_config_facts, read_server, spec_text
 from tokenwatt.collect.modes import apply_mode
 from tokenwatt.collect.options import CollectOptions
 from tokenwatt.collect.point import FLAGS_SPEC, PointFlags, check_endpoint_flag, parse_list
@@ -19,6 +19,7 @@ from tokenwatt.collect.run import collect
 from tokenwatt.collect.session import check_session, plan_steps, run_session
 from tokenwatt.collect.stopping import StopSignal, exit_status
 from tokenwatt.collect.suites import GSM8K_BASE_URL, build_suite_file, fetch_gsm8k
+from tokenwatt.collect.workers import usable_cores
 
 __all__ = [
     "FLAGS_SPEC",
@@ -27,6 +28,7 @@ __all__ = [
     "PointFlags",
     "StopSignal",
     "apply_mode",
+    "board_facts",
     "build_suite_file",
     "check_endpoint_flag",
     "check_session",
@@ -40,4 +42,5 @@ __all__ = [
     "read_server",
     "run_session",
     "spec_text",
+    "usable_cores",
 ]

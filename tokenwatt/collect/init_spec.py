@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tokenwatt.collect.endpoints import api_base_url, server_root_url
 from tokenwatt.collect.engine_metrics import parse_metrics_text
@@ -49,11 +49,48 @@ class ServerFacts:
     metric_names: list[str] = field(default_factory=list)
     vocab_size: int | None = None
     config_path: str | None = None
+    board: Literal["nvidia", "amd"] | None = "nvidia"
+    """The board library that opened on this machine (:func:`board_facts`); None: neither
+    NVML nor AMD SMI did, so the spec measures no power."""
+    board_reasons: list[str] = field(default_factory=list)
+    """Why no board library opened, one line per library."""
 
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 """A Prometheus metric name (the exposition format's ``metric_name``); a family whose name
 is not one is left out: its name would go into the spec's comments."""
+
+
+def board_facts(facts: ServerFacts) -> None:
+    """Fill ``facts.board`` from the GPU libraries that open here
+    (:func:`tokenwatt.telemetry.detect_board`): ``power.source: board`` needs one on the
+    machine that runs ``collect``."""
+    from tokenwatt.telemetry import detect_board
+
+    facts.board, facts.board_reasons = detect_board()
+
+
+def _hardware_power(facts: ServerFacts) -> tuple[str, str, str]:
+    """The ``hardware.adapter`` line, the ``power`` section and the closing comment on
+    power (empty when the board library opened)."""
+    if facts.board is not None:
+        adapter = (
+            f"  adapter: {facts.board}  # nvidia | amd | none (no GPU read: no board power "
+            "or clocks)"
+        )
+        power = "power:\n  source: board  # board | redfish | ipmi | command | prometheus | none\n"
+        return adapter, power, ""
+    adapter = (
+        "  adapter: none  # nvidia | amd | none: no GPU library opened where `tokenwatt init` "
+        "ran (below); set it on the GPU box"
+    )
+    power = (
+        "power:  # not measured: no tokens per joule\n"
+        "  source: none  # board (with hardware.adapter nvidia or amd) | redfish | ipmi | "
+        "command | prometheus | none\n"
+    )
+    why = "".join(f"# Power: {one_line(r)}\n" for r in facts.board_reasons)
+    return adapter, power, why
 
 
 def metric_names(text: str | None) -> list[str]:
@@ -200,13 +237,14 @@ def spec_text(facts: ServerFacts, *, endpoint: str, name: str, schema: str) -> s
     context = info.max_model_len
     vocab = facts.vocab_size or DEFAULT_VOCAB
     metrics = facts.metric_names
+    adapter, power, power_why = _hardware_power(facts)
     lines = [
         SCHEMA_COMMENT.format(schema=schema),
         f"# Written by `tokenwatt init` from {server_root_url(endpoint)}: every field is",
         "# described on the site's spec reference page. Limits and windows are starting points.",
         f"name: {_q(name)}",
         "hardware:",
-        "  adapter: nvidia  # nvidia | amd | none (no GPU read: no board power or clocks)",
+        adapter,
         "engine:",
         f"  endpoint: {_q(api_base_url(endpoint))}",
         f"  name: {_q(engine)}",
@@ -239,9 +277,10 @@ def spec_text(facts: ServerFacts, *, endpoint: str, name: str, schema: str) -> s
         "accuracy:  # no suite: no accuracy gate, so no capacity credit\n"
         "  # suite: suites/gsm8k-200.jsonl  # from `tokenwatt suites fetch` and `suites build`\n"
         "  name: gsm8k-5shot\n  max_drop_pts: 1.0\n"
-        "power:\n  source: board  # board | redfish | ipmi | command | prometheus | none\n"
+        f"{power}"
         "not_covered: []\n"
     )
+    text += power_why
     if context is not None:
         text += f"# Context length {context:,} tokens ({info.context_length_source}).\n"
     if info.kv_capacity_tokens is not None:

@@ -3,7 +3,8 @@
 :class:`Measurement` drives the search of methods/goodput.md (or the closed loop's search
 over clients, or the fixed loads) through a :class:`~tokenwatt.collect.window.WindowRunner`,
 stores each window in the run record as soon as it is measured, measures a miss once more
-when the client's own lag may explain it, and fills ``record.result``.
+when the client's own lag may explain it, warns of every other client-bound window, and
+fills ``record.result``.
 :func:`tokenwatt.collect.run.collect` sets it up and writes the record.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tokenwatt.analysis import client_bound_warning
 from tokenwatt.collect.fixed_loads import measure_fixed
 from tokenwatt.collect.load_search import backed_off_concurrency, concurrency_search
 from tokenwatt.collect.request_log import RequestLogWriter, log_window
@@ -142,6 +144,7 @@ class Measurement:
             spent = cost if spent is None else _plus(spent, cost)
             self._note(step, plan, outcome)
             retry = attempt == 0 and not summary.slo_pass and self._mark_retry(step, summary)
+            self._warn_client_bound(summary)
             store(outcome)
             self._log_requests(outcome)
             self.checkpoint()
@@ -199,6 +202,15 @@ class Measurement:
         self.progress.note(f"{step}: {said}; this window's verdict is not used, measuring again")
         summary.failure_reason = f"{why}, measured again: {summary.failure_reason}"
         return True
+
+    def _warn_client_bound(self, summary: WindowSummary) -> None:
+        """Give a client-bound window its warning (on screen and in the record), unless
+        :meth:`_mark_retry` already labelled it so: a window that met the SLO, or missed
+        with a lag too small to explain it, is otherwise silent about it."""
+        warning = client_bound_warning(summary)
+        if warning is not None and warning not in summary.warnings:
+            summary.warnings.append(warning)
+            self.progress.note(f"  warning: {warning}")
 
     def _client_lagged(self, summary: WindowSummary) -> bool:
         limit_ms = CLIENT_LAG_RETRY_FRACTION * self.spec.slo.ttft_p99_ms

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from tokenwatt import __version__
+from tokenwatt.analysis import METER_NOT_OPENED
 from tokenwatt.collect.accuracy import LoadedSuite, read_suite, run_suite
 from tokenwatt.collect.closedloop import closed_loop_workers
 from tokenwatt.collect.dataset import pin_dataset
@@ -49,7 +50,7 @@ from tokenwatt.collect.runfile import (
 from tokenwatt.collect.stopping import GracefulStop, StopSignal, failure_reason
 from tokenwatt.collect.tokens import load_token_counter
 from tokenwatt.collect.window import WindowRunner
-from tokenwatt.collect.workers import pool_for, resolve_workers
+from tokenwatt.collect.workers import pool_for, resolve_workers, usable_cores
 from tokenwatt.collect.workload import WorkloadStream, workload_for
 from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError
 from tokenwatt.files import exclusive_lock
@@ -177,6 +178,8 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         rec.simulated = spec.hardware.adapter == "sim" or is_sim_engine
         meter = _open_meter(spec, rec)
         workers = closed_loop_workers(spec, resolve_workers(spec, stream))
+        if spec.measurement.workers == "auto" and spec.measurement.ray_address is None:
+            print(_auto_workers_line(workers, spec), file=sys.stderr, flush=True)
         # Started once for the run, before the idle check and the first window.
         pool = pool_for(spec, workers) or contextlib.nullcontext()
         with (
@@ -202,6 +205,18 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
     return rec
 
 
+def _auto_workers_line(workers: int, spec: Spec) -> str:
+    """What ``--workers auto`` chose, said once before the first window (each window's
+    ``workers`` keeps it too)."""
+    why = (
+        "the closed loop runs in one process"
+        if spec.measurement.profile == "concurrency"
+        else f"from {usable_cores()} usable cores and the expected chunk rate"
+    )
+    noun = "process" if workers == 1 else "processes"
+    return f"workers: auto chose {workers} load-generator {noun} ({why})"
+
+
 def _open_meter(spec: Spec, rec: RunRecord) -> PowerMeter | None:
     """The spec's power meter, or None (noted in ``rec.not_covered``; a meter the spec asks
     for that cannot be opened is also a warning on stderr before the first window, so the
@@ -214,7 +229,7 @@ def _open_meter(spec: Spec, rec: RunRecord) -> PowerMeter | None:
     try:
         return open_meter(spec, sim_endpoint=spec.engine.endpoint)
     except TelemetryError as exc:
-        note = f"Power: the meter could not be opened ({exc})"
+        note = f"{METER_NOT_OPENED} ({exc})"
         rec.not_covered.append(note)
         print(
             f"warning: {terminal_safe(note)}; this run measures no power or energy",

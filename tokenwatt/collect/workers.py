@@ -76,6 +76,14 @@ RATE_PER_WORKER_RPS = 250.0
 test at 200 req/s but not at 500 (``benchmarks/wire_arrivals.py``)."""
 
 
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, as ``taskset`` or a container
+    limits it; ``os.cpu_count()`` where the platform has no affinity call)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def auto_workers(spec: Spec, stream: WorkloadStream | None = None, cores: int | None = None) -> int:
     """How many workers ``measurement.workers: auto`` uses.
 
@@ -88,7 +96,7 @@ def auto_workers(spec: Spec, stream: WorkloadStream | None = None, cores: int | 
     token as most engines stream. So a 2-core machine always gets 1.
     """
     if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        cores = usable_cores()
     sweep = spec.sweep
     peak = max(sweep.rates) if sweep.rates else sweep.max_rps
     chunks = _mean_output_tokens(spec, stream)
@@ -343,4 +351,5 @@ __all__ = [
     "auto_workers",
     "pool_for",
     "resolve_workers",
+    "usable_cores",
 ]

@@ -15,7 +15,7 @@ from tokenwatt.telemetry.base import (
     WindowSeriesSource,
 )
 from tokenwatt.telemetry.clock import Clock, ManualClock, SystemClock
-from tokenwatt.telemetry.factory import open_meter
+from tokenwatt.telemetry.factory import detect_board, open_meter
 from tokenwatt.telemetry.hardware import HardwareRow, hardware_table, lookup_accelerator
 from tokenwatt.telemetry.meter import PowerMeter
 
@@ -31,6 +31,7 @@ __all__ = [
     "Reading",
     "SystemClock",
     "WindowSeriesSource",
+    "detect_board",
     "hardware_table",
     "lookup_accelerator",
     "open_meter",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Literal
 
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records import Spec
@@ -80,6 +81,35 @@ def _board_identity(spec: Spec, environ: Mapping[str, str]) -> HardwareIdentity 
         return board.identity()
     finally:
         board.close()
+
+
+def detect_board(
+    environ: Mapping[str, str] | None = None,
+) -> tuple[Literal["nvidia", "amd"] | None, list[str]]:
+    """Which board library can read this machine's GPUs: NVML first, then AMD SMI, each
+    opened as ``power.source: board`` would open it and closed at once.
+
+    Returns:
+        ``("nvidia", [])`` or ``("amd", [])``; ``(None, reasons)`` when neither opens, one
+        reason per library (``NVML did not initialise (NVML Shared Library Not Found) …``).
+    """
+    env = os.environ if environ is None else environ
+    reasons: list[str] = []
+    try:
+        from tokenwatt.telemetry.board_nvidia import NvmlSource
+
+        NvmlSource(environ=env).close()
+        return "nvidia", []
+    except TelemetryError as exc:
+        reasons.append(f"NVIDIA: {exc}")
+    try:
+        from tokenwatt.telemetry.board_amd import AmdSmiSource
+
+        AmdSmiSource(environ=env).close()
+        return "amd", []
+    except TelemetryError as exc:
+        reasons.append(f"AMD: {exc}")
+    return None, reasons
 
 
 def open_meter(
