@@ -224,16 +224,13 @@ def trial_ours(
     chunks: int,
     workers: int,
     use_uvloop: bool,
-    plain_loop: bool = False,
 ) -> dict[str, Any]:
-    """One pinned trial of run_window (or a WorkerPool's); runs in a child process.
-    ``plain_loop``: on a plain asyncio loop (1.5 ms send margin), not the load's own."""
+    """One pinned trial of run_window (or a WorkerPool's); runs in a child process."""
     sys.path.insert(0, str(ROOT))
     import numpy as np
     from scipy import stats
 
     import tokenwatt.analysis  # noqa: F401  (imported before the window, not inside it)
-    from tokenwatt.collect import send_loop
     from tokenwatt.collect.loadgen import LoadConfig, run_window
     from tokenwatt.collect.workers import WorkerPool
     from tokenwatt.collect.workload import RequestSpec
@@ -260,9 +257,7 @@ def trial_ours(
             result = pool.run_window(cfg, **window)  # type: ignore[arg-type]
     else:
         with CpuSampler([]) as cpu:
-            # uvloop.install() makes asyncio.run use uvloop; without it, the load's own loop.
-            runner = asyncio.run if use_uvloop or plain_loop else send_loop.run
-            result = runner(run_window(cfg, **window))  # type: ignore[arg-type]
+            result = asyncio.run(run_window(cfg, **window))  # type: ignore[arg-type]
     start, end = result.window_start_s, result.window_end_s
     in_window = [r for r in result.requests if r.in_window]
     finished = [r.finished_s for r in in_window if r.finished_s is not None]
@@ -420,11 +415,11 @@ async def _closed_loop(client: str, url: str, total: int = 3000, streams: int = 
 
 # ------------------------------------------------------ per-request floor (--floor) ---
 
-FLOOR_CLIENTS = ("ours", "ours, plain loop", "aiohttp", "aiohttp+uvloop", "httptools")
-"""``--floor``: ours on the load's own loop and on a plain asyncio loop (the send margin
-before the event loop change), then clients that do nothing but read each response: bare
-aiohttp (the library under ours), the same on uvloop, and a bare ``asyncio.Protocol`` with
-``httptools``' parser (what a project-owned HTTP/1.1 client would cost; benchmark only)."""
+FLOOR_CLIENTS = ("ours", "aiohttp", "aiohttp+uvloop", "httptools")
+"""``--floor``: ours (precise sends, the whole hot path), then clients that do nothing but
+read each response: bare aiohttp (the library under ours), the same on uvloop, and a bare
+``asyncio.Protocol`` with ``httptools``' parser (what a project-owned HTTP/1.1 client would
+cost; benchmark only)."""
 
 
 async def _bare_open_loop(client: str, url: str, chunks: int, rate: float, seconds: float) -> float:
@@ -523,7 +518,7 @@ def _httptools_client(target: str, body: bytes) -> Any:
 def floor_child(client: str, url: str, chunks: int, rate: float, seconds: float) -> float:
     """CPU µs per request of one ``--floor`` client (a child process pinned to a core)."""
     if client.startswith("ours"):
-        figures = trial_ours(url, rate, seconds, chunks, 1, False, plain_loop="plain" in client)
+        figures = trial_ours(url, rate, seconds, chunks, 1, False)
         return float(figures["cpu_us_per_chunk"]) * chunks
     if client.endswith("uvloop"):
         import uvloop

@@ -2,15 +2,12 @@
 
 An instant streaming server (aiohttp, one token, its own process so that it does not share
 the client's event loop) answers every POST. For each rate the load generator sends a
-bounded number of requests (``--count``) three ways: precise sends on the load's own event
-loop (:mod:`tokenwatt.collect.send_loop`: sleep to 0.5 ms before the send time, then yield
-to the loop until it; what collect does), the same on a plain asyncio loop (whose waits
-round up to milliseconds, so the margin is 1.5 ms), and a plain ``asyncio.sleep``
-(``send_spin_s=0``, millisecond-bunched; the last two left out with ``--no-plain``).
-Printed per run: the K-S p-value of the gaps of the schedule (the control), of
-``dispatched_s`` and of ``sent_s`` against the exponential of the target mean; send lag
-p50/p99; and the client's CPU time per second of window (``time.process_time``), whose
-difference is the cost of the yielding.
+bounded number of requests (``--count``), once with precise sends (sleep to 1.5 ms before
+the send time, then yield to the loop until it; the default) and once with a plain
+``asyncio.sleep`` (``send_spin_s=0``, millisecond-bunched). Printed per run: the K-S
+p-value of the gaps of the schedule (the control), of ``dispatched_s`` and of ``sent_s``
+against the exponential of the target mean; send lag p50/p99; and the client's CPU time
+per second of window (``time.process_time``), whose difference is the cost of the yielding.
 
 With ``--workers 1,2`` (the default) each rate is also sent by a pool of worker processes
 (:class:`tokenwatt.collect.workers.WorkerPool`: one schedule, round-robin by arrival, each
@@ -39,10 +36,8 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tokenwatt.collect import send_loop  # noqa: E402
 from tokenwatt.collect.arrivals import SEND_SPIN_S  # noqa: E402
 from tokenwatt.collect.loadgen import LoadConfig, WindowResult, run_window  # noqa: E402
-from tokenwatt.collect.send_loop import send_margin_s  # noqa: E402
 from tokenwatt.collect.workers import WorkerPool  # noqa: E402
 from tokenwatt.collect.workload import RequestSpec  # noqa: E402
 from tokenwatt.records.spec import SloSpec  # noqa: E402
@@ -94,14 +89,13 @@ SPEC = RequestSpec(prompt=[1, 2], max_tokens=1)
 
 
 async def _one(endpoint: str, rate: float, count: int, spin_s: float) -> str:
-    margin_s = send_margin_s(spin_s)  # 1.5 ms on a plain asyncio loop
     cpu0 = time.process_time()
     result = await run_window(
         _config(endpoint), rate_rps=rate, duration_s=count / rate, warmup_s=0.0,
         requests=itertools.repeat(SPEC), seed=7, keep_load_until_done=False, send_spin_s=spin_s,
     )  # fmt: skip
     cpu_per_s = (time.process_time() - cpu0) / (count / rate)
-    return _line(result, rate, f"{margin_s * 1e3:5.1f}", "1", cpu_per_s)
+    return _line(result, rate, f"{spin_s * 1e3:5.1f}", "1", cpu_per_s)
 
 
 def _pooled(pool: WorkerPool, endpoint: str, rate: float, count: int) -> str:
@@ -155,13 +149,8 @@ def main() -> None:
                 if n > 1:
                     print(_pooled(pools[n], endpoint, rate, a.count), flush=True)
                     continue
-                # The load's own loop (0.5 ms margin), a plain asyncio loop (1.5 ms), and a
-                # plain asyncio.sleep (no margin).
-                runs = [(send_loop.run, SEND_SPIN_S)]
-                if not a.no_plain:
-                    runs += [(asyncio.run, SEND_SPIN_S), (asyncio.run, 0.0)]
-                for runner, spin in runs:
-                    print(runner(_one(endpoint, rate, a.count, spin)), flush=True)
+                for spin in (SEND_SPIN_S,) if a.no_plain else (SEND_SPIN_S, 0.0):
+                    print(asyncio.run(_one(endpoint, rate, a.count, spin)), flush=True)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from scipy import stats
 from streaming_server import DONE, ScriptedServer, chunk, stream, tokens_stream, usage
 
 from tokenwatt.analysis.latency import missed_beyond_doubt
-from tokenwatt.collect import send_loop
 from tokenwatt.collect.arrivals import poisson_schedule, window_request_count
 from tokenwatt.collect.loadgen import LoadConfig, WindowProgress, WindowResult, run_window
 from tokenwatt.collect.workload import RequestSpec
@@ -541,23 +540,22 @@ def instant_server() -> Iterator[str]:
 
 
 @pytest.mark.stress
-def test_wire_arrivals_are_exponential_at_200_per_second(instant_server: str) -> None:
+async def test_wire_arrivals_are_exponential_at_200_per_second(instant_server: str) -> None:
     """The actual sends, not only the schedule, pass a K-S test against the exponential.
 
     1,000 requests at 200 req/s (5 s) against an instant server in its own process. With a
     plain asyncio.sleep the sends bunch on millisecond ticks and this fails
-    (benchmarks/wire_arrivals.py). On the load's own loop (``send_loop.run``, as collect runs
-    it), the send margin is 0.5 ms. Marked ``stress`` (run with ``-m stress``): it passed
+    (benchmarks/wire_arrivals.py). Marked ``stress`` (run with ``-m stress``): it passed
     on a quiet 2-core machine (p 0.21–0.27), but one event loop that also reads the
     responses still delays about 1% of sends by up to 1 ms, and under the load of the rest
     of the suite that is enough for the K-S test to see it.
     """
     rate, seconds = 200.0, 5.0
-    result = send_loop.run(run_window(
+    result = await run_window(
         config(instant_server, max_concurrency=64, request_timeout_s=30.0, arrivals="poisson"),
         rate_rps=rate, duration_s=seconds, warmup_s=0.0, requests=same(), seed=21,
         keep_load_until_done=False,
-    ))  # fmt: skip
+    )  # fmt: skip
     scheduled = np.array([r.scheduled_s for r in result.requests])
     sent = np.array([r.sent_s for r in result.requests])
     assert len(sent) == len(poisson_schedule(rate, seconds, 21)) > 900

@@ -35,15 +35,13 @@ import numpy.typing as npt
 
 from tokenwatt.records import ArrivalProcess, LoadProfile
 
-SEND_SPIN_S = 0.0005
-"""How long before a send time :func:`sleep_until` stops sleeping and starts yielding (s),
-on the load's own event loop (:mod:`tokenwatt.collect.send_loop`), whose waits are precise
-to the kernel's timer latency (about 0.1 ms here, with a tail to 1 ms on a busy VM).
+SEND_SPIN_S = 0.0015
+"""How long before a send time :func:`sleep_until` stops sleeping and starts yielding (s).
 
-A plain asyncio loop rounds every wait up to whole milliseconds (epoll), so there a plain
-``asyncio.sleep`` sends up to 1 ms late and bunches sends on millisecond ticks (at 200 req/s
-their gaps then fail a K-S test against the exponential; ``benchmarks/wire_arrivals.py``);
-on such a loop the margin is :data:`~tokenwatt.collect.send_loop.PLAIN_LOOP_SPIN_S`."""
+asyncio's sleep wakes on the selector's timeout, which epoll rounds up to whole
+milliseconds, so a plain ``asyncio.sleep`` sends up to 1 ms late and bunches sends on
+millisecond ticks (at 200 req/s their gaps then fail a K-S test against the exponential;
+``benchmarks/wire_arrivals.py``). 1.5 ms covers the rounding plus a little wake-up jitter."""
 
 # Gaps are drawn in blocks of this many, so a schedule for a longer duration starts with
 # exactly the schedule for a shorter one (same seed): extending a window never reshuffles it.
@@ -279,73 +277,23 @@ callback that runs in it (a response being read) would make the send late, and 0
 per send is at most 6% of a core at 200 req/s (``benchmarks/wire_arrivals.py``)."""
 
 
-class SendMargin:
-    """How long before each send time the sender stops sleeping and starts yielding (s):
-    never below ``floor_s``, and above the recent lateness of its wake-ups.
-
-    A wake-up is late by the selector's rounding, the kernel's timer latency and, on a busy
-    machine, the wait for a core. Each observed lateness raises the margin to it plus
-    :data:`SEND_HEADROOM_S`; the margin then decays by :data:`SEND_MARGIN_DECAY` per send
-    (a decaying maximum), so a quiet machine comes back down to ``floor_s`` within about a
-    hundred sends while a busy one keeps the margin its wake-ups need. It starts at
-    ``start_s`` and is capped at ``cap_s``, both the plain-loop margin: a wider margin
-    means more tasks yielding at once, and when the lateness is the load generator's own
-    busy loop, that spinning would take the CPU the responses need (measured: at 1,000
-    req/s on a loaded machine a 5 ms cap made sends fall hundreds of milliseconds behind).
-    """
-
-    __slots__ = ("_late_s", "cap_s", "floor_s")
-
-    def __init__(self, floor_s: float, *, start_s: float = 0.0015, cap_s: float = 0.0015) -> None:
-        self.floor_s = floor_s
-        self.cap_s = cap_s
-        self._late_s = max(start_s - SEND_HEADROOM_S, 0.0)
-
-    @property
-    def current_s(self) -> float:
-        """The margin to use for the next send (s)."""
-        return min(max(self.floor_s, self._late_s + SEND_HEADROOM_S), self.cap_s)
-
-    def observe(self, late_s: float) -> None:
-        """Take one wake-up that came ``late_s`` seconds after it was asked for."""
-        self._late_s = max(late_s, self._late_s * SEND_MARGIN_DECAY)
-
-
-SEND_HEADROOM_S = 0.0002
-"""Margin kept above the latest wake-up lateness (s) of :class:`SendMargin`."""
-SEND_MARGIN_DECAY = 0.98
-"""Per-send decay of :class:`SendMargin`'s remembered lateness: from 1.5 ms it is down to a
-0.5 ms margin after about 80 sends."""
-
-
 async def sleep_until(
-    target: float,
-    *,
-    spin_s: float = SEND_SPIN_S,
-    clock: Callable[[], float] | None = None,
-    margin: SendMargin | None = None,
+    target: float, *, spin_s: float = SEND_SPIN_S, clock: Callable[[], float] | None = None
 ) -> None:
     """Return at ``target`` on ``clock`` (s; default ``time.perf_counter``, looked up at
     each call so a Ray actor's test-only skewed clock applies, :mod:`tokenwatt.collect.
     ray_actor`), to within the event loop's iteration time.
 
-    Sleeps until ``spin_s`` (with ``margin``: its current value) before ``target``, then
-    yields with ``asyncio.sleep(0)`` until :data:`SEND_BUSY_S` before it, so other tasks and
-    I/O keep running while it waits, and waits out the rest in a busy loop; ``spin_s=0``
-    without ``margin`` is a plain ``asyncio.sleep``. The sleep's lateness is given to
-    ``margin``. Returns at once when ``target`` has passed. The yielding costs CPU: about
-    the margin of busy loop per call at most (``benchmarks/wire_arrivals.py`` measures it),
-    so the caller passes the margin its loop needs
-    (:func:`tokenwatt.collect.send_loop.send_margin_s`).
+    Sleeps until ``spin_s`` before ``target``, then yields with ``asyncio.sleep(0)`` until
+    :data:`SEND_BUSY_S` before it, so other tasks and I/O keep running while it waits, and
+    waits out the rest in a busy loop; ``spin_s=0`` is a plain ``asyncio.sleep`` (millisecond
+    granularity). Returns at once when ``target`` has passed. The yielding costs CPU: about
+    ``spin_s`` of busy loop per call at most (``benchmarks/wire_arrivals.py`` measures it).
     """
     clock = clock or time.perf_counter
-    if margin is not None:
-        spin_s = margin.current_s
     delay = target - clock()
     if delay > spin_s:
         await asyncio.sleep(delay - spin_s)
-        if margin is not None:
-            margin.observe(clock() - (target - spin_s))
     # A deadline, not an event: nothing signals it, and the loop must keep turning meanwhile.
     while spin_s > 0 and clock() < target - SEND_BUSY_S:  # noqa: ASYNC110
         await asyncio.sleep(0)

@@ -23,14 +23,11 @@ timeout). Requests to such a server now go on fresh connections, idle connection
 4 s (below common servers' 5 s), and a request that provably never reached the server is
 sent again and counted as a transport retry (details in :mod:`tokenwatt.collect.http`).
 
-Send times: the dispatcher creates each request's task a margin before its scheduled time
-(at least 0.5 ms; 1.5 ms on a loop not made by :mod:`tokenwatt.collect.send_loop`, whose
-waits round up to milliseconds; wider while wake-ups come late, as on a busy machine:
-:class:`~tokenwatt.collect.arrivals.SendMargin`), and the task itself waits the rest with
-:func:`~tokenwatt.collect.arrivals.sleep_until` (yielding to the loop, then a 0.3 ms busy
-wait) and sends at once: sends are not bunched on the selector's millisecond ticks, nor
-delayed by a hop through the loop's queue (``benchmarks/wire_arrivals.py``). Run a window
-with :func:`tokenwatt.collect.send_loop.run` to get the cheaper margin.
+Send times: the dispatcher creates each request's task 1.5 ms before its scheduled time,
+and the task itself waits the rest with :func:`~tokenwatt.collect.arrivals.sleep_until`
+(yielding to the loop, then a 0.3 ms busy wait) and sends at once: sends are not bunched on
+the selector's millisecond ticks, nor delayed by a hop through the loop's queue
+(``benchmarks/wire_arrivals.py``).
 """
 
 from __future__ import annotations
@@ -54,10 +51,9 @@ from tokenwatt.analysis import (
     tpot_ms,
     ttft_ms,
 )
-from tokenwatt.collect.arrivals import SEND_SPIN_S, SendMargin, load_schedule, sleep_until
+from tokenwatt.collect.arrivals import SEND_SPIN_S, load_schedule, sleep_until
 from tokenwatt.collect.http import Sender, fail, open_session
 from tokenwatt.collect.loadconfig import LoadConfig
-from tokenwatt.collect.send_loop import send_margin_s
 from tokenwatt.collect.workload import RequestSpec
 from tokenwatt.records import RequestResult, WindowSummary
 
@@ -145,29 +141,12 @@ class _Window:
         self.errors = 0
         self.ttfts_ms: list[float] = []
         self.tpots_ms: list[float] = []
-        # Precise sends' margin, shared by the window's sends (None: plain asyncio.sleep).
-        self.margin: SendMargin | None = None
 
-    def use_margin(self, floor_s: float) -> None:
-        """Send precisely, never starting to yield less than ``floor_s`` (s) before a send
-        time (0: plain ``asyncio.sleep``)."""
-        self.margin = SendMargin(floor_s) if floor_s > 0 else None
-
-    def lead_s(self) -> float:
-        """How long before a send time its task is created (s)."""
-        return self.margin.current_s if self.margin is not None else 0.0
-
-    def woke(self, asked_s: float) -> None:
-        """The dispatcher woke from a sleep that was to end at ``asked_s`` (perf_counter s):
-        its lateness widens the margin (:class:`~tokenwatt.collect.arrivals.SendMargin`)."""
-        if self.margin is not None:
-            self.margin.observe(time.perf_counter() - asked_s)
-
-    async def request(self, res: RequestResult, body: bytes) -> None:
+    async def request(self, res: RequestResult, body: bytes, spin_s: float) -> None:
         try:
             # The request's own task waits out the last moments before its send time, so
             # the send follows at once: no hop through the dispatcher and the loop's queue.
-            await sleep_until(res.scheduled_s, spin_s=0.0, margin=self.margin)
+            await sleep_until(res.scheduled_s, spin_s=spin_s)
             res.dispatched_s = time.perf_counter()
             # The timeout counts from the scheduled time and covers the wait for a slot:
             # an overloaded server fills every slot, and a request queued behind them must
@@ -329,13 +308,9 @@ async def run_window(
         session: an aiohttp session to reuse; by default one is opened and closed here.
         freeze_gc: ``gc.freeze()`` for the window, so that a full garbage collection does
             not scan the objects alive before it (a 200 ms pause was seen without).
-        send_spin_s: the least time before each send time that its task stops sleeping
-            and yields to the loop until it (s); 0 gives millisecond-bunched sends
-            (:func:`~tokenwatt.collect.arrivals.sleep_until`). Raised to
-            :data:`~tokenwatt.collect.send_loop.PLAIN_LOOP_SPIN_S` unless the window runs
-            on a loop of :func:`tokenwatt.collect.send_loop.new_loop` (``send_loop.run``),
-            and widened while wake-ups come late (:class:`~tokenwatt.collect.arrivals.
-            SendMargin`).
+        send_spin_s: how long before each send time the dispatcher stops sleeping and
+            yields to the loop until it (s); 0 gives millisecond-bunched sends
+            (:func:`~tokenwatt.collect.arrivals.sleep_until`).
         interrupt: called every ``check_interval_s`` in every phase, warm-up included; True
             stops the window as ``stop_early`` does (a signal asked the run to stop).
 
@@ -365,7 +340,6 @@ async def run_window(
     )
     state = _Window(cfg, http)
     loop = asyncio.get_running_loop()
-    state.use_margin(send_margin_s(send_spin_s))
     t0 = time.perf_counter() + LEAD_S
     wall_start = time.time() + LEAD_S + warmup_s
     window_start = t0 + warmup_s
@@ -407,9 +381,8 @@ async def run_window(
                         await asyncio.wait_for(state.window_done.wait(), delay)
                     if state.window_done.is_set():
                         return
-                elif delay > (lead := state.lead_s()):
-                    await asyncio.sleep(delay - lead)
-                    state.woke(target - lead)
+                elif delay > send_spin_s:
+                    await asyncio.sleep(delay - send_spin_s)
             res = RequestResult(
                 scheduled_s=target,
                 in_window=in_window,
@@ -423,7 +396,7 @@ async def run_window(
             if in_window:
                 state.window_results.append(res)
                 state.window_pending += 1
-            task = loop.create_task(state.request(res, body))
+            task = loop.create_task(state.request(res, body, send_spin_s))
             state.tasks.add(task)
             task.add_done_callback(state.tasks.discard)
 

@@ -17,6 +17,7 @@ sent twice unless the workload repeats it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +27,6 @@ from tokenwatt.collect.closedloop import run_closed_window
 from tokenwatt.collect.instruments import IDLE_WAIT_MAX_S, Instruments, InstrumentWindow
 from tokenwatt.collect.loadgen import LEAD_S, LoadConfig, WindowResult, run_window
 from tokenwatt.collect.progress import Progress
-from tokenwatt.collect.send_loop import run as run_on_send_loop
 from tokenwatt.collect.stopping import GracefulStop
 from tokenwatt.collect.verdict import classification_view
 from tokenwatt.collect.workload import RequestSpec
@@ -155,7 +155,7 @@ class WindowRunner:
         with self.stop.window():
             # The closed loop runs in this process (collect refuses workers with it).
             pool = self.pool is not None and plan.concurrency is None
-            loaded = self._load_pool(plan) if pool else run_on_send_loop(self._load(plan))
+            loaded = self._load_pool(plan) if pool else asyncio.run(self._load(plan))
         readings = self.instruments.collect(loaded.instruments)
         if self.stop.requested is not None and loaded.result.summary.requests == 0:
             self.stop.raise_if_requested()  # stopped in its warm-up: nothing to keep

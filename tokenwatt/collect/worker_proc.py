@@ -37,8 +37,6 @@ from tokenwatt.analysis import send_lag_ms
 from tokenwatt.collect.http import open_session
 from tokenwatt.collect.loadconfig import LoadConfig
 from tokenwatt.collect.loadgen import _Window
-from tokenwatt.collect.send_loop import run as run_on_send_loop
-from tokenwatt.collect.send_loop import send_margin_s
 from tokenwatt.records import RequestResult
 
 UPDATE_INTERVAL_S = 0.1
@@ -122,7 +120,7 @@ def worker_main(worker: int, inbox: Connection, outbox: Connection) -> None:
         state = _WorkerWindow(msg[1], inbox, outbox)
         error = None
         try:
-            run_on_send_loop(state.run())
+            asyncio.run(state.run())
         except Exception:
             error = traceback.format_exc(limit=8)[-2000:]
         try:
@@ -237,8 +235,7 @@ class _WorkerWindow:
 
     async def _send_all(self) -> None:
         assert self.t0 is not None
-        state, t0 = self.state, self.t0
-        state.use_margin(send_margin_s(self.job.send_spin_s))
+        state, spin_s, t0 = self.state, self.job.send_spin_s, self.t0
         loop = asyncio.get_running_loop()
         clock = time.perf_counter
         while (item := await self._next_item()) is not None:
@@ -253,9 +250,8 @@ class _WorkerWindow:
                         await asyncio.wait_for(self.end.wait(), delay)
                     if self.end.is_set():
                         return
-                elif delay > (lead := state.lead_s()):
-                    await asyncio.sleep(delay - lead)
-                    state.woke(target - lead)
+                elif delay > spin_s:
+                    await asyncio.sleep(delay - spin_s)
             res = RequestResult(
                 scheduled_s=target,
                 in_window=item.in_window,
@@ -270,7 +266,7 @@ class _WorkerWindow:
             if item.in_window:
                 state.window_pending += 1
                 self.pending[item.seq] = res
-            task = loop.create_task(state.request(res, item.body))
+            task = loop.create_task(state.request(res, item.body, spin_s))
             state.tasks.add(task)
             task.add_done_callback(state.tasks.discard)
 
