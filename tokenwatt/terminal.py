@@ -128,6 +128,8 @@ def result_line(record: RunRecord) -> str:
     """The run's result in one line (rate and goodput), or why there is none."""
     r = record.result
     if r is None:
+        if record.spec.sweep.fixed:
+            return "result: none (the run stopped before its loads were measured)"
         return "result: none (the search did not finish)"
     if r.rate_rps == 0:
         return "result: no rate met the SLO; goodput 0"
@@ -221,7 +223,7 @@ def report_table(summary: dict[str, Any]) -> Table:
     """The configurations of :func:`~tokenwatt.analysis.report_table.report_summary`:
     label, role, goodput with its interval, change from the baseline, tokens per joule,
     repeats that met the SLO, the accuracy verdict and the capacity credit."""
-    from tokenwatt.analysis import goodput_cell
+    from tokenwatt.analysis import fixed, goodput_cell
 
     rows = []
     for row in summary["configs"]:
@@ -233,7 +235,8 @@ def report_table(summary: dict[str, Any]) -> Table:
                 row["role"],
                 goodput_cell(row),
                 "–" if delta is None else f"{delta:+.1f}%".replace("-", "−"),
-                "–" if tpj is None else f"{tpj:.3g}",
+                # Two decimals for every row, as the page shows them (1.30 beside 1.36).
+                "–" if tpj is None else fixed(tpj, 2),
                 f"{row['slo_pass_count']}/{row['repeats']}",
                 row["accuracy"],
                 row["capacity"],
@@ -259,12 +262,16 @@ def report_output(report: Any, target: Path, runs: Sequence[RunRecord]) -> dict[
     return out
 
 
+def _configurations(n: int) -> str:
+    return "1 configuration" if n == 1 else f"{n} configurations"
+
+
 def print_report(summary: dict[str, Any], console: Console) -> None:
     """:func:`report_output` as text: the written file, the configurations table, the
     capacity conclusion, each run's explanation and doubt, the variance bands. The band
     warning is left to the caller (stderr)."""
     console.print(
-        plain(f"wrote {summary['file']} ({len(summary['configs'])} configurations)"),
+        plain(f"wrote {summary['file']} ({_configurations(len(summary['configs']))})"),
         soft_wrap=True,
     )
     console.print(report_table(summary))

@@ -73,13 +73,18 @@ def test_report_prints_the_configurations_and_the_conclusion(workdir: Path) -> N
             "tuned",
             "5,056.9 [4,414.7–5,685.3]",
             "+10.6%",
-            "8.2",
+            "8.20",  # two decimals on every row (8.198), not 8.2 beside 7.18
             "2/2",
             "88.0%: fails the 1-point gate (−8.0 points)",
             "none: failed the accuracy gate",
         ],
     ]
     assert lines[-4] == CONCLUSION
+
+
+def test_one_configuration_is_one(workdir: Path) -> None:
+    stdout, _ = _report(_write(workdir / "runs", make_run()))
+    assert stdout.splitlines()[0] == "wrote reports/kv-test.json (1 configuration)"
 
 
 def test_a_credited_configuration_saves_cards(workdir: Path) -> None:
