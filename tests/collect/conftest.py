@@ -1,13 +1,15 @@
-"""Fixtures of the collect tests: the scripted server of :mod:`streaming_server`."""
+"""Fixtures of the collect tests: the scripted server of :mod:`streaming_server`, and an idle
+scripted engine in its own process (:mod:`scripted_engine`) for tests that run ``collect``."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from scripted_engine import EngineProcess, start_engine
 from streaming_server import ScriptedServer
 
 # The Ray tests' cluster listens on 127.0.0.1 only: with this off, Ray takes the loopback
@@ -29,3 +31,13 @@ async def server() -> AsyncIterator[ScriptedServer]:
         yield scripted
     finally:
         await http.close()
+
+
+@pytest.fixture
+def engine() -> Iterator[EngineProcess]:
+    """An idle scripted engine (a module's own ``engine`` fixture takes precedence)."""
+    proc = start_engine("idle")
+    try:
+        yield proc
+    finally:
+        proc.stop()

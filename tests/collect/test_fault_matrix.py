@@ -20,7 +20,7 @@ import itertools
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +35,7 @@ from tokenwatt.records.spec import SloSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collect_process import finish, probes, start_collect, wait_for, write_spec
-from scripted_engine import EngineProcess, start_engine
+from scripted_engine import EngineProcess
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 1.0
@@ -155,15 +155,6 @@ async def test_a_fault_in_a_window_is_an_explained_failed_window(
 
 
 # -- faults of the run: a real `tokenwatt collect` process -----------------------------
-
-
-@pytest.fixture
-def engine() -> Iterator[EngineProcess]:
-    proc = start_engine("idle")
-    try:
-        yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.mark.parametrize("presses", [1, 2, 3], ids=["ctrl-c-once", "twice", "three-times"])

@@ -137,15 +137,6 @@ class _SlowEveryFourth:
         return getattr(self.stream, name)
 
 
-@pytest.fixture
-def engine() -> Iterator[EngineProcess]:
-    proc = start_engine("idle")
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
 def test_a_client_bound_window_that_met_the_slo_carries_a_warning(
     engine: EngineProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

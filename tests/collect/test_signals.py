@@ -9,7 +9,6 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,16 +17,7 @@ from tokenwatt.records import RunRecord
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collect_process import finish, probes, start_collect, wait_for, write_spec
-from scripted_engine import EngineProcess, start_engine
-
-
-@pytest.fixture
-def engine() -> Iterator[EngineProcess]:
-    proc = start_engine("idle")
-    try:
-        yield proc
-    finally:
-        proc.stop()
+from scripted_engine import EngineProcess
 
 
 @pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
