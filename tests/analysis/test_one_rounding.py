@@ -3,7 +3,7 @@ sentence round the same way (half away from zero on the decimal value)."""
 
 from __future__ import annotations
 
-from tokenwatt.analysis import fixed, signed, trimmed, value_text
+from tokenwatt.analysis import change_pct, fixed, signed, trimmed, value_text
 from tokenwatt.analysis.search_story import SearchStory, miss_text
 from tokenwatt.records.report_v3 import SearchWindowV3
 from tokenwatt.site.fmt import num, pct, span
@@ -42,3 +42,8 @@ def test_a_window_p99_reads_the_same_in_the_table_and_the_sentence() -> None:
 def test_page_formatters_round_alike() -> None:
     assert str(pct(12.25)) == "12.3%"
     assert str(span(4220.25, 4924.35)) == "4,220.3–4,924.4"
+
+
+def test_a_change_that_rounds_to_zero_reads_as_a_change() -> None:
+    assert change_pct(0.04) == change_pct(-0.04) == "±0.0%"
+    assert change_pct(10.55) == "+10.6%" and change_pct(-3.0) == "\N{MINUS SIGN}3.0%"

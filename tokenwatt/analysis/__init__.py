@@ -64,7 +64,15 @@ from tokenwatt.analysis.mbu import (
     weight_bytes,
 )
 from tokenwatt.analysis.model_info import info_rows, model_info
-from tokenwatt.analysis.number_text import MINUS, comparison, fixed, signed, trimmed, value_text
+from tokenwatt.analysis.number_text import (
+    MINUS,
+    change_pct,
+    comparison,
+    fixed,
+    signed,
+    trimmed,
+    value_text,
+)
 from tokenwatt.analysis.paired import (
     AccuracySummary,
     PairedVerdict,
@@ -168,6 +176,7 @@ __all__ = [
     "bytes_per_decode_step",
     "capacity",
     "cards_needed",
+    "change_pct",
     "ci_side",
     "ci_text",
     "classify_failure",

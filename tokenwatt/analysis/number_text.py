@@ -65,6 +65,13 @@ def signed(value: float, decimals: int = 1, unit: str = "") -> str:
     return text.replace("-", MINUS) + unit
 
 
+def change_pct(value: float) -> str:
+    """A percentage change for a sentence: :func:`signed` with one decimal, and ``±0.0%``
+    where that rounds to zero, so that "0.0% goodput" is not read as zero goodput."""
+    text = signed(value, 1, "%")
+    return "±" + text if text == "0.0%" else text
+
+
 def _side(a: float, b: float) -> int:
     return (a > b) - (a < b)
 

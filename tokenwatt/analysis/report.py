@@ -14,7 +14,7 @@ from tokenwatt.analysis.cost import kwh_per_million_tokens, usd_per_million_toke
 from tokenwatt.analysis.efficiency import delta_pct
 from tokenwatt.analysis.gate import GateVerdict, gate_drop_text, gate_verdict
 from tokenwatt.analysis.intervals import Interval
-from tokenwatt.analysis.number_text import signed, trimmed
+from tokenwatt.analysis.number_text import change_pct, signed, trimmed
 from tokenwatt.analysis.repeat_stats import (
     config_tokens_per_joule,
     config_tokens_per_joule_above_idle,
@@ -320,7 +320,7 @@ def _sentence(c: ConfigAnalysis, cards: int) -> str:
     label = c.config.label
     if cap is None:
         return f"{label} has no baseline goodput to compare with, so no capacity figure."
-    gain = f"{signed(cap.gain_pct, 1, '%')} goodput"
+    gain = f"{change_pct(cap.gain_pct)} goodput"
     if cap.credited:
         return (
             f"{label} ({gain}) serves the baseline load of {cards} cards on "

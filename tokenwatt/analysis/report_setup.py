@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from tokenwatt.analysis.config_settings import stated_value
 from tokenwatt.analysis.gate import gate_delta_text, gate_verdict
-from tokenwatt.analysis.number_text import signed
+from tokenwatt.analysis.number_text import change_pct, signed
 from tokenwatt.analysis.paired import straddles_threshold
 from tokenwatt.records import (
     NOT_STATED,
@@ -363,7 +363,7 @@ def summary_text(ordered: Sequence[RunInput], configs: Sequence[ConfigV3]) -> st
     for cfg in configs[1:]:
         if base.goodput_tok_s > 0:
             change = 100.0 * (cfg.goodput_tok_s - base.goodput_tok_s) / base.goodput_tok_s
-            text += f" {cfg.label}: SLO goodput {signed(change, 1, '%')} against {base.label}"
+            text += f" {cfg.label}: SLO goodput {change_pct(change)} against {base.label}"
             acc = cfg.accuracy
             if acc is not None and base.accuracy is not None:
                 verdict = gate_verdict(acc.score, base.accuracy.score, threshold)

@@ -16,10 +16,10 @@ from tokenwatt.analysis import (
     NoCredit,
     ReportAnalysis,
     analyse_report,
+    change_pct,
     conclusion,
     gate_comparison,
     gate_delta_text,
-    signed,
     straddles_threshold,
 )
 from tokenwatt.errors import Problem
@@ -131,7 +131,7 @@ def _outcome_clause(c: ConfigAnalysis) -> str:
     cap = c.capacity
     if cap is None:
         return f"{c.config.label}: no baseline goodput to compare"
-    parts = [f"{signed(cap.gain_pct, 1, '%')} goodput"]
+    parts = [f"{change_pct(cap.gain_pct)} goodput"]
     if c.gate is None:
         parts.append("no accuracy gate")
     else:
