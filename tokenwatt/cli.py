@@ -206,17 +206,18 @@ def _collect(
         click.echo("interrupted (Ctrl-C) before the first window; no record written", err=True)
         sys.exit(130)
     _print_run_table(record)
+    from tokenwatt.terminal import passes_text
+
     r = record.result
     if r is not None:
         load = f"{r.rate_rps:.4g} req/s"
         if r.concurrency is not None:
             load = f"{r.concurrency} clients ({load})"
-        windows = "windows" if record.spec.sweep.fixed else "repeats"
         # No accelerator is read with adapter none: the minutes are the client's.
         unit = "client-min" if record.spec.hardware.adapter == "none" else "GPU-min"
         click.echo(
             f"{record.label}: {load}, goodput {r.goodput_tok_s:,.1f} tok/s "
-            f"({r.slo_pass_count}/{r.repeats} {windows} met the SLO; "
+            f"({passes_text(record)}; "
             f"{gpu_minutes(r.gpu_seconds)} {unit}, "
             f"{gpu_minutes(r.gpu_seconds_saved)} saved by early stops)"
         )

@@ -133,12 +133,22 @@ def result_line(record: RunRecord) -> str:
         return "result: none (the search did not finish)"
     if r.rate_rps == 0:
         return "result: no rate met the SLO; goodput 0"
-    # A fixed-load run has no repeats: each of its windows is one listed load.
-    windows = "windows" if record.spec.sweep.fixed else "repeats"
     return (
         f"result: {r.rate_rps:.4g} req/s, goodput {r.goodput_tok_s:,.1f} tok/s "
-        f"({r.slo_pass_count}/{r.repeats} {windows} met the SLO)"
+        f"({passes_text(record)})"
     )
+
+
+def passes_text(record: RunRecord) -> str:
+    """How many of the result's windows met the SLO: ``2/2 repeats met the SLO`` (repeats at
+    the found rate), or for a fixed-load run, whose windows are the listed loads at different
+    rates, ``2 of 2 loads met the SLO``."""
+    r = record.result
+    if r is None:
+        return "no result"
+    if record.spec.sweep.fixed:
+        return f"{r.slo_pass_count} of {r.repeats} loads met the SLO"
+    return f"{r.slo_pass_count}/{r.repeats} repeats met the SLO"
 
 
 def print_run(record: RunRecord, console: Console) -> None:

@@ -110,7 +110,7 @@ def test_concurrency_without_a_spec_runs_closed_loop_windows(
     # The end-of-run line names the clients found and says windows, not repeats.
     rate = f"{record.result.rate_rps:.4g}"
     assert f"{record.label}: 3 clients ({rate} req/s), goodput " in output
-    assert "(2/2 windows met the SLO;" in output
+    assert "(2 of 2 loads met the SLO;" in output
 
 
 def first_cells(output: str) -> list[str]:
