@@ -16,7 +16,8 @@ stays so that a reader still sees *what* was there):
   ``hf_…``, GitHub ``ghp_…``/``github_pat_…``, Slack ``xox?-…``, AWS access key ids;
 * any exact value passed in ``secrets`` (the API key the run itself holds), also in the
   forms text carries it in when it went through a URL, JSON or base64: percent-encoded
-  (``quote``, ``quote_plus``), JSON-escaped, and base64 (standard and URL-safe, with and
+  (``quote``, ``quote_plus``), JSON-escaped (any character as ``\\uXXXX``, ``/`` as
+  ``\\/``), and base64 (standard and URL-safe, with and
   without padding).
 
 It errs on the side of removing too much: a scrubbed message is for a human to read, not
@@ -26,6 +27,7 @@ to parse.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -92,6 +94,7 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
         if secret and len(secret) >= 4:
             for form in _secret_forms(secret):
                 text = text.replace(form, REDACTED)
+            text = _json_escaped(secret).sub(REDACTED, text)
     text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{REDACTED}@", text)
     text = _URL_QUERY.sub(lambda m: f"{m.group('base')}?{REDACTED}", text)
     text = _SCHEME_CREDENTIAL.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
@@ -118,6 +121,25 @@ def _secret_forms(secret: str) -> list[str]:
     }
     forms |= {form.rstrip("=") for form in forms}
     return sorted((form for form in forms if len(form) >= 4), key=len, reverse=True)
+
+
+@functools.lru_cache(maxsize=64)
+def _json_escaped(secret: str) -> re.Pattern[str]:
+    """``secret`` as a JSON string may carry it with any of its characters escaped: ``\\/``
+    for ``/`` (PHP, Java and Go encoders write it) or ``\\uXXXX`` (any character, hex in
+    either case; a character outside the BMP as its UTF-16 pair), so that a server's body
+    cannot hide the key from the plain forms and have it decoded later for the screen."""
+    parts = []
+    for ch in secret:
+        escaped = json.dumps(ch)[1:-1]  # "\\u00e9", '\\"', or ch itself
+        units = ch.encode("utf-16-be")
+        hex_units = [units[i : i + 2].hex() for i in range(0, len(units), 2)]
+        alts = {re.escape(ch), re.escape(escaped)}
+        alts.add("".join(r"\\u" + "".join(f"[{d}{d.upper()}]" for d in h) for h in hex_units))
+        if ch == "/":
+            alts.add(r"\\/")
+        parts.append(f"(?:{'|'.join(sorted(alts))})")
+    return re.compile("".join(parts))
 
 
 def cap(text: str, limit: int) -> str:

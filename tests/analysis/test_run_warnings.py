@@ -38,10 +38,20 @@ def _sample(body: str | None, message: str | None = "HTTP 400 Bad Request") -> E
         ('{"error":"model not loaded"}', "model not loaded"),
         # a body the record cut at 512 characters: not JSON any more, its message still read
         ('{"error":{"message":"context \\"too\\" long","pad":"' + "x" * 600, 'context "too" long'),
+        # ... and a message cut inside itself: what is left of it, not the client's words
+        ('{"error":{"message":"' + "A" * 600 + "…", "A" * 199 + "…"),
+        # FastAPI's validation errors: the first one's msg
+        (
+            '{"detail":[{"loc":["body","n"],"msg":"field required","type":"missing"}]}',
+            "field required",
+        ),
+        ('[{"message":"in an array"}]', "in an array"),
+        ("[ERROR] model not loaded\ntrace", "[ERROR] model not loaded"),  # text, not JSON
         ("<html>\n<h1>502 Bad Gateway</h1>", "<html>"),
         ("upstream timed out\nmore", "upstream timed out"),
         # JSON without a message: the client's words
         ('{"code":400}', "HTTP 400 Bad Request"),
+        ("[1, 2]", "HTTP 400 Bad Request"),
         (None, "HTTP 400 Bad Request"),
     ],
 )

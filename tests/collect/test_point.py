@@ -290,3 +290,19 @@ def test_the_record_keeps_which_dtypes_nobody_stated() -> None:
     stated = load_spec(REPO / "specs" / "sim-demo.spec.yaml")  # names both dtypes
     assert unstated_fields(apply_mode(stated, "quick")) == []
     assert unstated_fields(adjust_run_spec(stated, None, "fp8")) == []
+
+
+def test_flags_laid_over_a_spec_keep_its_unstated_dtype_unstated(tmp_path: Path) -> None:
+    """``collect --spec X --rates …``: a spec that names only the weight dtype still says
+    its KV-cache dtype is not stated once the flags are laid over it (was: every field set
+    by the re-validation, so the record claimed bf16 KV as stated)."""
+    text = (REPO / "specs" / "sim-demo.spec.yaml").read_text()
+    assert "  kv_dtype: bf16\n" in text
+    path = tmp_path / "one.spec.yaml"
+    path.write_text(text.replace("  kv_dtype: bf16\n", ""))
+    spec = load_spec(path)
+    assert unstated_fields(spec) == ["model.kv_dtype"]
+    out = override_spec(spec, PointFlags(rates=(2.0,), vocab_size=2048))
+    assert (out.model.kv_dtype, out.model.vocab_size) == ("bf16", 2048)
+    assert unstated_fields(out) == ["model.kv_dtype"]
+    assert unstated_fields(adjust_run_spec(out, None, "fp8")) == []

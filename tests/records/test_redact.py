@@ -77,6 +77,22 @@ def test_a_secret_in_url_json_and_base64_forms_goes_too() -> None:
     assert scrub(plain, [key]) == plain
 
 
+def test_a_secret_with_json_escapes_a_decoder_would_undo_goes_too() -> None:
+    """A server may echo the key JSON-escaped in ways Python's encoder never writes
+    (``\\/``, ``\\u006b``, upper-case hex, a non-BMP character as a surrogate pair): the
+    error note decodes the body's message, so each form must be scrubbed while raw."""
+    key = "k3y/with/slashes-1234567890"
+    texts = {
+        r'{"message": "key: k3y\/with\/slashes-1234567890"}': r'{"message": "key: [redacted]"}',
+        r'{"message": "\u006b3y/with\u002Fslashes-1234567890!"}': r'{"message": "[redacted]!"}',
+    }  # fmt: skip
+    for text, want in texts.items():
+        assert scrub(text, [key]) == want, text
+    assert scrub(r"x \ud83d\ude00abcd y", ["\U0001f600abcd"]) == f"x {R} y"
+    near = r"k3y\/with\/slashes-123456789"  # one character short: not the key
+    assert scrub(near, [key]) == near
+
+
 def test_cap_and_scrub_before_cap() -> None:
     assert cap("abcdef", 6) == "abcdef"
     assert cap("abcdefg", 6) == "abcde…" and len(cap("x" * 999, 300)) == 300

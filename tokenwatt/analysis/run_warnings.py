@@ -31,7 +31,11 @@ SAID_LIMIT = 200
 """Characters of a server's message quoted in a note (the record keeps up to 512)."""
 CLIENT_BOUND_WARNING = "client-bound"
 """Start of the warning a client-bound window carries (:func:`client_bound_warning`)."""
-_MESSAGE_KEY = re.compile(r'"(?:message|detail)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+# The string may run to the end of a body cut short by the record's cap (``…``).
+_MESSAGE_KEY = re.compile(r'"(?:message|detail|msg)"\s*:\s*"((?:[^"\\]|\\.)*)')
+# A body that is JSON by its look (an object, an array of values): not quoted as text; a
+# plain-text body may start with "[" too ("[ERROR] model not loaded").
+_JSON_LOOK = re.compile(r'[{]|\[\s*(?:[\[{"\]\d-]|true|false|null)')
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]", "0.0.0.0")  # noqa: S104 (a host compared, not bound)
 _HOST = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/]*@)?(\[[^\]]*\]|[^/:?#]*)")
 """The host of a URL (an IPv6 address with its brackets); urllib is I/O to the purity test."""
@@ -40,14 +44,17 @@ _HOST = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/]*@)?(\[[^\]]*\]|[^/:?#]*
 def _json_message(value: object) -> str | None:
     """The message of a decoded JSON error body: ``{"error": {"message": …}}`` (OpenAI,
     llama.cpp, newer vLLM), ``{"message": …}`` (older vLLM), ``{"detail": …}`` (FastAPI),
-    ``{"error": "…"}``."""
+    ``{"error": "…"}``, FastAPI's validation errors ``{"detail": [{"msg": …}]}`` (the
+    first)."""
+    if isinstance(value, list):
+        return _json_message(value[0]) if value else None
     if not isinstance(value, dict):
         return None
-    for key in ("error", "message", "detail"):
+    for key in ("error", "message", "detail", "msg"):
         inner = value.get(key)
         if isinstance(inner, str) and inner.strip():
             return inner
-        if isinstance(inner, dict):
+        if isinstance(inner, (dict, list)):
             found = _json_message(inner)
             if found:
                 return found
@@ -71,11 +78,12 @@ def server_said(sample: ErrorSample) -> str:
         except ValueError:
             found = _MESSAGE_KEY.search(body)
             if found:
+                text = found.group(1)
                 try:
-                    said = json.loads(f'"{found.group(1)}"')
+                    said = json.loads(f'"{text}"')
                 except ValueError:
-                    said = found.group(1)
-        if said is None and not body.startswith(("{", "[")):
+                    said = text
+        if said is None and not _JSON_LOOK.match(body):
             said = next((line for line in body.splitlines() if line.strip()), None)
     if not said:
         said = sample.message or sample.kind

@@ -50,7 +50,14 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from tokenwatt.errors import InputError, Problem
-from tokenwatt.records import MAX_CONCURRENCY, MAX_SCHEDULE_ARRIVALS, EngineSpec, Spec, validate
+from tokenwatt.records import (
+    MAX_CONCURRENCY,
+    MAX_SCHEDULE_ARRIVALS,
+    EngineSpec,
+    Spec,
+    unstated_fields,
+    validate,
+)
 
 if TYPE_CHECKING:
     from tokenwatt.collect.options import CollectOptions
@@ -312,6 +319,9 @@ def override_spec(spec: Spec, flags: PointFlags) -> Spec:
         InputError: the result is not a valid spec (named ``<flags>``).
     """
     data = spec.model_dump()
+    for path in unstated_fields(spec):  # left unset, so the record still says "not stated"
+        section, name = path.split(".")
+        del data[section][name]
     _apply(data, flags, fresh=False)
     _check_ceilings(data, flags)
     return validate(Spec, data, "<flags>", InputError)
