@@ -52,3 +52,12 @@ def test_a_search_page_keeps_them() -> None:
     assert _rows(report, "SLO")["Repeats per configuration"] == "2"
     # the accuracy section is unused here too (no result), so only power.idle_s remains
     assert mode_rows(report)[-1] == ("Spec values the mode replaced", "power.idle_s not set → 0")
+
+
+def test_a_count_nobody_stated_is_a_dash() -> None:
+    run = make_run(spec=seed_spec(hardware={"adapter": "none", "gpus": None}), score_pct=None)
+    run = run.model_copy(update={"accuracy": None})
+    report = summarise([RunInput("runs/a.json", "a" * 64, run)], title="no hardware")
+    assert _rows(report, "Hardware")["Count"] == "—"
+    stated = _report(fixed=False)  # the seed states its GPUs
+    assert _rows(stated, "Hardware")["Count"] != "—"

@@ -25,6 +25,8 @@ def _count(report: ReportV3) -> Any:
     """The accelerator count, and where it came from when the spec did not state it."""
     count = num(report.hardware.count, 0)
     hw_spec = report.spec.hardware if report.spec is not None else None
+    if hw_spec is not None and hw_spec.adapter == "none" and hw_spec.gpus is None:
+        return DASH  # nobody stated a count and no adapter read one: not a count of 1
     if hw_spec is None or hw_spec.gpus is not None or hw_spec.adapter not in _READ_ADAPTERS:
         return count
     return count + trusted(
