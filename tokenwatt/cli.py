@@ -372,6 +372,13 @@ def report(
     target = out if out is not None else Path("reports") / f"{report_id or slug(title)}.json"
     write_report(record, target, force=force, inputs=list(run_files))
     _print_report(record, target, [item.run for item in runs], as_json=as_json)
+    source = click.get_current_context().get_parameter_source("cards")
+    if not as_json and source is click.core.ParameterSource.DEFAULT:
+        # The capacity figures scale with the fleet: say where its size came from.
+        click.echo(
+            f"note: capacity figures assume a fleet of {cards} cards (the default; --cards)",
+            err=True,
+        )
 
 
 def _print_report(record: Any, target: Path, runs: list[Any], *, as_json: bool) -> None:

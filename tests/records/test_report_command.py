@@ -46,7 +46,7 @@ def test_report_writes_a_valid_record_with_hashes(workdir: Path) -> None:
     # after the configurations table and the capacity conclusion
     # (tests/records/test_report_table.py), the sentence on why each result rate is where
     # it is, one line per configuration
-    assert result.output.splitlines()[-3:] == [
+    assert result.stdout.splitlines()[-3:] == [
         "vllm-default: The search found 9 req/s, below a probe at 16 req/s (#4) that missed p99 "
         "TTFT (32,000 ms > 2,000 ms), and both repeats there met the SLO.",
         "vllm-fp8kv: The search found 9 req/s, below a probe at 16 req/s (#4) that missed p99 "

@@ -85,6 +85,12 @@ def test_report_prints_the_configurations_and_the_conclusion(workdir: Path) -> N
 def test_one_configuration_is_one(workdir: Path) -> None:
     stdout, _ = _report(_write(workdir / "runs", make_run()))
     assert stdout.splitlines()[0] == "wrote reports/kv-test.json (1 configuration)"
+    note = "note: capacity figures assume a fleet of 64 cards (the default; --cards)\n"
+    args = ["report", _write(workdir / "runs", make_run()), "--title", "KV test", "--force"]
+    result = CliRunner().invoke(cli, args, env=WIDE)
+    assert result.exit_code == 0 and result.stderr == note  # --cards not given
+    result = CliRunner().invoke(cli, [*args, "--cards", "64"], env=WIDE)
+    assert result.exit_code == 0 and note not in result.stderr  # given, even at the default
 
 
 def test_a_credited_configuration_saves_cards(workdir: Path) -> None:
