@@ -3,7 +3,8 @@
 Reads every ``*.json`` under the reports folder (hidden names aside), validates and
 migrates it, refuses simulated measurements outside demo reports, recomputes every derived number
 (:mod:`tokenwatt.analysis`), and writes the pages, the raw records, the methods pages, the
-schemas page and the chart scripts. Every problem of every file is collected before
+schemas page, the guide pages (with the CLI reference the CLI hands over) and the chart
+scripts. Every problem of every file is collected before
 anything is written; the output is byte-for-byte the same for the same input.
 """
 
@@ -34,6 +35,16 @@ divided by the rated memory bandwidth times the number of GPUs.
 This page is a placeholder; the full derivation is on its way.
 """
 
+CLI_PLACEHOLDER = """# Command-line reference
+
+`tokenwatt build` writes this page from the click commands; this build was not given
+the reference. `tokenwatt COMMAND --help` prints each command's usage and options.
+"""
+
+COPIED_FOLDERS = ("methods", "guide")
+"""Folders of ``site_templates/`` whose Markdown pages are copied into the docs folder as
+they are, each into the folder of the same name."""
+
 
 @dataclass(frozen=True)
 class BuildResult:
@@ -59,6 +70,7 @@ def build_site(
     check: bool = False,
     cache_dir: Path | None = None,
     specs_dir: Path | None = None,
+    cli_reference: str | None = None,
 ) -> BuildResult:
     """Build (or, with ``check``, verify) the docs folder from the report records.
 
@@ -73,6 +85,9 @@ def build_site(
             a page whose reproduce text names a spec file found there says where it is.
             A page also says which run files it names are not in ``runs/`` beside
             ``reports_dir``.
+        cli_reference: the command-line reference page's Markdown, written as
+            ``guide/cli.md`` (``tokenwatt build`` makes it from the click commands: this
+            layer never imports the CLI); without it the page says how to get it.
 
     Raises:
         RecordError: one :class:`Problem` per problem in any record, or per ``*.json`` entry
@@ -115,6 +130,7 @@ def build_site(
     if problems:
         raise RecordError(problems)
     outputs = _site_files(loaded, templates, cache, cache_root, write_cache=not check)
+    outputs["guide/cli.md"] = (cli_reference or CLI_PLACEHOLDER).encode("utf-8")
     stale = stale_paths(docs_dir, outputs)
     warnings = [w for item in loaded for w in item.page.warnings]
     if check:
@@ -241,6 +257,16 @@ def schema_texts(cache: PageCache) -> dict[str, str]:
     return texts
 
 
+def copied_pages(templates: Path) -> dict[str, bytes]:
+    """The methods and guide pages, copied as they are: ``site_templates/F/*.md`` becomes
+    ``F/*.md`` in the docs folder for each folder F of :data:`COPIED_FOLDERS`."""
+    out: dict[str, bytes] = {}
+    for folder in COPIED_FOLDERS:
+        for page in sorted((templates / folder).glob("*.md")):
+            out[f"{folder}/{page.name}"] = page.read_bytes()
+    return out
+
+
 def _site_files(
     loaded: list[_Loaded],
     templates: Path,
@@ -259,8 +285,7 @@ def _site_files(
         out[f"reports/{item.page.id}.json"] = item.raw
     out["index.md"] = render_index([item.page for item in loaded]).encode("utf-8")
     out[SITE_MARKER] = SITE_MARKER_TEXT
-    for page in sorted((templates / "methods").glob("*.md")):
-        out[f"methods/{page.name}"] = page.read_bytes()
+    out.update(copied_pages(templates))
     out.setdefault("methods/mbu.md", MBU_PLACEHOLDER.encode("utf-8"))
     texts = schema_texts(cache)
     for name, text in texts.items():

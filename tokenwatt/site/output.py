@@ -33,7 +33,7 @@ SITE_MARKER_TEXT = (
 )
 
 _LAYOUT_FILES = frozenset({"index.md", "schemas.md", "spec-reference.md", SITE_MARKER})
-_LAYOUT_DIRS = frozenset({"reports", "methods", "schemas", "assets"})
+_LAYOUT_DIRS = frozenset({"reports", "methods", "guide", "schemas", "assets"})
 
 
 def replace_refusal(docs_dir: Path, reports_dir: Path) -> str | None:
