@@ -50,9 +50,10 @@ def cli() -> None:
 @errors_to_exit
 def build(reports_dir: Path, docs_dir: Path, check: bool) -> None:
     """Validate report records and write the lab-notes site's pages."""
+    from tokenwatt.cli_reference import cli_reference_markdown
     from tokenwatt.site import build_site
 
-    result = build_site(reports_dir, docs_dir, check=check)
+    result = build_site(reports_dir, docs_dir, check=check, cli_reference=cli_reference_markdown())
     for warning in result.warnings:
         click.echo(f"warning: {terminal_safe(warning)}", err=True)
     click.echo(result.summary)
