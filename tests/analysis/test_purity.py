@@ -1,4 +1,4 @@
-"""analysis/ stays pure: no I/O modules, no other stage but records (README, Layout).
+"""analysis/ stays pure: no I/O modules, no other stage but records (ARCHITECTURE.md, "The stages").
 
 The check is on imports and on calls of the I/O builtins; a reviewer still reads the code.
 """

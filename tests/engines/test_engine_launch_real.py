@@ -127,9 +127,11 @@ def test_collect_starts_vllm_from_the_spec_and_stops_it(
 
 
 def _readme_llamacpp_commands() -> list[str]:
-    """The README's `collect --engine-cmd` commands that start llama.cpp's server, as
-    written (continuation lines joined)."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """The guide's `collect --engine-cmd` commands that start llama.cpp's server (the
+    "Measuring your own server" page, once the README's), as written (continuation lines
+    joined)."""
+    page = REPO / "site_templates" / "guide" / "measuring-your-server.md"
+    text = page.read_text(encoding="utf-8")
     blocks = re.findall(r"```sh\n(.*?)```", text, flags=re.S)
     lines = [b.replace("\\\n", " ") for b in blocks]
     return [

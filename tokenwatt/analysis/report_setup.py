@@ -29,7 +29,7 @@ from tokenwatt.records import (
     run_unstated,
 )
 
-# chat-mix-v1's lengths when a spec does not restate them (README, What the numbers mean).
+# chat-mix-v1's lengths when a spec does not restate them (the guide, "What the numbers mean").
 _CHAT_MIX_V1 = ("median 1,024 · p90 4,096", "median 256 · p90 1,024")
 
 NOT_COVERED_BOARD_POWER = (

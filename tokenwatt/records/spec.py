@@ -688,7 +688,7 @@ _MEASUREMENT_DEFAULTS_OUTSIDE_FINGERPRINT: dict[str, Any] = {"profile": "poisson
 def fingerprint_fields(spec: Spec) -> dict[str, Any]:
     """The parts of a spec that must be equal for two runs to be compared.
 
-    Hardware, model identity, workload, SLO and measurement windows (README, Commands).
+    Hardware, model identity, workload, SLO and measurement windows (the guide's commands).
     Per-configuration settings -- KV-cache dtype, engine flags, label, role -- are left out,
     and so is the arrival process (``measurement.arrivals``: the same mean load; each window
     records which it used),

@@ -1,7 +1,7 @@
 """The simulated engine: an OpenAI-compatible HTTP server with continuous-batching behaviour.
 
 ``tokenwatt sim`` runs it so the whole pipeline can be tried without a GPU; its run records
-are marked ``simulated: true`` and are never published as measurements (the README).
+are marked ``simulated: true`` and are never published as measurements (the guide).
 
 Independent of the other stages: it imports only :mod:`tokenwatt.records` and
 :mod:`tokenwatt.errors`, and only the CLI imports it (``lint-imports`` checks both).
