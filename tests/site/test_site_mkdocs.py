@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sitecase import REPO, hostile_data, rich_data, seed_data, write_record
 
+from tokenwatt.cli_reference import cli_reference_markdown
 from tokenwatt.site.build import build_site
 
 
@@ -26,7 +27,8 @@ def test_mkdocs_strict_build_passes(seed_reports: Path, tmp_path: Path, cache_di
     demo.update(id="demo-sim", demo=True)
     demo["configs"][1]["simulated"] = True
     write_record(seed_reports, demo)
-    build_site(seed_reports, tmp_path / "docs", cache_dir=cache_dir)
+    reference = cli_reference_markdown()
+    build_site(seed_reports, tmp_path / "docs", cache_dir=cache_dir, cli_reference=reference)
     place_config(tmp_path)
     site = tmp_path / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
@@ -47,6 +49,13 @@ def test_mkdocs_strict_build_passes(seed_reports: Path, tmp_path: Path, cache_di
     assert (site / "reports/lab-h100-qwen3-30b-a3b-kv-cache.json").is_file()
     assert (site / "assets/javascripts/vega-bundle.js").is_file()
     assert "fonts.googleapis.com" not in page
+    # The guide pages and the generated CLI reference are built and in the navigation.
+    index = (site / "index.html").read_text()
+    for guide_page in sorted((REPO / "site_templates" / "guide").glob("*.md")):
+        name = "" if guide_page.stem == "index" else f"{guide_page.stem}/"
+        assert (site / "guide" / name / "index.html").is_file(), guide_page.name
+        assert f'href="guide/{name}"' in index, guide_page.name
+    assert 'id="tokenwatt-cloud-session"' in (site / "guide/cli/index.html").read_text()
     hostile = (site / "reports/hostile-labels/index.html").read_text()
     assert "<img src=x" not in hostile and '<img src="x"' not in hostile
     title = hostile.split("<title>", 1)[1].split("</title>", 1)[0]
