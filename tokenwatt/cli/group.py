@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 import click
 
 from tokenwatt import __version__
-from tokenwatt.cli_collect import point_inputs, point_options
-from tokenwatt.cli_exits import errors_to_exit
+from tokenwatt.cli.collect import point_inputs, point_options
+from tokenwatt.cli.exits import errors_to_exit
 from tokenwatt.errors import InputError
 from tokenwatt.text import terminal_safe
 
@@ -206,7 +206,7 @@ def _collect(
         click.echo("interrupted (Ctrl-C) before the first window; no record written", err=True)
         sys.exit(130)
     _print_run_table(record)
-    from tokenwatt.terminal import passes_text
+    from tokenwatt.cli.terminal import passes_text
 
     r = record.result
     if r is not None:
@@ -253,8 +253,8 @@ def _collect(
 
 
 def _print_run_table(record: Any) -> None:
-    """The run's windows as a table on stdout (:mod:`tokenwatt.terminal`)."""
-    from tokenwatt.terminal import console, run_table
+    """The run's windows as a table on stdout (:mod:`tokenwatt.cli.terminal`)."""
+    from tokenwatt.cli.terminal import console, run_table
 
     console().print(run_table(record))
 
@@ -274,7 +274,14 @@ def show(run_file: Path, as_json: bool, with_requests: bool) -> None:
     """Print a run record's windows: rate, errors, latency percentiles, tok/s, verdict."""
 
     from tokenwatt.analysis import run_json
-    from tokenwatt.terminal import console, json_text, plain, print_run, requests_table, show_run
+    from tokenwatt.cli.terminal import (
+        console,
+        json_text,
+        plain,
+        print_run,
+        requests_table,
+        show_run,
+    )
 
     record, windows = show_run(run_file, with_requests=with_requests)
     if as_json:
@@ -382,10 +389,10 @@ def report(
 
 
 def _print_report(record: Any, target: Path, runs: list[Any], *, as_json: bool) -> None:
-    """What ``report`` prints (:func:`tokenwatt.terminal.report_output`): JSON, or tables
+    """What ``report`` prints (:func:`tokenwatt.cli.terminal.report_output`): JSON, or tables
     and sentences; the band warning goes to stderr either way."""
 
-    from tokenwatt.terminal import console, json_text, print_report, report_output
+    from tokenwatt.cli.terminal import console, json_text, print_report, report_output
 
     summary = report_output(record, target, runs)
     if as_json:
@@ -396,20 +403,20 @@ def _print_report(record: Any, target: Path, runs: list[Any], *, as_json: bool) 
         click.echo(f"warning: {terminal_safe(summary['band_warning'])}", err=True)
 
 
-from tokenwatt.cli_tools import model_info_cmd, schema, sim, suites  # noqa: E402 (registered on the group)
+from tokenwatt.cli.tools import model_info_cmd, schema, sim, suites  # noqa: E402 (registered on the group)
 
 for _command in (sim, suites, schema, model_info_cmd):
     cli.add_command(_command)
 
-from tokenwatt.cli_init import init_command  # noqa: E402 (registered after cli exists)
+from tokenwatt.cli.init import init_command  # noqa: E402 (registered after cli exists)
 
 cli.add_command(init_command)
 
-from tokenwatt.cli_session import session_command  # noqa: E402 (registered on the group)
+from tokenwatt.cli.session import session_command  # noqa: E402 (registered on the group)
 
 cli.add_command(session_command)
 
-from tokenwatt.cli_cloud import cloud_group  # noqa: E402 (registered on the group)
+from tokenwatt.cli.cloud import cloud_group  # noqa: E402 (registered on the group)
 
 cli.add_command(cloud_group)
 
