@@ -1,7 +1,7 @@
 """One exception hierarchy for the whole package.
 
-The library never prints or exits; ``cli.py`` maps these classes to exit codes in one place:
-input problems (:class:`InputError` and its subclasses) exit with status 2.
+The library never prints or exits; the CLI (``cli/exits.py``) maps these classes to exit codes
+in one place: input problems (:class:`InputError` and its subclasses) exit with status 2.
 """
 
 from __future__ import annotations

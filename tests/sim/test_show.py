@@ -251,7 +251,7 @@ def _row(index: int, text_tokens: int | None, **change: object) -> dict[str, obj
 
 
 def test_show_requests_summarises_the_measured_text_prompt_lengths() -> None:
-    from tokenwatt.terminal import requests_table
+    from tokenwatt.cli.terminal import requests_table
 
     rows = [_row(0, n) for n in (10, 20, 30, 40)]
     rows.append(_row(0, 1000, in_window=False))  # warm-up: not counted
@@ -276,8 +276,8 @@ def test_show_requests_summarises_the_measured_text_prompt_lengths() -> None:
 
 
 def test_the_title_of_a_dataset_run_names_the_dataset_and_its_hash(tmp_path: Path) -> None:
+    from tokenwatt.cli.terminal import run_title
     from tokenwatt.records.spec import DatasetSpec
-    from tokenwatt.terminal import run_title
 
     run = known_record()
     assert run_title(run) == "vllm-default (baseline, quick mode, workload chat-mix-v1)"

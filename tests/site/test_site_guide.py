@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from sitecase import REPO
 
-from tokenwatt.cli_reference import cli_reference_markdown
+from tokenwatt.cli import cli
+from tokenwatt.cli.reference import cli_reference_markdown
 from tokenwatt.errors import InputError, StaleSiteError
 from tokenwatt.site.build import CLI_PLACEHOLDER, build_site, copied_pages
 from tokenwatt.site.templates import templates_dir
@@ -23,7 +24,7 @@ def test_every_guide_page_is_copied_as_it_is(
     seed_reports: Path, tmp_path: Path, cache_dir: Path
 ) -> None:
     docs = tmp_path / "docs"
-    reference = cli_reference_markdown()
+    reference = cli_reference_markdown(cli)
     build_site(seed_reports, docs, cache_dir=cache_dir, cli_reference=reference)
     sources = sorted(GUIDE.glob("*.md"))
     assert len(sources) >= 9
@@ -79,7 +80,7 @@ def test_the_guide_is_in_the_mkdocs_navigation(
     from mkdocs.structure.nav import get_navigation
 
     docs = tmp_path / "docs"
-    build_site(seed_reports, docs, cache_dir=cache_dir, cli_reference=cli_reference_markdown())
+    build_site(seed_reports, docs, cache_dir=cache_dir, cli_reference=cli_reference_markdown(cli))
     config = load_config(config_file=str(REPO / "mkdocs.yml"), docs_dir=str(docs))
     nav = get_navigation(get_files(config), config)
     (section,) = [item for item in nav.items if item.title == "Guide"]

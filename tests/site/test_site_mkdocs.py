@@ -10,7 +10,8 @@ from pathlib import Path
 
 from sitecase import REPO, hostile_data, rich_data, seed_data, write_record
 
-from tokenwatt.cli_reference import cli_reference_markdown
+from tokenwatt.cli import cli
+from tokenwatt.cli.reference import cli_reference_markdown
 from tokenwatt.site.build import build_site
 
 
@@ -27,7 +28,7 @@ def test_mkdocs_strict_build_passes(seed_reports: Path, tmp_path: Path, cache_di
     demo.update(id="demo-sim", demo=True)
     demo["configs"][1]["simulated"] = True
     write_record(seed_reports, demo)
-    reference = cli_reference_markdown()
+    reference = cli_reference_markdown(cli)
     build_site(seed_reports, tmp_path / "docs", cache_dir=cache_dir, cli_reference=reference)
     place_config(tmp_path)
     site = tmp_path / "site"

@@ -1,4 +1,4 @@
-"""The point-and-shoot options of ``tokenwatt collect`` (kept out of :mod:`tokenwatt.cli`).
+"""The point-and-shoot options of ``tokenwatt collect`` (kept out of :mod:`tokenwatt.cli.group`).
 
 :func:`point_options` adds the flags; :func:`point_inputs` turns them, with ``--spec``,
 ``--label`` and ``--role``, into what :class:`~tokenwatt.collect.options.CollectOptions`

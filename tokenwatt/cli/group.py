@@ -1,7 +1,11 @@
-"""The command line: parses arguments, calls one typed function per command, prints.
+"""The command line's group, with ``collect`` (and its alias ``run``) on it: parses
+arguments, calls one typed function per command, prints.
 
-This is the only module that imports every stage; each command imports its stage lazily so
-that ``tokenwatt --help`` stays instant. Library errors become exit codes here and only here:
+The other commands live in the modules beside this one (``build``, ``show`` and ``report``
+in :mod:`tokenwatt.cli.report`; ``sim``, ``suites``, ``schema`` and ``model-info`` in
+:mod:`tokenwatt.cli.tools`; ``init``, ``session``, ``cloud``) and are registered on the
+group at the bottom. Each command imports its stage lazily so that ``tokenwatt --help``
+stays instant. Library errors become exit codes in one place, :mod:`tokenwatt.cli.exits`:
 :class:`~tokenwatt.errors.InputError` exits 2, any other TokenwattError exits 1.
 """
 
@@ -15,9 +19,8 @@ from typing import Any, TypeVar
 import click
 
 from tokenwatt import __version__
-from tokenwatt.cli_collect import point_inputs, point_options
-from tokenwatt.cli_exits import errors_to_exit
-from tokenwatt.errors import InputError
+from tokenwatt.cli.collect import point_inputs, point_options
+from tokenwatt.cli.exits import errors_to_exit
 from tokenwatt.text import terminal_safe
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -27,36 +30,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 @click.version_option(__version__, prog_name="tokenwatt")
 def cli() -> None:
     """TokenWatt Bench: SLO goodput, tokens per joule, MBU and an accuracy gate."""
-
-
-@cli.command()
-@click.option(
-    "--reports",
-    "reports_dir",
-    type=click.Path(path_type=Path),
-    default=Path("reports"),
-    show_default=True,
-    help="Folder of report records.",
-)
-@click.option(
-    "--out",
-    "docs_dir",
-    type=click.Path(path_type=Path),
-    default=Path("docs"),
-    show_default=True,
-    help="MkDocs docs folder to write (generated, git-ignored).",
-)
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 when the pages are stale.")
-@errors_to_exit
-def build(reports_dir: Path, docs_dir: Path, check: bool) -> None:
-    """Validate report records and write the lab-notes site's pages."""
-    from tokenwatt.cli_reference import cli_reference_markdown
-    from tokenwatt.site import build_site
-
-    result = build_site(reports_dir, docs_dir, check=check, cli_reference=cli_reference_markdown())
-    for warning in result.warnings:
-        click.echo(f"warning: {terminal_safe(warning)}", err=True)
-    click.echo(result.summary)
 
 
 def _collect_options(func: F) -> F:
@@ -207,7 +180,7 @@ def _collect(
         click.echo("interrupted (Ctrl-C) before the first window; no record written", err=True)
         sys.exit(130)
     _print_run_table(record)
-    from tokenwatt.terminal import passes_text
+    from tokenwatt.cli.terminal import passes_text
 
     r = record.result
     if r is not None:
@@ -254,48 +227,10 @@ def _collect(
 
 
 def _print_run_table(record: Any) -> None:
-    """The run's windows as a table on stdout (:mod:`tokenwatt.terminal`)."""
-    from tokenwatt.terminal import console, run_table
+    """The run's windows as a table on stdout (:mod:`tokenwatt.cli.terminal`)."""
+    from tokenwatt.cli.terminal import console, run_table
 
     console().print(run_table(record))
-
-
-@cli.command()
-@click.argument("run_file", metavar="RUN.json", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-@click.option(
-    "--requests",
-    "with_requests",
-    is_flag=True,
-    help="Also the per-window TTFT/TPOT/E2E distributions from the per-request file "
-    "beside the record, checked against the SHA-256 the record keeps.",
-)
-@errors_to_exit
-def show(run_file: Path, as_json: bool, with_requests: bool) -> None:
-    """Print a run record's windows: rate, errors, latency percentiles, tok/s, verdict."""
-
-    from tokenwatt.analysis import run_json
-    from tokenwatt.terminal import console, json_text, plain, print_run, requests_table, show_run
-
-    record, windows = show_run(run_file, with_requests=with_requests)
-    if as_json:
-        data = run_json(record)
-        if windows is not None:
-            data["requests"] = windows
-        click.echo(json_text(data))
-        return
-    out = console()
-    print_run(record, out)
-    if windows is not None:
-        log = record.requests_log
-        assert log is not None
-        title = f"per-request file {log.file} (SHA-256 checked, {log.requests} requests)"
-        out.print(requests_table(title, windows))
-        out.print(
-            plain(
-                "failed requests and those the client cancelled count as infinite; warm-up ones not"
-            )
-        )
 
 
 @cli.command()
@@ -314,103 +249,25 @@ def run_command(**kwargs: Any) -> None:
     _collect(**kwargs)
 
 
-@cli.command()
-@click.argument("run_files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--title", required=True, help="The lab note's title.")
-@click.option("--id", "report_id", help="Report id (default: from the title).")
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Report file to write (default: reports/ID.json).",
-)
-@click.option(
-    "--cards", type=click.IntRange(min=1), default=64, show_default=True, help="fleet.cards."
-)
-@click.option("--demo", is_flag=True, help="Allow smoke-mode and simulated runs (a demo report).")
-@click.option("--force", is_flag=True, help="Replace the report file if it exists.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-@errors_to_exit
-def report(
-    run_files: tuple[Path, ...],
-    title: str,
-    report_id: str | None,
-    out: Path | None,
-    cards: int,
-    demo: bool,
-    force: bool,
-    as_json: bool,
-) -> None:
-    """Summarise run records (one per configuration) into a report record.
+from tokenwatt.cli.report import build, report, show  # noqa: E402 (registered on the group)
 
-    Prints the configurations (goodput, tokens/J, accuracy verdict, capacity credit) as a
-    table, the capacity conclusion and, per configuration, the sentence that says why its
-    result rate is where it is; ``--json`` prints the same as JSON.
-    """
-    from pydantic import ValidationError
+for _command in (build, show, report):
+    cli.add_command(_command)
 
-    from tokenwatt import analysis
-    from tokenwatt.analysis import report_command, slug
-    from tokenwatt.errors import Problem
-    from tokenwatt.records import problems_from
-    from tokenwatt.records_io import load_runs, write_report
-
-    runs = load_runs(list(run_files))
-    command = report_command(
-        [r.name for r in runs],
-        title=title,
-        report_id=report_id,
-        out=out.as_posix() if out is not None else None,
-        cards=cards if cards != 64 else None,
-        demo=demo,
-    )
-    try:
-        record = analysis.summarise(
-            runs, title=title, report_id=report_id, cards=cards, demo=demo, command=command
-        )
-    except ValidationError as exc:  # from the options (--title, --id) the record carries
-        problems = [Problem("<command line>", p.field, p.message) for p in problems_from("", exc)]
-        raise InputError(problems) from None
-    target = out if out is not None else Path("reports") / f"{report_id or slug(title)}.json"
-    write_report(record, target, force=force, inputs=list(run_files))
-    _print_report(record, target, [item.run for item in runs], as_json=as_json)
-    source = click.get_current_context().get_parameter_source("cards")
-    if not as_json and source is click.core.ParameterSource.DEFAULT:
-        # The capacity figures scale with the fleet: say where its size came from.
-        click.echo(
-            f"note: capacity figures assume a fleet of {cards} cards (the default; --cards)",
-            err=True,
-        )
-
-
-def _print_report(record: Any, target: Path, runs: list[Any], *, as_json: bool) -> None:
-    """What ``report`` prints (:func:`tokenwatt.terminal.report_output`): JSON, or tables
-    and sentences; the band warning goes to stderr either way."""
-
-    from tokenwatt.terminal import console, json_text, print_report, report_output
-
-    summary = report_output(record, target, runs)
-    if as_json:
-        click.echo(json_text(summary))
-    else:
-        print_report(summary, console())
-    if summary["band_warning"]:
-        click.echo(f"warning: {terminal_safe(summary['band_warning'])}", err=True)
-
-
-from tokenwatt.cli_tools import model_info_cmd, schema, sim, suites  # noqa: E402 (registered on the group)
+from tokenwatt.cli.tools import model_info_cmd, schema, sim, suites  # noqa: E402 (registered on the group)
 
 for _command in (sim, suites, schema, model_info_cmd):
     cli.add_command(_command)
 
-from tokenwatt.cli_init import init_command  # noqa: E402 (registered after cli exists)
+from tokenwatt.cli.init import init_command  # noqa: E402 (registered after cli exists)
 
 cli.add_command(init_command)
 
-from tokenwatt.cli_session import session_command  # noqa: E402 (registered on the group)
+from tokenwatt.cli.session import session_command  # noqa: E402 (registered on the group)
 
 cli.add_command(session_command)
 
-from tokenwatt.cli_cloud import cloud_group  # noqa: E402 (registered on the group)
+from tokenwatt.cli.cloud import cloud_group  # noqa: E402 (registered on the group)
 
 cli.add_command(cloud_group)
 

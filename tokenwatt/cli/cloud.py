@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from tokenwatt.cli_exits import exit_on_errors
+from tokenwatt.cli.exits import exit_on_errors
 from tokenwatt.errors import InputError, Problem, TokenwattError
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def types_command(
     """The instance types on offer: GPUs, price per hour, regions with capacity now."""
     from rich.table import Table
 
-    from tokenwatt.terminal import console, plain
+    from tokenwatt.cli.terminal import console, plain
 
     with _exits():
         client = _provider(api_key_file, api_url, api_max_wait_s)

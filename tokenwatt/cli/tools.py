@@ -1,8 +1,8 @@
 """The tool commands of the command line: ``sim``, ``suites``, ``schema`` and ``model-info``.
 
-Registered on the group in :mod:`tokenwatt.cli` (kept thin); each imports its stage lazily
+Registered on the group in :mod:`tokenwatt.cli.group` (kept thin); each imports its stage lazily
 so that ``tokenwatt --help`` stays instant, and errors become exit statuses through
-:func:`tokenwatt.cli_exits.errors_to_exit` as everywhere.
+:func:`tokenwatt.cli.exits.errors_to_exit` as everywhere.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from tokenwatt.cli_exits import errors_to_exit
+from tokenwatt.cli.exits import errors_to_exit
 from tokenwatt.errors import InputError
 
 
@@ -242,13 +242,13 @@ def model_info_cmd(
         batch=batch,
     )
     if as_json:
-        from tokenwatt.terminal import json_text
+        from tokenwatt.cli.terminal import json_text
 
         click.echo(json_text(info.as_dict()))
         return
     from rich.table import Table
 
-    from tokenwatt.terminal import console
+    from tokenwatt.cli.terminal import console
 
     table = Table(title="model-info", show_header=False)
     table.add_column("what", style="bold")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from tokenwatt.cli_exits import exit_on_errors
+from tokenwatt.cli.exits import exit_on_errors
 from tokenwatt.errors import InputError, Problem
 
 _EXIT_BY_SIGNAL = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}

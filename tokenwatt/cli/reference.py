@@ -25,13 +25,10 @@ INTRO = (
 )
 
 
-def cli_reference_markdown(root: click.Command | None = None) -> str:
-    """The Markdown of the CLI reference page for ``root`` (default: the ``tokenwatt``
-    group)."""
-    if root is None:
-        from tokenwatt.cli import cli
-
-        root = cli
+def cli_reference_markdown(root: click.Command) -> str:
+    """The Markdown of the CLI reference page for ``root`` (the ``tokenwatt`` group; the
+    ``build`` command passes the root of its own click context, so this module never
+    imports the group that registers it)."""
     lines = ["# Command-line reference", "", INTRO, ""]
     _command(root, _context(root, "tokenwatt", None), lines)
     return "\n".join(lines).rstrip("\n") + "\n"

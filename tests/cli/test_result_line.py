@@ -4,7 +4,7 @@ fixed-load run that stopped before its loads were measured."""
 from __future__ import annotations
 
 from tests.runs_factory import make_run
-from tokenwatt.terminal import result_line
+from tokenwatt.cli.terminal import result_line
 
 
 def test_no_result_says_why_for_a_search_and_for_fixed_loads() -> None:
