@@ -14,14 +14,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tokenwatt.analysis.paired import NEEDS_FULL_SUITE, accuracy_summary
-from tokenwatt.collect.accuracy import (
+from tokenwatt.collect.accuracy.runner import (
     api_url,
     completion_text,
     errored_items,
     run_suite,
     run_suite_async,
 )
-from tokenwatt.collect.suites import SuiteItem, load_suite, suite_bytes
+from tokenwatt.collect.accuracy.suites import SuiteItem, load_suite, suite_bytes
 from tokenwatt.errors import InputError
 from tokenwatt.records import Spec, load_spec
 from tokenwatt.records.accuracy import AccuracyResult

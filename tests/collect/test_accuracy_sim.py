@@ -22,8 +22,8 @@ import pytest
 
 from tests.gsm8k_splits import Gsm8kSplits
 from tokenwatt.analysis.paired import accuracy_summary
-from tokenwatt.collect.accuracy import run_suite_async
-from tokenwatt.collect.suites import build_suite_file, load_suite
+from tokenwatt.collect.accuracy.runner import run_suite_async
+from tokenwatt.collect.accuracy.suites import build_suite_file, load_suite
 from tokenwatt.records import Spec, load_spec
 
 REPO = Path(__file__).resolve().parents[2]

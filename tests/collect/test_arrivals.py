@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tokenwatt.collect.arrivals import (
+from tokenwatt.collect.load.arrivals import (
     arrival_count,
     conditioned_schedule,
     poisson_schedule,

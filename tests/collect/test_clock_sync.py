@@ -1,4 +1,4 @@
-"""Cristian's algorithm (tokenwatt.collect.clock_sync) on hand-computed round trips."""
+"""Cristian's algorithm (tokenwatt.collect.load.pool.clock_sync) on hand-computed round trips."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from tokenwatt.collect.clock_sync import ClockOffset, cristian_offset, measure_offset
-from tokenwatt.collect.ray_pool import to_driver_clock
+from tokenwatt.collect.load.pool.clock_sync import ClockOffset, cristian_offset, measure_offset
+from tokenwatt.collect.load.pool.ray_pool import to_driver_clock
 from tokenwatt.records import RequestResult
 
 

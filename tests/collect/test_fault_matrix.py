@@ -28,8 +28,8 @@ import pytest
 from aiohttp import web
 from streaming_server import DONE, ScriptedServer, chunk, stream
 
-from tokenwatt.collect.loadgen import LoadConfig, run_window
-from tokenwatt.collect.workload import RequestSpec
+from tokenwatt.collect.load.loadgen import LoadConfig, run_window
+from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records import RunRecord
 from tokenwatt.records.spec import SloSpec
 

@@ -80,7 +80,7 @@ def test_init_against_the_simulator_writes_a_spec_that_loads(tmp_path: Path) -> 
 def test_init_shrinks_lengths_to_the_context_and_the_kv_cache(
     context: int | None, kv: int | None, limit: int | None
 ) -> None:
-    from tokenwatt.collect.init_spec import length_limit
+    from tokenwatt.collect.plan.init_spec import length_limit
 
     assert length_limit(context, kv)[0] == limit
 
@@ -151,7 +151,7 @@ def test_init_refuses_credentials_in_the_url_before_any_request(tmp_path: Path) 
     ],
 )
 def test_probe_errors_never_show_the_urls_password(route: object, message: str) -> None:
-    from tokenwatt.collect.probes import probe_engine
+    from tokenwatt.collect.engine.probes import probe_engine
     from tokenwatt.errors import EngineError
 
     with ScriptedServer({"/v1/models": route}) as srv:  # type: ignore[dict-item]
@@ -259,8 +259,8 @@ def test_init_leaves_out_metric_names_that_are_not_prometheus_names(tmp_path: Pa
 
 
 def _spec_for(board: str | None, reasons: list[str]) -> tuple[str, Spec]:
-    from tokenwatt.collect.init_spec import ServerFacts, spec_text
-    from tokenwatt.collect.probes import EngineInfo
+    from tokenwatt.collect.engine.probes import EngineInfo
+    from tokenwatt.collect.plan.init_spec import ServerFacts, spec_text
 
     info = EngineInfo(endpoint="http://127.0.0.1:8000/v1", served_models=["m"])
     facts = ServerFacts(info=info, board=board, board_reasons=reasons)  # type: ignore[arg-type]

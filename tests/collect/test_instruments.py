@@ -18,14 +18,14 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tokenwatt.collect.engine_metrics import SCRAPE_DEADLINE_S
-from tokenwatt.collect.instruments import IDLE_POLL_S, INSTRUMENT_DEADLINE_S, Instruments
-from tokenwatt.collect.options import CollectOptions
-from tokenwatt.collect.probes import METRICS_PROBE_TIMEOUT_S
-from tokenwatt.collect.progress import Progress
+from tokenwatt.collect.engine.engine_metrics import SCRAPE_DEADLINE_S
+from tokenwatt.collect.engine.probes import METRICS_PROBE_TIMEOUT_S
+from tokenwatt.collect.measure.instruments import IDLE_POLL_S, INSTRUMENT_DEADLINE_S, Instruments
+from tokenwatt.collect.measure.progress import Progress
+from tokenwatt.collect.measure.window import WindowPlan, WindowRunner
+from tokenwatt.collect.plan.options import CollectOptions
 from tokenwatt.collect.run import collect
-from tokenwatt.collect.window import WindowPlan, WindowRunner
-from tokenwatt.collect.workload import workload_for
+from tokenwatt.collect.workload.workload import workload_for
 from tokenwatt.records import RunRecord, load_spec
 from tokenwatt.records.spec import PowerSpec, Spec
 from tokenwatt.telemetry.command import CommandSource

@@ -14,12 +14,12 @@ import pytest
 from aiohttp import web
 from streaming_server import ScriptedServer, stream, tokens_stream
 
-from tokenwatt.collect.arrivals import constant_schedule, load_schedule, window_request_count
-from tokenwatt.collect.closedloop import run_closed_window
-from tokenwatt.collect.load_search import concurrency_search, next_concurrency
-from tokenwatt.collect.loadgen import LoadConfig, run_window
-from tokenwatt.collect.search import ProbeOutcome
-from tokenwatt.collect.workload import RequestSpec
+from tokenwatt.collect.load.arrivals import constant_schedule, load_schedule, window_request_count
+from tokenwatt.collect.load.closedloop import run_closed_window
+from tokenwatt.collect.load.loadgen import LoadConfig, run_window
+from tokenwatt.collect.measure.load_search import concurrency_search, next_concurrency
+from tokenwatt.collect.measure.search import ProbeOutcome
+from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records.request import RequestResult
 from tokenwatt.records.spec import SloSpec, SweepSpec
 

@@ -18,9 +18,9 @@ from scipy import stats
 from streaming_server import DONE, ScriptedServer, chunk, stream, tokens_stream, usage
 
 from tokenwatt.analysis.latency import missed_beyond_doubt
-from tokenwatt.collect.arrivals import poisson_schedule, window_request_count
-from tokenwatt.collect.loadgen import LoadConfig, WindowProgress, WindowResult, run_window
-from tokenwatt.collect.workload import RequestSpec
+from tokenwatt.collect.load.arrivals import poisson_schedule, window_request_count
+from tokenwatt.collect.load.loadgen import LoadConfig, WindowProgress, WindowResult, run_window
+from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.errors import InputError
 from tokenwatt.records.spec import SloSpec
 

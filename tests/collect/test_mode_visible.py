@@ -2,7 +2,7 @@
 run record (``mode_overrides``), carried to the report's configurations and shown on the page.
 
 The seed spec (45 s warm-ups, 60 s probes, 120 s windows, two repeats, 50 accuracy items,
-idle power not set) under each preset of :mod:`tokenwatt.collect.modes`.
+idle power not set) under each preset of :mod:`tokenwatt.collect.plan.modes`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 from tests.runs_factory import make_run, tuned_run
 from tokenwatt.analysis.summarise import summarise
-from tokenwatt.collect.modes import apply_mode, mode_lines, mode_overrides
-from tokenwatt.collect.runfile import load_spec_before_mode
+from tokenwatt.collect.plan.modes import apply_mode, mode_lines, mode_overrides
+from tokenwatt.collect.plan.runfile import load_spec_before_mode
 from tokenwatt.records import ReportV3, RunInput, RunRecord
 from tokenwatt.records.mode import ModeOverride
 from tokenwatt.site.setup import mode_rows, setup_sections
@@ -96,7 +96,7 @@ def test_the_report_and_its_page_say_what_the_mode_replaced() -> None:
 
 
 def test_the_start_line_of_fixed_loads_and_of_a_search_over_clients_names_no_rate_search() -> None:
-    from tokenwatt.collect.point import PointFlags, point_spec
+    from tokenwatt.collect.plan.point import PointFlags, point_spec
 
     rates = point_spec(PointFlags(model="m", rates=(10.0, 20.0), duration_s=3), "http://h/v1")
     assert mode_lines(apply_mode(rates, "quick"), "quick", [], accuracy=False)[0].split("; ")[
@@ -119,8 +119,8 @@ def test_a_fixed_load_run_without_accuracy_prints_only_what_applies() -> None:
     """``collect --rates ... --no-accuracy --mode quick``: the mode's accuracy sample and the
     repeats and search windows a fixed-load run never uses are not printed, neither in the
     mode lines nor in the effective spec (the record's spec keeps them)."""
-    from tokenwatt.collect.modes import not_applying
-    from tokenwatt.collect.point import PointFlags, point_spec, spec_yaml
+    from tokenwatt.collect.plan.modes import not_applying
+    from tokenwatt.collect.plan.point import PointFlags, point_spec, spec_yaml
 
     raw = point_spec(PointFlags(model="m", rates=(10.0, 20.0), duration_s=3), "http://h/v1")
     raw = raw.model_copy(update={"accuracy": raw.accuracy.model_copy(update={"suite": "s.jsonl"})})

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.collect.test_tokens import spec_with, word_level
-from tokenwatt.collect.dataset import LONE_SURROGATE, load_sharegpt
-from tokenwatt.collect.tokens import load_token_counter
+from tokenwatt.collect.workload.dataset import LONE_SURROGATE, load_sharegpt
+from tokenwatt.collect.workload.tokens import load_token_counter
 from tokenwatt.errors import InputError
 from tokenwatt.text import control_characters, terminal_safe, valid_json, valid_unicode
 

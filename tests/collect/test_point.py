@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from tokenwatt.cli import cli
-from tokenwatt.collect.modes import apply_mode
-from tokenwatt.collect.point import PointFlags, override_spec, point_spec
-from tokenwatt.collect.runfile import adjust_run_spec
+from tokenwatt.collect.plan.modes import apply_mode
+from tokenwatt.collect.plan.point import PointFlags, override_spec, point_spec
+from tokenwatt.collect.plan.runfile import adjust_run_spec
 from tokenwatt.errors import InputError
 from tokenwatt.records import Spec, load_spec, unstated_fields, validate
 from tokenwatt.records.spec import fingerprint, fingerprint_fields
@@ -234,7 +234,7 @@ def test_a_label_longer_than_a_report_holds_is_refused_naming_label(tmp_path: Pa
 
 
 def test_reported_engine_line_says_what_the_server_said_and_why_a_part_is_unknown() -> None:
-    from tokenwatt.collect.point import reported_engine_line
+    from tokenwatt.collect.plan.point import reported_engine_line
 
     assert reported_engine_line("vllm", "0.11.0") == "engine: vllm 0.11.0 as the server reports it"
     # A version that starts with the name (the simulator's) is not named twice.

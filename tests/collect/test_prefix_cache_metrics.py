@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.scripted_http import ScriptedServer
-from tokenwatt.collect.engine_metrics import (
+from tokenwatt.collect.engine.engine_metrics import (
     Scrape,
     parse_metrics_text,
     reduce_families,

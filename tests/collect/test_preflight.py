@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.scripted_http import ScriptedServer, fixed
-from tokenwatt.collect.preflight import check_served_model, check_workload_fits
-from tokenwatt.collect.probes import EngineInfo, probe_engine
-from tokenwatt.collect.runfile import environment_from
-from tokenwatt.collect.workload import workload_for
+from tokenwatt.collect.engine.probes import EngineInfo, probe_engine
+from tokenwatt.collect.plan.preflight import check_served_model, check_workload_fits
+from tokenwatt.collect.plan.runfile import environment_from
+from tokenwatt.collect.workload.workload import workload_for
 from tokenwatt.errors import InputError
 from tokenwatt.records.spec import Spec
 
@@ -208,7 +208,7 @@ def test_engines_that_ignore_the_name_only_warn() -> None:
 def test_a_tail_that_rounds_to_no_request_gets_no_note() -> None:
     """42 in 100,000 seeded draws exceed 40,000 tokens: "0.0% ... are shortened" would
     say nothing, so no note is made; 51 in 100,000 (36,000 tokens) still print as 0.1%."""
-    from tokenwatt.collect.preflight import (
+    from tokenwatt.collect.plan.preflight import (
         DEFAULT_INPUT_TOKENS,
         DEFAULT_OUTPUT_TOKENS,
         _share_longer_than,

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from tests.scripted_http import Route, ScriptedServer, fixed
-from tokenwatt.collect.engine_metrics import (
+from tokenwatt.collect.engine.engine_metrics import (
     Scrape,
     parse_metrics_text,
     reduce_families,
     summarize_scrapes,
 )
-from tokenwatt.collect.probes import (
+from tokenwatt.collect.engine.probes import (
     MetricsScraper,
     api_base_url,
     probe_engine,

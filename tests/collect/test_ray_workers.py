@@ -32,9 +32,9 @@ import pytest
 from click.testing import CliRunner
 
 from tokenwatt.cli import cli
-from tokenwatt.collect.arrivals import window_schedule
-from tokenwatt.collect.loadgen import run_window
-from tokenwatt.collect.ray_pool import RayPool
+from tokenwatt.collect.load.arrivals import window_schedule
+from tokenwatt.collect.load.loadgen import run_window
+from tokenwatt.collect.load.pool.ray_pool import RayPool
 from tokenwatt.records.window import WindowSummary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))

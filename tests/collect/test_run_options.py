@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from tokenwatt.cli import cli
-from tokenwatt.collect.runfile import check_run_options
+from tokenwatt.collect.plan.runfile import check_run_options
 from tokenwatt.errors import InputError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from tokenwatt.analysis.failure import classify_failure
 from tokenwatt.cli import cli
-from tokenwatt.collect.modes import PRESETS, apply_mode
-from tokenwatt.collect.runfile import load_run_spec, read_api_key, write_record
-from tokenwatt.collect.verdict import classification_view, retried
+from tokenwatt.collect.measure.verdict import classification_view, retried
+from tokenwatt.collect.plan.modes import PRESETS, apply_mode
+from tokenwatt.collect.plan.runfile import load_run_spec, read_api_key, write_record
 from tokenwatt.errors import InputError
 from tokenwatt.files import WriteError
 from tokenwatt.records import RunRecord, load_spec
@@ -229,7 +229,7 @@ def test_retried_windows_are_recognised() -> None:
 
 
 def test_goodput_is_zero_when_the_backoffs_ran_out() -> None:
-    from tokenwatt.collect.measurement import repeats_goodput
+    from tokenwatt.collect.measure.measurement import repeats_goodput
     from tokenwatt.records.run import Repeat
 
     passed = Repeat(window=_summary(slo_pass=True, stopped_early=False, goodput_tok_s=500.0))

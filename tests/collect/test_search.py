@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenwatt.collect.search import (
+from tokenwatt.collect.measure.search import (
     Phase,
     ProbeOutcome,
     ProbePolicy,

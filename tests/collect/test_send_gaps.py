@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from tokenwatt.collect.loadconfig import LoadConfig
-from tokenwatt.collect.loadgen import window_summary
+from tokenwatt.collect.load.loadconfig import LoadConfig
+from tokenwatt.collect.load.loadgen import window_summary
 from tokenwatt.records import RequestResult
 from tokenwatt.records.spec import SloSpec
 

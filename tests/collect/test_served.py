@@ -13,8 +13,8 @@ from aiohttp import web
 from streaming_server import DONE, Handler, ScriptedServer, chunk, stream, usage
 
 from tokenwatt.analysis.latency import percentile, summarise_window
-from tokenwatt.collect.loadgen import LoadConfig, WindowResult, run_window
-from tokenwatt.collect.workload import RequestSpec
+from tokenwatt.collect.load.loadgen import LoadConfig, WindowResult, run_window
+from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records.request import RequestResult
 from tokenwatt.records.spec import SloSpec
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenwatt.collect.sse import SseDecoder, SseEvent, SseLineTooLongError
+from tokenwatt.collect.load.sse import SseDecoder, SseEvent, SseLineTooLongError
 
 
 def decode(pieces: list[bytes]) -> list[SseEvent]:

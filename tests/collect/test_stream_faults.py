@@ -20,8 +20,8 @@ import pytest
 from aiohttp import web
 from streaming_server import DONE, ScriptedServer, chunk, stream, usage
 
-from tokenwatt.collect.http import Sender, open_session
-from tokenwatt.collect.loadconfig import LoadConfig
+from tokenwatt.collect.load.http import Sender, open_session
+from tokenwatt.collect.load.loadconfig import LoadConfig
 from tokenwatt.records import RequestResult
 from tokenwatt.records.spec import SloSpec
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tokenwatt.collect import stream as stream_module
-from tokenwatt.collect.stream import StreamError, read_stream
+from tokenwatt.collect.load import stream as stream_module
+from tokenwatt.collect.load.stream import StreamError, read_stream
 from tokenwatt.records import RequestResult
 
 

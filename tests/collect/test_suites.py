@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from tests.gsm8k_splits import Gsm8kSplits
 from tokenwatt.cli import cli
-from tokenwatt.collect import suites
-from tokenwatt.collect.suites import (
+from tokenwatt.collect.accuracy import suites
+from tokenwatt.collect.accuracy.suites import (
     GSM8K_FILES,
     FetchError,
     PinnedFile,

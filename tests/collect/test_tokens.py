@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from tokenwatt.collect.tokens import load_token_counter
+from tokenwatt.collect.workload.tokens import load_token_counter
 from tokenwatt.errors import InputError
 from tokenwatt.records.spec import Spec
 

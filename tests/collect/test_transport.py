@@ -19,9 +19,9 @@ import pytest
 from aiohttp import web
 from streaming_server import ScriptedServer, tokens_stream
 
-from tokenwatt.collect.http import ERROR_BODY_LIMIT, MAX_TRANSPORT_RETRIES
-from tokenwatt.collect.loadgen import LoadConfig, WindowResult, run_window
-from tokenwatt.collect.workload import RequestSpec
+from tokenwatt.collect.load.http import ERROR_BODY_LIMIT, MAX_TRANSPORT_RETRIES
+from tokenwatt.collect.load.loadgen import LoadConfig, WindowResult, run_window
+from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records.spec import SloSpec
 from tokenwatt.redact import REDACTED
 

@@ -23,11 +23,11 @@ import numpy as np
 import pytest
 
 from tokenwatt.analysis.latency import e2e_ms, tpot_ms, ttft_ms
-from tokenwatt.collect.arrivals import window_schedule
-from tokenwatt.collect.loadgen import LoadConfig, WindowResult, run_window
-from tokenwatt.collect.pool_window import WORKER_DIED
-from tokenwatt.collect.workers import WorkerPool
-from tokenwatt.collect.workload import RequestSpec, chat_mix_v1
+from tokenwatt.collect.load.arrivals import window_schedule
+from tokenwatt.collect.load.loadgen import LoadConfig, WindowResult, run_window
+from tokenwatt.collect.load.pool.pool_window import WORKER_DIED
+from tokenwatt.collect.load.pool.workers import WorkerPool
+from tokenwatt.collect.workload.workload import RequestSpec, chat_mix_v1
 from tokenwatt.records.request import RequestResult
 from tokenwatt.records.spec import LengthDist, SloSpec
 from tokenwatt.records.window import WindowSummary

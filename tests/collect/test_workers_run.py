@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from tokenwatt.cli import cli
-from tokenwatt.collect.runfile import load_run_spec
-from tokenwatt.collect.workers import auto_workers
+from tokenwatt.collect.load.pool.workers import auto_workers
+from tokenwatt.collect.plan.runfile import load_run_spec
 from tokenwatt.records import RunRecord, load_spec
 from tokenwatt.records.spec import fingerprint
 

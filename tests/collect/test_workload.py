@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tokenwatt.collect.workload import (
+from tokenwatt.collect.workload.workload import (
     RequestSpec,
     chat_mix_v1,
     load_trace,

@@ -9,9 +9,9 @@ from pathlib import Path
 from aiohttp import web
 from streaming_server import ScriptedServer, stream, tokens_stream
 
-from tokenwatt.collect.loadgen import LoadConfig, run_window
-from tokenwatt.collect.prompts import SharedPrefix
-from tokenwatt.collect.workload import MAX_REDRAWS, chat_mix_v1, workload_for
+from tokenwatt.collect.load.loadgen import LoadConfig, run_window
+from tokenwatt.collect.workload.prompts import SharedPrefix
+from tokenwatt.collect.workload.workload import MAX_REDRAWS, chat_mix_v1, workload_for
 from tokenwatt.records.spec import SloSpec, Spec, fingerprint, fingerprint_fields
 
 SEED_SPEC = Path(__file__).resolve().parents[1] / "fixtures" / "seed.report.json"
