@@ -15,9 +15,10 @@ import yaml
 from click.testing import CliRunner
 
 from tokenwatt.cli import cli
+from tokenwatt.collect.load.pool.choice import pool_for
 from tokenwatt.collect.load.pool.pool_window import WorkerStartError
 from tokenwatt.collect.load.pool.ray_pool import RayPool
-from tokenwatt.collect.load.pool.workers import WorkerPool, pool_for
+from tokenwatt.collect.load.pool.workers import WorkerPool
 from tokenwatt.collect.plan.runfile import adjust_run_spec
 from tokenwatt.records import load_spec
 from tokenwatt.records.spec import fingerprint

@@ -28,9 +28,12 @@ from tokenwatt.collect.engine.engine_proc import (
     launched_engine,
     track_engine,
 )
+from tokenwatt.collect.engine.probes import probe_engine, scan_engine_log
 from tokenwatt.collect.load.closedloop import closed_loop_workers
-from tokenwatt.collect.load.pool.workers import pool_for, resolve_workers, usable_cores
+from tokenwatt.collect.load.pool.choice import pool_for
+from tokenwatt.collect.load.pool.workers import resolve_workers, usable_cores
 from tokenwatt.collect.measure.instruments import Instruments
+from tokenwatt.collect.measure.mbu_step import mbu_for
 from tokenwatt.collect.measure.measurement import Measurement, SearchSetup
 from tokenwatt.collect.measure.progress import Progress
 from tokenwatt.collect.measure.request_log import RequestLogWriter, log_path
@@ -38,8 +41,9 @@ from tokenwatt.collect.measure.stopping import GracefulStop, StopSignal, failure
 from tokenwatt.collect.measure.window import WindowRunner
 from tokenwatt.collect.plan.modes import PRESETS, mode_lines, mode_overrides, not_applying
 from tokenwatt.collect.plan.options import CollectOptions
-from tokenwatt.collect.plan.point import reported_engine_line, run_spec, spec_yaml
+from tokenwatt.collect.plan.point import reported_engine_line, spec_yaml
 from tokenwatt.collect.plan.preflight import check_served_model, check_workload_fits
+from tokenwatt.collect.plan.run_spec import run_spec
 from tokenwatt.collect.plan.runfile import (
     check_run_options,
     check_trace_file,
@@ -115,8 +119,6 @@ def collect(opts: CollectOptions) -> RunRecord:
 
 
 def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
-    from tokenwatt.collect.engine.probes import probe_engine, scan_engine_log
-
     raw, spec = run_spec(opts)
     spec = apply_engine_cmd(pin_dataset(spec, opts.spec_path), opts.engine_cmd)
     overrides = mode_overrides(raw, spec)
@@ -249,8 +251,6 @@ def _measure(
     """Everything after the set-up: search, repeats, MBU, accuracy; the record is written
     however it ends (Ctrl-C, SIGTERM/SIGHUP and a dead engine leave it ``complete: false``).
     """
-    from tokenwatt.collect.measure.mbu_step import mbu_for
-
     spec = rec.spec
     api_key = runner.config.api_key
     progress = runner.progress
@@ -322,8 +322,6 @@ def _check_engine(endpoint: str, api_key: str | None) -> None:
     Raises:
         EngineDiedError: it does not answer ``/v1/models``.
     """
-    from tokenwatt.collect.engine.probes import probe_engine
-
     try:
         probe_engine(endpoint, api_key, timeout_s=5.0)
     except EngineError as exc:

@@ -36,6 +36,7 @@ import httpx
 
 from tokenwatt.collect.engine.bounded_get import BodyTooLargeError, get_capped
 from tokenwatt.collect.engine.endpoints import server_root_url
+from tokenwatt.collect.engine.probes import scan_engine_log
 from tokenwatt.engine_log import SECRETS_ENV, group_alive, secret_values, stop_group
 from tokenwatt.errors import EngineError, InputError, Problem, TokenwattError
 from tokenwatt.records import (
@@ -337,8 +338,6 @@ def track_engine(
     """Keep the engine's process in ``rec``; once the engine has stopped, scan its whole log
     for known warnings and ``write`` the record again — only if the run wrote one (its
     ``finished`` time is set), so a run that failed before its first window writes none."""
-    from tokenwatt.collect.engine.probes import scan_engine_log
-
     rec.engine_process = engine.record
 
     def after_stop() -> None:

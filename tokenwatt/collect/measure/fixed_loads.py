@@ -15,18 +15,43 @@ the closed loop), goodput and client count; 0 when none met it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from tokenwatt.collect.measure.load_search import fixed_loads
-from tokenwatt.collect.measure.search import monotonicity_warnings
-from tokenwatt.records import Repeat, SearchResult, WindowSummary, retried
-
-if TYPE_CHECKING:
-    from tokenwatt.collect.measure.measurement import Measurement
-    from tokenwatt.collect.measure.window import WindowOutcome
+from tokenwatt.collect.measure.progress import Progress
+from tokenwatt.collect.measure.search import ProbeOutcome, monotonicity_warnings
+from tokenwatt.collect.measure.window import WindowOutcome, WindowPlan
+from tokenwatt.records import Repeat, RunRecord, SearchResult, Spec, WindowSummary, retried
 
 
-def measure_fixed(measurement: Measurement) -> None:
+class Windows(Protocol):
+    """What :func:`measure_fixed` needs of the run's
+    :class:`~tokenwatt.collect.measure.measurement.Measurement`: its spec and record, the
+    live display, whether the loop is closed, and a window planned and measured as the
+    search's are. A protocol, so that this module does not import ``measurement`` back
+    (``Measurement.run`` calls :func:`measure_fixed`)."""
+
+    @property
+    def spec(self) -> Spec: ...
+
+    @property
+    def record(self) -> RunRecord: ...
+
+    @property
+    def progress(self) -> Progress: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def plan(self, load: float, **kwargs: Any) -> WindowPlan: ...
+
+    def _measured(
+        self, step: str, plan: WindowPlan, store: Callable[[WindowOutcome], None]
+    ) -> ProbeOutcome: ...
+
+
+def measure_fixed(measurement: Windows) -> None:
     """Measure every listed load and fill ``measurement.record.result`` (module docstring).
 
     The record is written after every window (the measurement's checkpoint), like a search.
@@ -69,4 +94,4 @@ def measure_fixed(measurement: Measurement) -> None:
         measurement.progress.note(f"warning: {w}")
 
 
-__all__ = ["measure_fixed"]
+__all__ = ["Windows", "measure_fixed"]

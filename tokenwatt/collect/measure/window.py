@@ -21,10 +21,11 @@ import asyncio
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from tokenwatt.collect.load.arrivals import window_request_count
 from tokenwatt.collect.load.closedloop import run_closed_window
 from tokenwatt.collect.load.loadgen import LEAD_S, LoadConfig, WindowResult, run_window
+from tokenwatt.collect.load.pool.workers import WindowPool
 from tokenwatt.collect.measure.instruments import IDLE_WAIT_MAX_S, Instruments, InstrumentWindow
 from tokenwatt.collect.measure.progress import Progress
 from tokenwatt.collect.measure.stopping import GracefulStop
@@ -38,9 +39,6 @@ from tokenwatt.records import (
     Spec,
     WindowSummary,
 )
-
-if TYPE_CHECKING:
-    from tokenwatt.collect.load.pool.workers import WindowPool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,7 +256,6 @@ class WindowRunner:
 
     def _stop_rule(self, plan: WindowPlan) -> Callable[[Sequence[RequestResult], float], bool]:
         from tokenwatt.analysis import missed_beyond_doubt
-        from tokenwatt.collect.load.arrivals import window_request_count
 
         expected = window_request_count(
             plan.rate_rps,

@@ -21,20 +21,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tokenwatt.collect.engine.probes import EngineInfo
 from tokenwatt.collect.workload.prompts import (
     CHAT_MIX_V1,
     DEFAULT_INPUT_TOKENS,
     DEFAULT_OUTPUT_TOKENS,
     lognormal_params,
 )
-from tokenwatt.collect.workload.workload import context_budget
+from tokenwatt.collect.workload.workload import WorkloadStream, context_budget
 from tokenwatt.errors import InputError, Problem
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from tokenwatt.collect.engine.probes import EngineInfo
-    from tokenwatt.collect.workload.workload import WorkloadStream
     from tokenwatt.records import LengthDist, Spec
 
 MODEL_NAME_IGNORED_BY = frozenset({"llama.cpp", "tgi"})

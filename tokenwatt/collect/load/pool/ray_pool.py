@@ -42,8 +42,9 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from tokenwatt.collect.load.loadgen import WindowResult
 from tokenwatt.collect.load.pool.clock_sync import SAME_CLOCK, ClockOffset, measure_offset
-from tokenwatt.collect.load.pool.pool_window import WorkerStartError
+from tokenwatt.collect.load.pool.pool_window import WorkerLink, WorkerStartError
 from tokenwatt.collect.load.pool.ray_actor import ACTOR_CONCURRENCY, WorkerActor
 from tokenwatt.collect.load.pool.workers import READY_TIMEOUT_S, WindowPool
 from tokenwatt.errors import InputError, Problem
@@ -51,9 +52,6 @@ from tokenwatt.records import RequestResult
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
-
-    from tokenwatt.collect.load.loadgen import WindowResult
-    from tokenwatt.collect.load.pool.pool_window import WorkerLink
 
 RAY_EXTRA = "pip install 'tokenwatt-bench[ray]'"
 """How to install Ray for ``--ray-address``."""

@@ -52,14 +52,18 @@ import numpy as np
 
 from tokenwatt.collect.load.arrivals import SEND_SPIN_S, load_schedule
 from tokenwatt.collect.load.loadconfig import LoadConfig
+from tokenwatt.collect.load.loadgen import WindowProgress, WindowResult
 from tokenwatt.collect.load.pool.pool_window import PoolWindow, WorkerLink
 from tokenwatt.collect.load.pool.worker_proc import worker_main
-from tokenwatt.collect.workload.workload import DEFAULT_OUTPUT_TOKENS, RequestSpec, lognormal_params
+from tokenwatt.collect.workload.workload import (
+    DEFAULT_OUTPUT_TOKENS,
+    RequestSpec,
+    WorkloadStream,
+    lognormal_params,
+)
 from tokenwatt.records import RequestResult
 
 if TYPE_CHECKING:
-    from tokenwatt.collect.load.loadgen import WindowProgress, WindowResult
-    from tokenwatt.collect.workload.workload import WorkloadStream
     from tokenwatt.records import Spec
 
 FEED_AHEAD_S = 0.5
@@ -117,20 +121,6 @@ def resolve_workers(spec: Spec, stream: WorkloadStream | None = None) -> int:
     """``measurement.workers`` as a number (``auto`` resolved by :func:`auto_workers`)."""
     setting = spec.measurement.workers
     return auto_workers(spec, stream) if setting == "auto" else setting
-
-
-def pool_for(spec: Spec, workers: int) -> WindowPool | None:
-    """The run's workers: Ray actors when ``measurement.ray_address`` is set (one per node
-    for ``measurement.workers`` 1 or ``auto``, else ``workers`` spread,
-    :class:`~tokenwatt.collect.load.pool.ray_pool.RayPool`), ``workers`` local processes when above
-    1, else None (this process sends). Not started yet."""
-    address = spec.measurement.ray_address
-    if address is not None:
-        from tokenwatt.collect.load.pool.ray_pool import RayPool
-
-        asked = spec.measurement.workers
-        return RayPool(address, asked if isinstance(asked, int) and asked > 1 else None)
-    return WorkerPool(workers) if workers > 1 else None
 
 
 @dataclass
@@ -349,7 +339,6 @@ __all__ = [
     "WorkerHandle",
     "WorkerPool",
     "auto_workers",
-    "pool_for",
     "resolve_workers",
     "usable_cores",
 ]
