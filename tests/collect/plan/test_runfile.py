@@ -22,7 +22,7 @@ from tokenwatt.records.run import ToolInfo
 from tokenwatt.records.spec import fingerprint
 from tokenwatt.records.window import WindowSummary
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SEED_SPEC = REPO / "specs" / "lambda-qwen3-30b-a3b-fp8-tp1-dp1.spec.yaml"
 SIM_SPEC = REPO / "tests" / "fixtures" / "sim.spec.yaml"
 

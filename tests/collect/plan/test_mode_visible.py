@@ -17,7 +17,7 @@ from tokenwatt.records import ReportV3, RunInput, RunRecord
 from tokenwatt.records.mode import ModeOverride
 from tokenwatt.site.setup import mode_rows, setup_sections
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SEED_SPEC = REPO / "specs" / "lambda-qwen3-30b-a3b-fp8-tp1-dp1.spec.yaml"
 SMOKE = [
     ModeOverride(field="measurement.warmup_s", spec_value=45.0, effective_value=5.0),

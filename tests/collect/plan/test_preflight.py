@@ -20,7 +20,7 @@ from tokenwatt.collect.workload.workload import workload_for
 from tokenwatt.errors import InputError
 from tokenwatt.records.spec import Spec
 
-SEED_SPEC = Path(__file__).resolve().parents[1] / "fixtures" / "seed.report.json"
+SEED_SPEC = Path(__file__).resolve().parents[2] / "fixtures" / "seed.report.json"
 SPEC_FILE = "specs/x.spec.yaml"
 
 

@@ -26,7 +26,7 @@ from tokenwatt.collect.accuracy.runner import run_suite_async
 from tokenwatt.collect.accuracy.suites import build_suite_file, load_suite
 from tokenwatt.records import Spec, load_spec
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SPEC = REPO / "specs" / "lambda-qwen3-30b-a3b-fp8-tp1-dp1.spec.yaml"
 SIM_SEED = 1
 STARTUP_S = 60.0

@@ -31,10 +31,10 @@ from tokenwatt.records.spec import PowerSpec, Spec
 from tokenwatt.telemetry.command import CommandSource
 from tokenwatt.telemetry.meter import PowerMeter
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scripted_engine import MODEL, EngineProcess, start_engine
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SIM_SPEC = REPO / "tests" / "fixtures" / "sim.spec.yaml"
 SEND_LAG_P99_MAX_MS = 100.0
 """Far below the up to 1,000 ms that a one-second source read on the load's event loop

@@ -26,7 +26,7 @@ from tokenwatt.errors import InputError
 from tokenwatt.records import Spec, load_spec
 from tokenwatt.records.accuracy import AccuracyResult
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SPEC = REPO / "specs" / "lambda-qwen3-30b-a3b-fp8-tp1-dp1.spec.yaml"
 
 # What the scripted engine does with an item: answer right, answer wrong, answer right and

@@ -21,7 +21,7 @@ from tokenwatt.collect.workload.workload import (
 from tokenwatt.errors import InputError
 from tokenwatt.records.spec import LengthDist, Spec
 
-SEED_SPEC = Path(__file__).resolve().parents[1] / "fixtures" / "seed.report.json"
+SEED_SPEC = Path(__file__).resolve().parents[2] / "fixtures" / "seed.report.json"
 
 
 def test_chat_mix_v1_matches_the_design_medians_and_p90s() -> None:

@@ -12,7 +12,7 @@ from tokenwatt.collect.workload.tokens import load_token_counter
 from tokenwatt.errors import InputError
 from tokenwatt.records.spec import Spec
 
-SEED_SPEC = Path(__file__).resolve().parents[1] / "fixtures" / "seed.report.json"
+SEED_SPEC = Path(__file__).resolve().parents[2] / "fixtures" / "seed.report.json"
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog"]
 
 

@@ -37,7 +37,7 @@ from tokenwatt.collect.load.loadgen import run_window
 from tokenwatt.collect.load.pool.ray_pool import RayPool
 from tokenwatt.records.window import WindowSummary
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "sim"))
 from sim_process import SimProcess, start_sim
 from test_workers import (
     Recorded,
@@ -50,7 +50,7 @@ from test_workers import (
 
 pytestmark = pytest.mark.ray
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 SKEW_S = 5.0
 """Worker 1's clock runs this far ahead of the driver's (s, test-only option)."""
 STORE_BYTES = 80 * 1024 * 1024

@@ -20,11 +20,11 @@ from tokenwatt.collect.plan.runfile import load_run_spec
 from tokenwatt.records import RunRecord, load_spec
 from tokenwatt.records.spec import fingerprint
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from collect_process import finish, probes, wait_for, write_spec
 from scripted_engine import EngineProcess, start_engine
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 SPEC = REPO / "specs" / "sim-demo.spec.yaml"
 
 

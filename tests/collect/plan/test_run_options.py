@@ -17,7 +17,7 @@ from tokenwatt.cli import cli
 from tokenwatt.collect.plan.runfile import check_run_options
 from tokenwatt.errors import InputError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CLOSED = "http://127.0.0.1:9"
 
 

@@ -32,7 +32,7 @@ from tokenwatt.records.request import RequestResult
 from tokenwatt.records.spec import LengthDist, SloSpec
 from tokenwatt.records.window import WindowSummary
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "sim"))
 from sim_process import SimProcess, start_sim
 
 SLO = SloSpec(ttft_p99_ms=5000, tpot_p99_ms=5000)

@@ -23,7 +23,7 @@ from tokenwatt.collect.plan.runfile import adjust_run_spec
 from tokenwatt.records import load_spec
 from tokenwatt.records.spec import fingerprint
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 SPEC = REPO / "specs" / "sim-demo.spec.yaml"
 ARGS = ["collect", "--spec", SPEC.name, "--role", "baseline", "--label", "x", "--out", "run.json"]
 NO_RAY = "needs Ray, which is not installed: pip install 'tokenwatt-bench[ray]'"

@@ -19,7 +19,7 @@ from tokenwatt.errors import InputError
 from tokenwatt.records import Spec, load_spec, unstated_fields, validate
 from tokenwatt.records.spec import fingerprint, fingerprint_fields
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CLOSED = "http://127.0.0.1:9"
 FLAGS = PointFlags(model="m", rates=(2.0, 4.0), input_tokens=64, output_tokens=8, duration_s=5.0)
 

@@ -14,7 +14,7 @@ from tokenwatt.collect.workload.prompts import SharedPrefix
 from tokenwatt.collect.workload.workload import MAX_REDRAWS, chat_mix_v1, workload_for
 from tokenwatt.records.spec import SloSpec, Spec, fingerprint, fingerprint_fields
 
-SEED_SPEC = Path(__file__).resolve().parents[1] / "fixtures" / "seed.report.json"
+SEED_SPEC = Path(__file__).resolve().parents[2] / "fixtures" / "seed.report.json"
 
 
 def spec_with(api: str = "completions", vocab: int = 2048, **workload: object) -> Spec:

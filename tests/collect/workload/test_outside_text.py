@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.collect.test_tokens import spec_with, word_level
+from tests.collect.workload.test_tokens import spec_with, word_level
 from tokenwatt.collect.workload.dataset import LONE_SURROGATE, load_sharegpt
 from tokenwatt.collect.workload.tokens import load_token_counter
 from tokenwatt.errors import InputError

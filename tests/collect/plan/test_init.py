@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.collect.test_probes import SGLANG_METRICS, _json, _models, _text
+from tests.collect.engine.test_probes import SGLANG_METRICS, _json, _models, _text
 from tests.scripted_http import ScriptedServer
 from tests.sim.sim_process import REPO, start_sim
 from tokenwatt.records import Spec

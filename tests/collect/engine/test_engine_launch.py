@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from tokenwatt.cli import cli
 from tokenwatt.records import RunRecord
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from engine_launch_helpers import (
     FAKE_SECRET,
     FAKE_TOKEN,
