@@ -72,6 +72,8 @@ class WorkerActor:
 
     def where(self) -> dict[str, Any]:
         """Where the actor runs: ``host`` (host name), ``node_id`` (Ray's node id), ``pid``."""
+        # Ray is an optional extra, heavy to import: this module is loaded with the whole
+        # collector, where Ray may not be installed, so Ray is imported here, in the actor.
         import ray
 
         return {

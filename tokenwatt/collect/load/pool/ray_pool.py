@@ -337,6 +337,7 @@ class RayPool(WindowPool):
         return [None] * self.workers
 
     def _actor(self, k: int) -> Any:
+        # Ray is an optional extra, heavy to import: loaded only once a Ray pool starts.
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         node = self._placement[k]
