@@ -3,7 +3,7 @@
 Setup (issue 8): the scripted engine of ``tests/collect/scripted_engine.py`` in a child
 process answers every completion at once; one window of Poisson arrivals at ``--rate``
 req/s for ``--seconds`` s (after a 0.5 s warm-up) runs through
-:class:`tokenwatt.collect.window.WindowRunner` with
+:class:`tokenwatt.collect.measure.window.WindowRunner` with
 
 (a) no instruments (no power meter, ``/metrics`` not read);
 (b) a ``command`` power source that takes 1 s per reading (a slow BMC), sampled at 1 Hz;
@@ -35,11 +35,11 @@ sys.path.insert(0, str(ROOT))  # scripted_engine imports tests.server_process
 
 from scripted_engine import MODEL, EngineProcess, start_engine  # noqa: E402
 
-from tokenwatt.collect.instruments import Instruments  # noqa: E402
-from tokenwatt.collect.loadgen import WindowResult  # noqa: E402
-from tokenwatt.collect.progress import Progress  # noqa: E402
-from tokenwatt.collect.window import WindowPlan, WindowRunner  # noqa: E402
-from tokenwatt.collect.workload import workload_for  # noqa: E402
+from tokenwatt.collect.load.loadgen import WindowResult  # noqa: E402
+from tokenwatt.collect.measure.instruments import Instruments  # noqa: E402
+from tokenwatt.collect.measure.progress import Progress  # noqa: E402
+from tokenwatt.collect.measure.window import WindowPlan, WindowRunner  # noqa: E402
+from tokenwatt.collect.workload.workload import workload_for  # noqa: E402
 from tokenwatt.records import load_spec  # noqa: E402
 from tokenwatt.records.spec import PowerSpec, Spec  # noqa: E402
 from tokenwatt.telemetry.command import CommandSource  # noqa: E402
@@ -76,7 +76,7 @@ def run_case(
     case: str, engines: dict[str, EngineProcess], folder: Path, plan: WindowPlan
 ) -> tuple[float, float, float]:
     """(p50, p99, max) send lag (ms) of one window."""
-    import tokenwatt.collect.window as window
+    import tokenwatt.collect.measure.window as window
 
     hung = case.startswith(("c", "d"))
     engine = engines["hang" if hung else "idle"]

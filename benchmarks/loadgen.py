@@ -231,9 +231,9 @@ def trial_ours(
     from scipy import stats
 
     import tokenwatt.analysis  # noqa: F401  (imported before the window, not inside it)
-    from tokenwatt.collect.loadgen import LoadConfig, run_window
-    from tokenwatt.collect.workers import WorkerPool
-    from tokenwatt.collect.workload import RequestSpec
+    from tokenwatt.collect.load.loadgen import LoadConfig, run_window
+    from tokenwatt.collect.load.pool.workers import WorkerPool
+    from tokenwatt.collect.workload.workload import RequestSpec
     from tokenwatt.records.spec import SloSpec
 
     if use_uvloop:
@@ -560,7 +560,7 @@ def run_floor(args: argparse.Namespace, folder: Path) -> None:
 def sse_throughput(repeats: int = 2000) -> None:
     """Decode the benchmark body whole, in 1 KB reads and with CRLF; and a 1 MB event."""
     sys.path.insert(0, str(ROOT))
-    from tokenwatt.collect.sse import SseDecoder
+    from tokenwatt.collect.load.sse import SseDecoder
 
     body = sse_body().encode()
     cases = {

@@ -59,8 +59,8 @@ from engine_servers import (  # noqa: E402
     wait_until_idle,
 )
 
-from tokenwatt.collect.loadgen import LoadConfig, run_window  # noqa: E402
-from tokenwatt.collect.workload import RequestSpec, chat_mix_v1  # noqa: E402
+from tokenwatt.collect.load.loadgen import LoadConfig, run_window  # noqa: E402
+from tokenwatt.collect.workload.workload import RequestSpec, chat_mix_v1  # noqa: E402
 from tokenwatt.records.base import ArrivalProcess  # noqa: E402
 from tokenwatt.records.spec import LengthDist, SloSpec  # noqa: E402
 from tokenwatt.records.window import WindowSummary  # noqa: E402
@@ -242,7 +242,7 @@ def main() -> None:
 
                     model = make_tiny_model(Path(tmp) / "tiny", eos="never")
                     server = start_llamacpp(model.gguf, Path(tmp) / "llamacpp.log", parallel=4)
-                    # llama.cpp's server closes streamed connections (collect/http.py).
+                    # llama.cpp's server closes streamed connections (collect/load/http.py).
                     target = Target(
                         "llama.cpp", server, "tiny", model.vocab_size, args.llamacpp_rate,
                         keep_alive=False, prompt_ids=model.printable_ids,

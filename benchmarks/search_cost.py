@@ -1,6 +1,6 @@
 """GPU time the SLO search spends to land within ±5% of the boundary (a seeded model).
 
-Drives :func:`tokenwatt.collect.search.slo_search` — a pure function of its probe callback —
+Drives :func:`tokenwatt.collect.measure.search.slo_search` — a pure function of its probe callback —
 with a model of noisy pass/fail around a known boundary B (req/s), and prints GPU-minutes
 (warm-ups + windows) per search next to the seed's plain schedule.
 
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenwatt.collect.search import (
+from tokenwatt.collect.measure.search import (
     Phase,
     ProbeOutcome,
     ProbePolicy,

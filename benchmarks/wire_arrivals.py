@@ -10,7 +10,7 @@ against the exponential of the target mean; send lag p50/p99; and the client's C
 per second of window (``time.process_time``), whose difference is the cost of the yielding.
 
 With ``--workers 1,2`` (the default) each rate is also sent by a pool of worker processes
-(:class:`tokenwatt.collect.workers.WorkerPool`: one schedule, round-robin by arrival, each
+(:class:`tokenwatt.collect.load.pool.workers.WorkerPool`: one schedule, round-robin by arrival, each
 worker its own event loop), precise sends only; the K-S test is of the union of their sends.
 
 Usage: python benchmarks/wire_arrivals.py [--rates 200,500,1000] [--count 2000]
@@ -36,10 +36,10 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tokenwatt.collect.arrivals import SEND_SPIN_S  # noqa: E402
-from tokenwatt.collect.loadgen import LoadConfig, WindowResult, run_window  # noqa: E402
-from tokenwatt.collect.workers import WorkerPool  # noqa: E402
-from tokenwatt.collect.workload import RequestSpec  # noqa: E402
+from tokenwatt.collect.load.arrivals import SEND_SPIN_S  # noqa: E402
+from tokenwatt.collect.load.loadgen import LoadConfig, WindowResult, run_window  # noqa: E402
+from tokenwatt.collect.load.pool.workers import WorkerPool  # noqa: E402
+from tokenwatt.collect.workload.workload import RequestSpec  # noqa: E402
 from tokenwatt.records.spec import SloSpec  # noqa: E402
 
 SERVER = textwrap.dedent(

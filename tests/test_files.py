@@ -157,8 +157,8 @@ def test_a_symlink_and_its_target_share_one_lock(tmp_path: Path) -> None:
 
 def test_special_files_are_refused_without_being_read(tmp_path: Path) -> None:
     """A FIFO would block a read forever and /dev/zero would fill the memory."""
-    from tokenwatt.collect.probes import scan_engine_log
-    from tokenwatt.collect.trace import load_trace
+    from tokenwatt.collect.engine.probes import scan_engine_log
+    from tokenwatt.collect.workload.trace import load_trace
     from tokenwatt.files import check_regular_file
 
     fifo = tmp_path / "trace.jsonl"

@@ -33,7 +33,7 @@ def test_the_page_and_the_record_document_that_choice() -> None:
 def test_the_page_states_the_arrival_processes_and_their_noise_as_the_code_does() -> None:
     import math
 
-    from tokenwatt.collect.arrivals import arrival_count
+    from tokenwatt.collect.load.arrivals import arrival_count
     from tokenwatt.records.spec import MeasurementSpec
 
     text = " ".join(PAGE.read_text(encoding="utf-8").split())

@@ -8,7 +8,7 @@ break the tool or its user if passed along as they are:
   refuses it (``TypeError``) and a record holding it cannot be written. Server text is kept
   with each lone surrogate replaced by U+FFFD (:func:`valid_unicode`, :func:`valid_json`);
   files the user wrote are refused, naming the field (``records.load``); dataset entries
-  holding one are skipped and counted (``collect.dataset``).
+  holding one are skipped and counted (``collect.workload.dataset``).
 * **Control characters and escape sequences** (ESC ``[2J``, OSC titles, BEL, backspace,
   carriage return …): printed raw, they clear, retitle or rewrite the user's terminal and
   can forge lines of output. Everything from an engine or a server shown on the terminal

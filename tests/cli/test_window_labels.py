@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from tests.runs_factory import make_run, window
 from tokenwatt.cli import cli
-from tokenwatt.collect.request_log import SUFFIX, gzip_member
+from tokenwatt.collect.measure.request_log import SUFFIX, gzip_member
 from tokenwatt.records import RETRIED_PREFIX, RunRecord
 from tokenwatt.records.run import Repeat, RequestsLog
 

@@ -7,10 +7,10 @@ guarantees; faults with a module of their own are tested there:
 
 - SIGTERM and SIGHUP in a window, in a warm-up, before the first window; the engine
   SIGKILLed mid-window: tests/collect/test_signals.py;
-- a slow, hung or failing power source or /metrics: tests/collect/test_instruments.py;
+- a slow, hung or failing power source or /metrics: tests/collect/measure/test_instruments.py;
 - a full or read-only disk, a second collect on the same --out: tests/test_files.py;
 - a server serving other than asked (max_tokens, ignore_eos, truncated prompts, usage):
-  tests/collect/test_served.py; transport retries: tests/collect/test_transport.py.
+  tests/collect/load/test_served.py; transport retries: tests/collect/load/test_transport.py.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import pytest
 from aiohttp import web
 from streaming_server import DONE, ScriptedServer, chunk, stream
 
-from tokenwatt.collect.loadgen import LoadConfig, run_window
-from tokenwatt.collect.workload import RequestSpec
+from tokenwatt.collect.load.loadgen import LoadConfig, run_window
+from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records import RunRecord
 from tokenwatt.records.spec import SloSpec
 

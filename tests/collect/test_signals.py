@@ -120,7 +120,7 @@ def test_an_unexpected_error_leaves_the_record_incomplete_with_its_reason(
     """A failure nobody planned for (injected into the search) is raised on, and the record
     written on the way out says why instead of "in progress"; no secret in it."""
     import tokenwatt.collect.run as run_module
-    from tokenwatt.collect.options import CollectOptions
+    from tokenwatt.collect.plan.options import CollectOptions
 
     def broken(self: object) -> None:
         raise RuntimeError("injected failure\nat password=hunter2-SECRET")

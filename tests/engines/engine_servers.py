@@ -281,7 +281,11 @@ async def wait_until_idle(server: EngineServer, timeout_s: float = 120.0) -> Non
     for a moment (it notices a closed stream only at its next write): a test measuring the
     next burst waits here first, so the two do not mix.
     """
-    from tokenwatt.collect.engine_metrics import RUNNING_NAMES, WAITING_NAMES, parse_metrics_text
+    from tokenwatt.collect.engine.engine_metrics import (
+        RUNNING_NAMES,
+        WAITING_NAMES,
+        parse_metrics_text,
+    )
 
     deadline = time.monotonic() + timeout_s
     async with httpx.AsyncClient(timeout=30) as client:

@@ -20,8 +20,8 @@ from engine_servers import EngineServer
 from tiny_model import TinyModel
 
 from tokenwatt.analysis.latency import tpot_ms, ttft_ms
-from tokenwatt.collect.loadgen import LoadConfig, run_window
-from tokenwatt.collect.workload import RequestSpec
+from tokenwatt.collect.load.loadgen import LoadConfig, run_window
+from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records import RunRecord
 from tokenwatt.records.spec import SloSpec
 from tokenwatt.records.window import WindowSummary

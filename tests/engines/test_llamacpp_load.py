@@ -1,7 +1,7 @@
 """The load generator against llama.cpp's real server: 2,000 requests, no transport errors.
 
 llama.cpp's server closes the connection about 1 ms after every streamed response while
-advertising keep-alive (``tokenwatt.collect.http``); reusing such connections made 5–10 of
+advertising keep-alive (``tokenwatt.collect.load.http``); reusing such connections made 5–10 of
 1,500 requests fail at 20 req/s. With a fresh connection per request, which the probe's
 engine name selects, no request fails and none needs a transport retry: nothing is left to
 chance, so the expected counts are exact.
@@ -16,10 +16,10 @@ import pytest
 from engine_servers import EngineServer, wait_until_idle
 from tiny_model import TinyModel
 
-from tokenwatt.collect.http import keeps_streams_alive
-from tokenwatt.collect.loadgen import LoadConfig, run_window
-from tokenwatt.collect.probes import probe_engine
-from tokenwatt.collect.workload import RequestSpec
+from tokenwatt.collect.engine.probes import probe_engine
+from tokenwatt.collect.load.http import keeps_streams_alive
+from tokenwatt.collect.load.loadgen import LoadConfig, run_window
+from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records.spec import SloSpec
 
 pytestmark = pytest.mark.engine

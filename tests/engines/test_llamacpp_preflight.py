@@ -11,10 +11,10 @@ import pytest
 from engine_servers import EngineServer
 from tiny_model import TinyModel
 
-from tokenwatt.collect.preflight import check_served_model, check_workload_fits
-from tokenwatt.collect.probes import probe_engine
-from tokenwatt.collect.tokens import load_token_counter
-from tokenwatt.collect.workload import workload_for
+from tokenwatt.collect.engine.probes import probe_engine
+from tokenwatt.collect.plan.preflight import check_served_model, check_workload_fits
+from tokenwatt.collect.workload.tokens import load_token_counter
+from tokenwatt.collect.workload.workload import workload_for
 from tokenwatt.errors import InputError
 from tokenwatt.records.load import load_spec
 from tokenwatt.records.spec import Spec

@@ -9,8 +9,8 @@ import pytest
 from engine_servers import EngineServer, iter_metric_names, stream_completion, wait_until_idle
 from tiny_model import TinyModel
 
-from tokenwatt.collect.engine_metrics import parse_metrics_text
-from tokenwatt.collect.probes import MetricsScraper, probe_engine
+from tokenwatt.collect.engine.engine_metrics import parse_metrics_text
+from tokenwatt.collect.engine.probes import MetricsScraper, probe_engine
 
 pytestmark = pytest.mark.engine
 

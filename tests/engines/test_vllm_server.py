@@ -26,22 +26,22 @@ from tokenwatt.analysis.failure import (
     classify_failure,
     engine_under_pressure,
 )
-from tokenwatt.collect.engine_metrics import (
+from tokenwatt.collect.engine.engine_metrics import (
     KV_USAGE_FRACTION_NAMES,
     PREEMPTION_COUNTER_NAMES,
     RUNNING_NAMES,
     WAITING_NAMES,
     parse_metrics_text,
 )
-from tokenwatt.collect.loadgen import LoadConfig, run_window
-from tokenwatt.collect.probes import MetricsScraper, probe_engine
-from tokenwatt.collect.workload import RequestSpec
+from tokenwatt.collect.engine.probes import MetricsScraper, probe_engine
+from tokenwatt.collect.load.loadgen import LoadConfig, run_window
+from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records.run import EngineMetrics
 from tokenwatt.records.spec import SloSpec
 
 pytestmark = [pytest.mark.engine, pytest.mark.vllm]
 
-# vLLM names the collector reads (tokenwatt.collect.engine_metrics / probes).
+# vLLM names the collector reads (tokenwatt.collect.engine.engine_metrics / probes).
 VLLM_NAMES = {
     "vllm:num_requests_running",
     "vllm:num_requests_waiting",

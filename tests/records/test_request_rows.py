@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from tests.runs_factory import make_run
 from tokenwatt.cli import cli
-from tokenwatt.collect.request_log import gzip_member
+from tokenwatt.collect.measure.request_log import gzip_member
 from tokenwatt.errors import InputError
 from tokenwatt.records import read_request_rows
 from tokenwatt.records.run import RequestsLog

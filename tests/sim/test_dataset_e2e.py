@@ -18,9 +18,9 @@ import yaml
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from tests.sim.sim_process import REPO, start_sim
-from tokenwatt.collect.dataset import load_sharegpt
-from tokenwatt.collect.tokens import load_tokenizer
-from tokenwatt.collect.workload import workload_for
+from tokenwatt.collect.workload.dataset import load_sharegpt
+from tokenwatt.collect.workload.tokens import load_tokenizer
+from tokenwatt.collect.workload.workload import workload_for
 from tokenwatt.errors import InputError
 from tokenwatt.records import RunRecord, Spec, fingerprint
 from tokenwatt.records.run import DatasetStats

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tokenwatt.collect.arrivals import window_schedule
-from tokenwatt.collect.verdict import RETRIED_PREFIX
+from tokenwatt.collect.load.arrivals import window_schedule
+from tokenwatt.collect.measure.verdict import RETRIED_PREFIX
 from tokenwatt.records import RunRecord, load_spec
 from tokenwatt.records.spec import Spec
 from tokenwatt.sim.engine import PROFILES, Profile, simulate

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tokenwatt.collect.modes import apply_mode
-from tokenwatt.collect.point import PointFlags, point_spec
+from tokenwatt.collect.plan.modes import apply_mode
+from tokenwatt.collect.plan.point import PointFlags, point_spec
 from tokenwatt.records import RunRecord
 from tokenwatt.records.spec import fingerprint
 

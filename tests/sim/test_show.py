@@ -25,7 +25,7 @@ from tests.runs_factory import make_run
 from tests.sim.sim_process import REPO, start_sim
 from tokenwatt.analysis.run_table import request_percentiles, run_rows
 from tokenwatt.cli import cli
-from tokenwatt.collect.request_log import SUFFIX
+from tokenwatt.collect.measure.request_log import SUFFIX
 from tokenwatt.records import RunRecord
 from tokenwatt.records.window import ErrorSample, WindowSummary
 

@@ -17,12 +17,12 @@ from collections.abc import Iterator
 import pytest
 from sim_process import REPO, SimProcess, start_sim
 
-from tokenwatt.collect.engine_metrics import MetricsScraper
-from tokenwatt.collect.instruments import INSTRUMENT_DEADLINE_S, Instruments
-from tokenwatt.collect.progress import Progress
-from tokenwatt.collect.runfile import load_run_spec
-from tokenwatt.collect.window import WindowPlan, WindowRunner
-from tokenwatt.collect.workload import workload_for
+from tokenwatt.collect.engine.engine_metrics import MetricsScraper
+from tokenwatt.collect.measure.instruments import INSTRUMENT_DEADLINE_S, Instruments
+from tokenwatt.collect.measure.progress import Progress
+from tokenwatt.collect.measure.window import WindowPlan, WindowRunner
+from tokenwatt.collect.plan.runfile import load_run_spec
+from tokenwatt.collect.workload.workload import workload_for
 from tokenwatt.records.run import EngineMetrics
 
 SPEC = REPO / "tests" / "fixtures" / "sim.spec.yaml"

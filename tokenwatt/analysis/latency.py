@@ -254,7 +254,7 @@ def missed_beyond_doubt(
     unanswered ones already waiting longer than the TTFT limit. More than
     :func:`misses_allowed` of ``expected_total`` (just over 1%) means the p99 cannot pass,
     provided the window holds at most ``expected_total`` requests: pass the schedule's exact
-    count (``collect.arrivals.window_request_count``) or an upper bound.
+    count (``collect.load.arrivals.window_request_count``) or an upper bound.
     """
     allowed = misses_allowed(expected_total)
     ttft_misses = tpot_misses = 0
@@ -447,7 +447,8 @@ def _verdict(
 
     In a window stopped early the cancelled requests make the p99s infinite whatever the
     engine did, so ``ttft`` and ``tpot`` are not named from them: which limit the evidence
-    missed is the collector's reading (:func:`tokenwatt.collect.verdict.classification_view`).
+    missed is the collector's reading
+    (:func:`tokenwatt.collect.measure.verdict.classification_view`).
     """
     reasons: list[str] = []
     if summary.requests == 0:

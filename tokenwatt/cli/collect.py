@@ -1,9 +1,9 @@
 """The point-and-shoot options of ``tokenwatt collect`` (kept out of :mod:`tokenwatt.cli.group`).
 
 :func:`point_options` adds the flags; :func:`point_inputs` turns them, with ``--spec``,
-``--label`` and ``--role``, into what :class:`~tokenwatt.collect.options.CollectOptions`
+``--label`` and ``--role``, into what :class:`~tokenwatt.collect.plan.options.CollectOptions`
 takes. What each flag sets, the defaults and their sources are in
-:mod:`tokenwatt.collect.point`.
+:mod:`tokenwatt.collect.plan.point`.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def point_inputs(
     """(spec path, label, role, flags) of a collect command line.
 
     With ``--spec``, ``--label`` and ``--role`` are needed as before. Without it the spec is
-    built from the flags (spec path :data:`~tokenwatt.collect.point.FLAGS_SPEC`), the
+    built from the flags (spec path :data:`~tokenwatt.collect.plan.point.FLAGS_SPEC`), the
     label defaults to ``--model`` and the role to ``baseline``.
 
     Raises:

@@ -10,16 +10,16 @@ interface); the CLI imports it inside the commands that need it, so ``tokenwatt 
 stays fast.
 """
 
-from tokenwatt.collect.init_spec import board_facts, model_config_facts, read_server, spec_text
-from tokenwatt.collect.modes import apply_mode
-from tokenwatt.collect.options import CollectOptions
-from tokenwatt.collect.point import FLAGS_SPEC, PointFlags, check_endpoint_flag, parse_list
-from tokenwatt.collect.request_log import read_rows
+from tokenwatt.collect.accuracy.suites import GSM8K_BASE_URL, build_suite_file, fetch_gsm8k
+from tokenwatt.collect.load.pool.workers import usable_cores
+from tokenwatt.collect.measure.request_log import read_rows
+from tokenwatt.collect.measure.stopping import StopSignal, exit_status
+from tokenwatt.collect.plan.init_spec import board_facts, model_config_facts, read_server, spec_text
+from tokenwatt.collect.plan.modes import apply_mode
+from tokenwatt.collect.plan.options import CollectOptions
+from tokenwatt.collect.plan.point import FLAGS_SPEC, PointFlags, check_endpoint_flag, parse_list
 from tokenwatt.collect.run import collect
 from tokenwatt.collect.session import check_session, plan_steps, run_session
-from tokenwatt.collect.stopping import StopSignal, exit_status
-from tokenwatt.collect.suites import GSM8K_BASE_URL, build_suite_file, fetch_gsm8k
-from tokenwatt.collect.workers import usable_cores
 
 __all__ = [
     "FLAGS_SPEC",

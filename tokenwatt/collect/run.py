@@ -21,24 +21,30 @@ from pathlib import Path
 
 from tokenwatt import __version__
 from tokenwatt.analysis import METER_NOT_OPENED
-from tokenwatt.collect.accuracy import LoadedSuite, read_suite, run_suite
-from tokenwatt.collect.closedloop import closed_loop_workers
-from tokenwatt.collect.dataset import pin_dataset
-from tokenwatt.collect.engine_proc import (
+from tokenwatt.collect.accuracy.runner import LoadedSuite, read_suite, run_suite
+from tokenwatt.collect.engine.engine_proc import (
     apply_engine_cmd,
     check_launch_options,
     launched_engine,
     track_engine,
 )
-from tokenwatt.collect.instruments import Instruments
-from tokenwatt.collect.measurement import Measurement, SearchSetup
-from tokenwatt.collect.modes import PRESETS, mode_lines, mode_overrides, not_applying
-from tokenwatt.collect.options import CollectOptions
-from tokenwatt.collect.point import reported_engine_line, run_spec, spec_yaml
-from tokenwatt.collect.preflight import check_served_model, check_workload_fits
-from tokenwatt.collect.progress import Progress
-from tokenwatt.collect.request_log import RequestLogWriter, log_path
-from tokenwatt.collect.runfile import (
+from tokenwatt.collect.engine.probes import probe_engine, scan_engine_log
+from tokenwatt.collect.load.closedloop import closed_loop_workers
+from tokenwatt.collect.load.pool.choice import pool_for
+from tokenwatt.collect.load.pool.workers import resolve_workers, usable_cores
+from tokenwatt.collect.measure.instruments import Instruments
+from tokenwatt.collect.measure.mbu_step import mbu_for
+from tokenwatt.collect.measure.measurement import Measurement, SearchSetup
+from tokenwatt.collect.measure.progress import Progress
+from tokenwatt.collect.measure.request_log import RequestLogWriter, log_path
+from tokenwatt.collect.measure.stopping import GracefulStop, StopSignal, failure_reason
+from tokenwatt.collect.measure.window import WindowRunner
+from tokenwatt.collect.plan.modes import PRESETS, mode_lines, mode_overrides, not_applying
+from tokenwatt.collect.plan.options import CollectOptions
+from tokenwatt.collect.plan.point import reported_engine_line, spec_yaml
+from tokenwatt.collect.plan.preflight import check_served_model, check_workload_fits
+from tokenwatt.collect.plan.run_spec import run_spec
+from tokenwatt.collect.plan.runfile import (
     check_run_options,
     check_trace_file,
     environment_from,
@@ -47,11 +53,9 @@ from tokenwatt.collect.runfile import (
     suite_path,
     write_record,
 )
-from tokenwatt.collect.stopping import GracefulStop, StopSignal, failure_reason
-from tokenwatt.collect.tokens import load_token_counter
-from tokenwatt.collect.window import WindowRunner
-from tokenwatt.collect.workers import pool_for, resolve_workers, usable_cores
-from tokenwatt.collect.workload import WorkloadStream, workload_for
+from tokenwatt.collect.workload.dataset import pin_dataset
+from tokenwatt.collect.workload.tokens import load_token_counter
+from tokenwatt.collect.workload.workload import WorkloadStream, workload_for
 from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError
 from tokenwatt.files import exclusive_lock
 from tokenwatt.records import (
@@ -107,7 +111,7 @@ def collect(opts: CollectOptions) -> RunRecord:
         KeyboardInterrupt: Ctrl-C before the first window (nothing is written).
         Exception: anything unexpected is raised on; once the record exists it is written
             first, ``complete: false`` with ``incomplete_reason`` naming the error
-            (:func:`tokenwatt.collect.stopping.failure_reason`).
+            (:func:`tokenwatt.collect.measure.stopping.failure_reason`).
     """
     # From the start: a signal during the checks stops the run cleanly (lock released).
     with GracefulStop() as stop:
@@ -115,8 +119,6 @@ def collect(opts: CollectOptions) -> RunRecord:
 
 
 def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
-    from tokenwatt.collect.probes import probe_engine, scan_engine_log
-
     raw, spec = run_spec(opts)
     spec = apply_engine_cmd(pin_dataset(spec, opts.spec_path), opts.engine_cmd)
     overrides = mode_overrides(raw, spec)
@@ -249,8 +251,6 @@ def _measure(
     """Everything after the set-up: search, repeats, MBU, accuracy; the record is written
     however it ends (Ctrl-C, SIGTERM/SIGHUP and a dead engine leave it ``complete: false``).
     """
-    from tokenwatt.collect.mbu_step import mbu_for
-
     spec = rec.spec
     api_key = runner.config.api_key
     progress = runner.progress
@@ -322,8 +322,6 @@ def _check_engine(endpoint: str, api_key: str | None) -> None:
     Raises:
         EngineDiedError: it does not answer ``/v1/models``.
     """
-    from tokenwatt.collect.probes import probe_engine
-
     try:
         probe_engine(endpoint, api_key, timeout_s=5.0)
     except EngineError as exc:

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from tokenwatt.collect.engine_proc import engine_log_path
-from tokenwatt.collect.request_log import log_path
-from tokenwatt.collect.runfile import check_run_options
+from tokenwatt.collect.engine.engine_proc import engine_log_path
+from tokenwatt.collect.measure.request_log import log_path
+from tokenwatt.collect.plan.runfile import check_run_options
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.records import Session, SessionConfig, check_paths, load_spec, spec_path
 

@@ -65,13 +65,13 @@ ArrivalProcess = Literal["conditioned", "poisson"]
 """How a window's arrival times are drawn: ``conditioned`` — exactly round(rate × window)
 arrivals in the window, a Poisson process conditioned on that count; ``poisson`` — the
 unconditioned Poisson process, whose count in the window is itself random
-(:mod:`tokenwatt.collect.arrivals`)."""
+(:mod:`tokenwatt.collect.load.arrivals`)."""
 
 LoadProfile = Literal["poisson", "constant", "concurrency"]
 """How a window offers its load: ``poisson`` — open loop, Poisson arrivals at a set rate
 (drawn as :data:`ArrivalProcess` says); ``constant`` — open loop, one arrival every 1/rate s;
 ``concurrency`` — closed loop, a fixed number of clients each sending its next request when
-its previous one ends (the rate is measured, not set; :mod:`tokenwatt.collect.closedloop`)."""
+its previous one ends (the rate is measured, not set; :mod:`tokenwatt.collect.load.closedloop`)."""
 
 # C0 and C1 controls, DEL, line separators, Unicode's directional formatting characters
 # (UAX #9) and lone surrogates: one set for every name (tokenwatt.text).

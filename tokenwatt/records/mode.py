@@ -59,7 +59,7 @@ FIXED_UNUSED: tuple[str, ...] = (
 )
 """Spec fields a fixed-load run (``sweep.fixed``) does not use: it measures one window of
 ``measurement.window_s`` at each listed load, with no search, repeats or back-off. ``collect``
-prints from the same list (``tokenwatt.collect.modes``), so that the page leaves out
+prints from the same list (``tokenwatt.collect.plan.modes``), so that the page leaves out
 what the terminal said the run did not use."""
 
 

@@ -1,7 +1,7 @@
 """Reading the per-request file of a run (``RUN.requests.jsonl.gz`` beside ``RUN.json``).
 
 The format (one JSON object per request, one gzip member per window) is described and
-written by :mod:`tokenwatt.collect.request_log`; reading it lives here, with the other
+written by :mod:`tokenwatt.collect.measure.request_log`; reading it lives here, with the other
 record readers, so that ``tokenwatt show`` and ``tokenwatt report`` (its latency
 distributions) read it the same way.
 """

@@ -157,7 +157,7 @@ class EngineMetrics(StrictModel):
         default=0,
         description=(
             "Scrapes that failed or did not answer within their deadline "
-            "(collect.instruments.SCRAPE_DEADLINE_S); they are left out of the figures."
+            "(collect.measure.instruments.SCRAPE_DEADLINE_S); they are left out of the figures."
         ),
     )
     valid: bool = Field(
@@ -319,7 +319,7 @@ class RequestsLog(StrictModel):
 
     One line per request the load generator sent in a probe or repeat (warm-up and drain
     requests included, marked ``in_window: false``); the format is described in
-    :mod:`tokenwatt.collect.request_log`.
+    :mod:`tokenwatt.collect.measure.request_log`.
     """
 
     file: NonEmptyStr = Field(

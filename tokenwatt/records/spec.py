@@ -337,8 +337,8 @@ class MeasurementSpec(StrictModel):
         default=1,
         description="Load-generator processes that share each window's one Poisson schedule "
         "(round-robin by arrival), at most 256; 'auto' picks from the CPU cores and the "
-        "expected chunk rate (tokenwatt.collect.workers.auto_workers). 1: one process, one "
-        "event loop. "
+        "expected chunk rate (tokenwatt.collect.load.pool.workers.auto_workers). "
+        "1: one process, one event loop. "
         "How the client drives the load, not what is measured: outside the fingerprint.",
     )
     ray_address: str | None = Field(

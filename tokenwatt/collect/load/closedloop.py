@@ -1,0 +1,314 @@
+"""The closed-loop load generator: a fixed number of clients, each with one request in flight.
+
+``measurement.profile: concurrency``. Each of ``concurrency`` clients sends a request, waits
+for its response to end, and sends the next at once, so the engine always holds
+``concurrency`` of this client's requests (the "closed system" of queueing theory; the
+``--max-concurrency`` runs of vLLM's ``bench serve`` with an infinite request rate and
+GuideLLM's ``concurrent`` profile offer load the same way). The arrival rate is then what
+the engine's speed makes it: it is *measured* (requests sent in the window / window
+length) and stored as the window's ``rate_rps``, never set.
+
+There is no schedule: a request's ``scheduled_s`` is the moment its client was free to send
+it (its previous request's end), equal to ``sent_s`` up to the event loop's microseconds.
+Send lag therefore means nothing here; the summary stores it as null and never flags the
+window client-bound. TTFT counts from that send. The sustained check
+(:mod:`tokenwatt.analysis.window_checks`) still compares the rate requests started being
+served with the rate they were sent; in a closed loop a backlog cannot grow past
+``concurrency`` requests, so it reads as sustained unless the engine's own queue grows.
+
+The window's timing otherwise follows :func:`tokenwatt.collect.load.loadgen.run_window`: every
+client starts at the start of the warm-up; requests sent in ``[warmup_s, warmup_s +
+duration_s)`` are ``in_window``; after the window the clients keep sending (so the last
+in-window requests do not see an emptying engine) until every in-window request has ended,
+at most ``request_timeout_s`` after the window; the rest are then cancelled and not counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import gc
+import time
+from collections.abc import Callable, Iterator
+
+import aiohttp
+
+from tokenwatt.collect.load.http import open_session
+from tokenwatt.collect.load.loadconfig import LoadConfig
+from tokenwatt.collect.load.loadgen import (
+    LEAD_S,
+    Phase,
+    WindowProgress,
+    WindowResult,
+    _Window,
+    cancelled_by_client,
+    drain_ran_out,
+    window_summary,
+)
+from tokenwatt.collect.workload.workload import RequestSpec
+from tokenwatt.errors import InputError, Problem
+from tokenwatt.records import MIN_POSITIVE, RequestResult, Spec
+
+
+class _ClosedLoop:
+    """The clients of one closed-loop window (internal)."""
+
+    def __init__(
+        self,
+        state: _Window,
+        requests: Iterator[RequestSpec],
+        *,
+        window_start: float,
+        window_end: float,
+        keep_load: bool,
+    ) -> None:
+        self.state = state
+        self.requests = requests
+        self.window_start = window_start
+        self.window_end = window_end
+        self.keep_load = keep_load
+        self.bodies: dict[int, bytes] = {}
+
+    def _next(self) -> tuple[RequestResult, bytes] | None:
+        """The next request of a free client, or None when the client should stop."""
+        state, now = self.state, time.perf_counter()
+        if now >= self.window_end and (not self.keep_load or state.window_done.is_set()):
+            return None
+        spec = next(self.requests, None)
+        if spec is None:
+            return None
+        body = self.bodies.get(id(spec))
+        if body is None:  # the same request again (a fixed workload) reuses its body
+            self.bodies = {id(spec): state.cfg.body(spec)}
+            body = self.bodies[id(spec)]
+        in_window = self.window_start <= now < self.window_end
+        res = RequestResult(
+            scheduled_s=now,
+            sent_s=now,
+            in_window=in_window,
+            prompt_tokens=spec.prompt_tokens or 0,
+            max_tokens=spec.max_tokens,
+            ignore_eos=state.cfg.ignore_eos,
+            prompt_ids_sent=spec.prompt_tokens,
+        )
+        res.dispatched_s = now
+        state.results.append(res)
+        if in_window:
+            state.window_results.append(res)
+            state.window_pending += 1
+        return res, body
+
+    async def client(self) -> None:
+        """One client: send, wait for the end of the response, send the next."""
+        state = self.state
+        while (item := self._next()) is not None:
+            res, body = item
+            try:
+                await state.sender.send(res, body)
+            except asyncio.CancelledError:
+                cancelled_by_client(res)
+                raise
+            finally:
+                state.finish(res)
+
+
+async def run_closed_window(
+    cfg: LoadConfig,
+    *,
+    concurrency: int,
+    duration_s: float,
+    warmup_s: float,
+    requests: Iterator[RequestSpec],
+    progress: Callable[[WindowProgress], None] | None = None,
+    progress_interval_s: float = 1.0,
+    check_interval_s: float = 0.5,
+    keep_load_until_done: bool = True,
+    session: aiohttp.ClientSession | None = None,
+    freeze_gc: bool = True,
+    interrupt: Callable[[], bool] | None = None,
+) -> WindowResult:
+    """Run one closed-loop window: ``concurrency`` clients for ``warmup_s`` + ``duration_s``.
+
+    Args:
+        cfg: endpoint, model, limits (``cfg.max_concurrency`` must be at least
+            ``concurrency``: the connection pool is sized by it).
+        concurrency: clients, each with one request in flight (≥ 1).
+        duration_s: measured window (s); the goodput and rate denominator.
+        warmup_s: load before the window (s), not summarised.
+        requests: the workload (a finite iterator that runs out stops the clients).
+        progress: called every ``progress_interval_s`` with a :class:`WindowProgress`
+            (its ``rate_rps`` is the rate measured so far in the window, 0 before it).
+        keep_load_until_done: keep the clients sending after the window until every
+            in-window request has ended (those extra requests are cancelled, not counted).
+        session: an aiohttp session to reuse; by default one is opened and closed here.
+        freeze_gc: ``gc.freeze()`` for the window (as
+            :func:`~tokenwatt.collect.load.loadgen.run_window` does).
+        interrupt: called every ``check_interval_s``; True stops the window (kept, marked
+            stopped early), as a signal does in the open loop.
+
+    Returns:
+        A :class:`~tokenwatt.collect.load.loadgen.WindowResult` whose summary has ``profile``
+        ``concurrency``, ``concurrency`` set, ``rate_rps`` the measured rate (at least
+        1e-9), ``send_lag_p99_ms`` null and ``client_bound`` false.
+
+    Raises:
+        ValueError: ``concurrency`` < 1 or above ``cfg.max_concurrency``, ``duration_s``
+            not positive, ``warmup_s`` negative.
+        InputError: a request the API cannot take (token ids for chat).
+    """
+    if not 1 <= concurrency <= cfg.max_concurrency:
+        raise ValueError(
+            f"concurrency must be between 1 and max_concurrency ({cfg.max_concurrency}), "
+            f"got {concurrency}"
+        )
+    if not duration_s > 0 or not warmup_s >= 0:
+        raise ValueError("duration_s must be positive and warmup_s non-negative")
+    own_session = session is None
+    http = (
+        open_session(cfg.max_concurrency, keep_alive=cfg.keep_alive) if session is None else session
+    )
+    state = _Window(cfg, http)
+    t0 = time.perf_counter() + LEAD_S
+    wall_start = time.time() + LEAD_S + warmup_s
+    window_start, window_end = t0 + warmup_s, t0 + warmup_s + duration_s
+    loop_ = _ClosedLoop(
+        state,
+        requests,
+        window_start=window_start,
+        window_end=window_end,
+        keep_load=keep_load_until_done,
+    )
+    if freeze_gc:
+        gc.freeze()
+    try:
+        stopped, end = await _drive(
+            state,
+            loop_,
+            concurrency,
+            t0=t0,
+            duration_s=duration_s,
+            warmup_s=warmup_s,
+            progress=progress,
+            progress_interval_s=progress_interval_s,
+            check_interval_s=check_interval_s,
+            interrupt=interrupt,
+        )
+    finally:
+        await state.sender.close()
+        if own_session:
+            await http.close()
+        if freeze_gc:
+            gc.unfreeze()
+    if not stopped:
+        drain_ran_out(state.window_results)
+    measured_s = max(min(end, window_end) - window_start, 1e-3) if stopped else duration_s
+    summary = window_summary(
+        cfg,
+        state.window_results,
+        rate_rps=max(len(state.window_results) / measured_s, MIN_POSITIVE),
+        duration_s=duration_s,
+        stopped=stopped,
+        measured_s=measured_s,
+    )
+    summary.concurrency = concurrency
+    summary.send_lag_p99_ms = None
+    summary.client_bound = False
+    return WindowResult(
+        summary=summary,
+        requests=state.results,
+        window_start_s=window_start,
+        window_end_s=window_end,
+        wall_start_unix=wall_start,
+    )
+
+
+async def _drive(
+    state: _Window,
+    clients: _ClosedLoop,
+    concurrency: int,
+    *,
+    t0: float,
+    duration_s: float,
+    warmup_s: float,
+    progress: Callable[[WindowProgress], None] | None,
+    progress_interval_s: float,
+    check_interval_s: float,
+    interrupt: Callable[[], bool] | None,
+) -> tuple[bool, float]:
+    """Start the clients at ``t0``, watch the window, wait for its drain; (stopped, end)."""
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(max(0.0, t0 - time.perf_counter()))
+    tasks = [loop.create_task(clients.client()) for _ in range(concurrency)]
+    window_start, window_end = t0 + warmup_s, t0 + warmup_s + duration_s
+    deadline = window_end + state.cfg.request_timeout_s
+    next_progress, stopped = 0.0, False
+    try:
+        while True:
+            now = time.perf_counter()
+            if now >= window_end and not state.window_dispatched:
+                state.window_dispatched = True  # no more in-window sends can come
+                if state.window_pending == 0:
+                    state.window_done.set()
+            if state.window_done.is_set() or now >= deadline or all(t.done() for t in tasks):
+                break
+            if interrupt is not None and interrupt():
+                stopped = True
+                break
+            if progress is not None and now - t0 >= next_progress:
+                next_progress = now - t0 + progress_interval_s
+                total = warmup_s + duration_s
+                progress(_snapshot(state, now, t0=t0, window_start=window_start, total=total))
+            wake = (
+                check_interval_s if now >= window_end else min(check_interval_s, window_end - now)
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(state.window_done.wait(), max(wake, 1e-3))
+        for task in tasks:
+            if task.done() and not task.cancelled() and (problem := task.exception()):
+                raise problem
+        return stopped, time.perf_counter()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _snapshot(
+    state: _Window, now: float, *, t0: float, window_start: float, total: float
+) -> WindowProgress:
+    elapsed = now - t0
+    phase: Phase = "warmup" if now < window_start else "window" if elapsed < total else "drain"
+    in_window_s = min(now, t0 + total) - window_start
+    rate = len(state.window_results) / in_window_s if in_window_s > 0 else 0.0
+    snap = state.snapshot(phase, rate, elapsed, total)
+    # No schedule, so no send lag: the display shows none rather than a meaningless 0.
+    return dataclasses.replace(snap, send_lag_p99_ms=None)
+
+
+def closed_loop_workers(spec: Spec, workers: int) -> int:
+    """The load-generator processes of a run: ``workers`` for the open loop; 1 for the
+    closed loop, whose clients all run in this process for now (splitting them across
+    worker processes is not built).
+
+    Raises:
+        InputError: a closed-loop spec that asks for more than one worker by number
+            (``measurement.workers`` or ``--workers``); ``auto`` quietly gives 1.
+    """
+    if spec.measurement.profile != "concurrency" or workers <= 1:
+        return workers
+    if spec.measurement.workers == "auto":
+        return 1
+    raise InputError(
+        [
+            Problem(
+                "--workers",
+                "measurement.workers",
+                f"{workers} worker processes cannot drive a closed loop yet (measurement."
+                "profile: concurrency runs its clients in one process); use 1 or auto",
+            )
+        ]
+    )
+
+
+__all__ = ["closed_loop_workers", "run_closed_window"]

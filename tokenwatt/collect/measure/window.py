@@ -1,0 +1,322 @@
+"""One measurement window of a collect run: idle check, load, instruments, verdict.
+
+:class:`WindowRunner` runs a :class:`WindowPlan` (a search probe or a repeat):
+
+1. waits for an idle engine (``/metrics`` running and waiting gauges at zero, at most
+   ``min(request_timeout_s, 30 s)``), so the last window's requests do not load this one;
+2. hands the window to the instruments (:mod:`tokenwatt.collect.measure.instruments`: power and
+   ``/metrics`` in threads of their own) and runs the load generator on a fresh event
+   loop (or on the run's worker processes, :mod:`tokenwatt.collect.load.pool.workers`), with the
+   early-stop rule for probes;
+3. collects the instruments' readings (bounded wait) and names the failure mode of a
+   window that missed the SLO.
+
+Every window draws its requests from the one workload stream of the run, so no prompt is
+sent twice unless the workload repeats it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from tokenwatt.collect.load.arrivals import window_request_count
+from tokenwatt.collect.load.closedloop import run_closed_window
+from tokenwatt.collect.load.loadgen import LEAD_S, LoadConfig, WindowResult, run_window
+from tokenwatt.collect.load.pool.workers import WindowPool
+from tokenwatt.collect.measure.instruments import IDLE_WAIT_MAX_S, Instruments, InstrumentWindow
+from tokenwatt.collect.measure.progress import Progress
+from tokenwatt.collect.measure.stopping import GracefulStop
+from tokenwatt.collect.measure.verdict import classification_view
+from tokenwatt.collect.workload.workload import RequestSpec
+from tokenwatt.records import (
+    EngineMetrics,
+    IdleStart,
+    PowerWindow,
+    RequestResult,
+    Spec,
+    WindowSummary,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowPlan:
+    """What one window measures.
+
+    Attributes:
+        rate_rps: open-loop arrival rate (req/s; Poisson or constant as the spec's
+            ``measurement.profile`` says); unused for a closed-loop window.
+        duration_s: the measured window (s).
+        warmup_s: load before the window, not summarised (s).
+        seed: seed of the arrival schedule.
+        early_stop: stop the window once it has missed the SLO beyond doubt (open-loop
+            probes; a closed loop has no expected count to judge against and runs to its end).
+        concurrency: closed-loop clients (``measurement.profile: concurrency``); None for
+            an open-loop window.
+    """
+
+    rate_rps: float
+    duration_s: float
+    warmup_s: float
+    seed: int
+    early_stop: bool = False
+    concurrency: int | None = None
+
+
+@dataclass
+class WindowOutcome:
+    """What one window measured.
+
+    Attributes:
+        summary: the load generator's summary, with the failure mode of a miss.
+        metrics: the engine's ``/metrics`` over the window, with the idle check before it
+            (None when the window never began).
+        power: the power window (None without a meter); invalid with reasons when the
+            source failed or was late.
+        warnings: human-readable flags of the window (not idle at its start, power or
+            metrics invalid).
+        requests: every request the window sent (warm-up and drain ones included), for
+            the per-request file; emptied once written there.
+        window_start_s: the window's start on the client's monotonic clock (s).
+    """
+
+    summary: WindowSummary
+    metrics: EngineMetrics | None
+    power: PowerWindow | None
+    warnings: list[str] = field(default_factory=list)
+    requests: list[RequestResult] = field(default_factory=list)
+    window_start_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """The load generator's result and the window's instruments, still to be collected."""
+
+    result: WindowResult
+    instruments: InstrumentWindow
+
+
+class WindowRunner:
+    """Runs the windows of one collect run against one engine.
+
+    Args:
+        spec: the run's spec (engine, SLO, measurement limits).
+        api_key: the engine's bearer token (never stored).
+        workload: the run's one request stream, shared by every window.
+        instruments: the run's power meter and ``/metrics`` scraper.
+        progress: the live display.
+        engine_name: the probe's engine name (llama.cpp gets a connection per request,
+            :func:`tokenwatt.collect.load.http.keeps_streams_alive`).
+        count_tokens: the model's tokenizer, to count outputs of a server without ``usage``.
+        stop: the run's SIGTERM/SIGHUP handler: a signal during a window stops the window
+            (kept, marked partial) instead of the process.
+        pool: worker processes or Ray actors that send each window's schedule
+            (:class:`~tokenwatt.collect.load.pool.workers.WorkerPool`,
+            :class:`~tokenwatt.collect.load.pool.ray_pool.RayPool`); None: this process sends it on
+            one event loop.
+    """
+
+    def __init__(
+        self,
+        spec: Spec,
+        *,
+        api_key: str | None,
+        workload: Iterator[RequestSpec],
+        instruments: Instruments,
+        progress: Progress,
+        engine_name: str | None = None,
+        count_tokens: Callable[[str], int] | None = None,
+        stop: GracefulStop | None = None,
+        pool: WindowPool | None = None,
+    ) -> None:
+        self.spec = spec
+        self.pool = pool
+        self.workload = workload
+        self.instruments = instruments
+        self.progress = progress
+        self.config = LoadConfig.for_spec(
+            spec, api_key=api_key, engine_name=engine_name, count_tokens=count_tokens
+        )
+        self.idle_wait_s = min(spec.measurement.request_timeout_s, IDLE_WAIT_MAX_S)
+        self.stop = stop or GracefulStop()
+
+    def run(self, plan: WindowPlan) -> WindowOutcome:
+        """Measure one window (see the module docstring).
+
+        Raises:
+            InputError: a request the API cannot take (from the load generator).
+            KeyboardInterrupt: Ctrl-C; the instruments' window is ended first.
+        """
+        idle = self.instruments.wait_idle(max_wait_s=self.idle_wait_s)
+        with self.stop.window():
+            # The closed loop runs in this process (collect refuses workers with it).
+            pool = self.pool is not None and plan.concurrency is None
+            loaded = self._load_pool(plan) if pool else asyncio.run(self._load(plan))
+        readings = self.instruments.collect(loaded.instruments)
+        if self.stop.requested is not None and loaded.result.summary.requests == 0:
+            self.stop.raise_if_requested()  # stopped in its warm-up: nothing to keep
+        metrics = readings.metrics
+        if metrics is not None:
+            metrics = metrics.model_copy(update={"idle_start": idle})
+        summary = self._verdict(loaded.result, metrics)
+        warnings = _warnings(idle, metrics, readings.power)
+        if self.stop.requested is not None:
+            cut = f"interrupted by {self.stop.requested}: the window stopped early and is partial"
+            warnings.append(cut)
+            mark_cut(summary, cut, tag="interrupted")
+        # The instruments' flags belong to the window the record and the page show.
+        summary.warnings.extend(w for w in warnings if w not in summary.warnings)
+        return WindowOutcome(
+            summary=summary,
+            metrics=metrics,
+            power=readings.power,
+            warnings=warnings,
+            requests=loaded.result.requests,
+            window_start_s=loaded.result.window_start_s,
+        )
+
+    def idle_power(self, seconds: float) -> PowerWindow | None:
+        """Power with the engine idle for ``seconds`` (s), before the first window: the
+        idle floor inside every window's board power. None without a power meter.
+
+        The engine is first let go idle (as before a window); the readings come through the
+        instruments, with their deadlines, like a window's.
+        """
+        if seconds <= 0 or self.instruments.meter is None:
+            return None
+        self.instruments.wait_idle(max_wait_s=self.idle_wait_s)
+        win = self.instruments.begin(warmup_s=0.0, duration_s=seconds)
+        time.sleep(LEAD_S + seconds)  # nothing runs meanwhile: the engine stays idle
+        return self.instruments.collect(win).power
+
+    async def _load(self, plan: WindowPlan) -> _Loaded:
+        # Handed off right before run_window, so both count the window from the same instant
+        # (loadgen.LEAD_S after now) give or take the microseconds between the two calls.
+        win = self.instruments.begin(warmup_s=plan.warmup_s, duration_s=plan.duration_s)
+        if plan.concurrency is not None:
+            try:
+                result = await run_closed_window(
+                    self.config,
+                    concurrency=plan.concurrency,
+                    duration_s=plan.duration_s,
+                    warmup_s=plan.warmup_s,
+                    requests=self.workload,
+                    progress=self.progress.update,
+                    interrupt=self.stop.interrupted,
+                )
+            finally:
+                win.end_now()
+            return _Loaded(result=result, instruments=win)
+        try:
+            result = await run_window(
+                self.config,
+                rate_rps=plan.rate_rps,
+                duration_s=plan.duration_s,
+                warmup_s=plan.warmup_s,
+                requests=self.workload,
+                seed=plan.seed,
+                progress=self.progress.update,
+                stop_early=self._stop_rule(plan) if plan.early_stop else None,
+                interrupt=self.stop.interrupted,
+            )
+        finally:
+            win.end_now()
+        return _Loaded(result=result, instruments=win)
+
+    def _load_pool(self, plan: WindowPlan) -> _Loaded:
+        """:meth:`_load` with the pool's workers sending: the instruments are handed the
+        window once every worker is ready, right before the shared start time is fixed."""
+        assert self.pool is not None
+        win: InstrumentWindow | None = None
+
+        def begin() -> None:
+            nonlocal win
+            win = self.instruments.begin(warmup_s=plan.warmup_s, duration_s=plan.duration_s)
+
+        try:
+            result = self.pool.run_window(
+                self.config,
+                rate_rps=plan.rate_rps,
+                duration_s=plan.duration_s,
+                warmup_s=plan.warmup_s,
+                requests=self.workload,
+                seed=plan.seed,
+                progress=self.progress.update,
+                stop_early=self._stop_rule(plan) if plan.early_stop else None,
+                interrupt=self.stop.interrupted,
+                on_start=begin,
+            )
+        finally:
+            if win is not None:
+                win.end_now()
+        assert win is not None
+        return _Loaded(result=result, instruments=win)
+
+    def _stop_rule(self, plan: WindowPlan) -> Callable[[Sequence[RequestResult], float], bool]:
+        from tokenwatt.analysis import missed_beyond_doubt
+
+        expected = window_request_count(
+            plan.rate_rps,
+            plan.warmup_s,
+            plan.duration_s,
+            plan.seed,
+            self.config.arrivals,
+            self.config.profile,
+        )
+        slo = self.spec.slo
+
+        def stop(requests: Sequence[RequestResult], _elapsed_s: float) -> bool:
+            # collect.load.stream sets first_token_s at the first text chunk, so a request
+            # still streaming is not counted as waiting for its first token.
+            return missed_beyond_doubt(requests, expected, slo, now_s=time.perf_counter())
+
+        return stop
+
+    def _verdict(self, result: WindowResult, metrics: EngineMetrics | None) -> WindowSummary:
+        """The summary, with the failure mode of a window that missed the SLO."""
+        summary = result.summary
+        if summary.slo_pass:
+            return summary
+        from tokenwatt.analysis import classify_failure
+
+        view = classification_view(result, self.spec.slo, count_tokens=self.config.count_tokens)
+        usable = metrics if metrics is not None and metrics.valid else None
+        mode = classify_failure(view, usable, slo=self.spec.slo)
+        # The stored p99s of an early-stopped window are infinite from our own
+        # cancellations (methods/goodput.md); its reason says which limit the evidence
+        # missed, from the view.
+        detail = view.failure_reason
+        if mode is not None:
+            summary.failure_reason = f"{mode} ({detail})" if detail else mode
+        elif summary.stopped_early:
+            summary.failure_reason = detail
+        return summary
+
+
+def mark_cut(summary: WindowSummary, reason: str, *, tag: str) -> None:
+    """Mark a window cut short by something other than the engine's service (a signal to
+    the collector, the engine's death): invalid, with ``reason`` first in its
+    ``invalid_reason`` and ``tag`` (one word) as its failure reason, so that no table or
+    sentence reads the cut as an SLO miss, nor its verdict as measured (``slo_beyond_doubt``
+    cleared).
+    """
+    summary.valid = False
+    summary.slo_pass = False
+    summary.slo_beyond_doubt = None
+    summary.invalid_reason = "; ".join(r for r in (reason, summary.invalid_reason) if r)
+    summary.failure_reason = tag
+
+
+def _warnings(
+    idle: IdleStart, metrics: EngineMetrics | None, power: PowerWindow | None
+) -> list[str]:
+    out = []
+    if idle.idle is False and idle.note:
+        out.append(idle.note)
+    if metrics is not None and not metrics.valid and metrics.invalid_reason:
+        out.append(f"engine metrics invalid: {metrics.invalid_reason}")
+    if power is not None and not power.valid:
+        out.append("power invalid: " + "; ".join(power.invalid_reasons))
+    return out
