@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,6 +119,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.e2e)
         if item.get_closest_marker("vllm") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+
+
+_TERMINAL_ENV = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist, on the controller: hand each worker this run's ``COLUMNS`` and ``LINES``
+    (a worker starts with 80 and 24 set, and the piped-table tests need them as given)."""
+    node.workerinput["terminal_env"] = {k: os.environ.get(k) for k in _TERMINAL_ENV}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a pytest-xdist worker: ``COLUMNS`` and ``LINES`` as the controller had them."""
+    given = getattr(config, "workerinput", {}).get("terminal_env")
+    if given is None:
+        return
+    for key, value in given.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.hookimpl(hookwrapper=True)
