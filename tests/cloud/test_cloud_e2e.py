@@ -30,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collect"))
 from engine_launch_helpers import REPO, sim_spec
 from lambda_double import SHUTDOWN, LambdaDouble
 
-from tokenwatt.cloud.remote_files import build_wheel
 from tokenwatt.records import RunRecord
 
 asyncssh = pytest.importorskip("asyncssh")
@@ -90,11 +89,6 @@ class Box:
         self.proc.wait()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 @pytest.fixture(scope="module")

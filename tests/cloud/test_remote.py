@@ -25,7 +25,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collect"))
 from engine_launch_helpers import REPO, WAIT_S, sim_spec
 
 from tokenwatt.cloud import RemoteError, RemoteTarget, arm_watchdog, run_remote_session
-from tokenwatt.cloud.remote_files import build_wheel
 from tokenwatt.files import file_sha256
 
 asyncssh = pytest.importorskip("asyncssh")
@@ -80,11 +79,6 @@ def box(tmp_path: Path) -> Iterator[SshBox]:
     yield b
     if b.proc is not None and b.proc.poll() is None:
         b.kill()
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 @pytest.fixture(scope="module")

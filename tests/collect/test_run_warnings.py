@@ -25,6 +25,8 @@ from tokenwatt.records import RunRecord, retried
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scripted_engine import INVALID_TOKENS, MODEL, EngineProcess, start_engine
 
+pytestmark = pytest.mark.e2e  # `collect` child processes (tests/analysis has the same basename)
+
 REPO = Path(__file__).resolve().parents[2]
 VOCAB = 2048
 

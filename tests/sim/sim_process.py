@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 from tests.server_process import REPO, start_server_process
 from tests.server_process import ServerProcess as SimProcess
+from tokenwatt.records import RunRecord
 
-__all__ = ["REPO", "SimProcess", "start_sim"]
+__all__ = ["REPO", "SimProcess", "SimRun", "start_sim"]
+
+
+@dataclass(frozen=True)
+class SimRun:
+    """A finished ``collect`` run: its record file (the request file beside it), the record
+    and what ``collect`` printed (the ``sim_run`` fixture of ``tests/sim/conftest.py``)."""
+
+    path: Path
+    record: RunRecord
+    stdout: str
 
 
 def start_sim(*args: str, timeout_s: float = 20.0) -> SimProcess:

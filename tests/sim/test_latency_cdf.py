@@ -9,12 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,36 +17,17 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tests.sim.sim_process import REPO, start_sim
+from tests.sim.sim_process import SimRun
 from tokenwatt.analysis.latency_cdf import quantile
 from tokenwatt.cli import cli
 from tokenwatt.records import CDF_LEVELS_PCT, RunRecord, load_report
 
-SPEC = REPO / "tests" / "fixtures" / "sim.spec.yaml"
 
-
-@dataclass(frozen=True)
-class Collected:
-    path: Path
-    record: RunRecord
-
-
-@pytest.fixture(scope="module")
-def collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
-    out = tmp_path_factory.mktemp("cdf") / "base.json"
-    sim = start_sim("--profile", "bf16-kv", "--seed", "0")
-    try:
-        cmd = [sys.executable, "-m", "tokenwatt", "collect", "--spec", str(SPEC)]
-        cmd += ["--label", "sim-bf16", "--role", "baseline", "--out", str(out)]
-        cmd += ["--endpoint", sim.endpoint, "--no-progress", "--no-accuracy"]
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        done = subprocess.run(
-            cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240, check=False
-        )
-    finally:
-        sim.stop()
-    assert done.returncode == 0, done.stdout + done.stderr
-    yield Collected(out, RunRecord.model_validate_json(out.read_text(encoding="utf-8")))
+@pytest.fixture
+def collected(sim_run: SimRun) -> SimRun:
+    """The session's run of ``collect`` against the simulator (``tests/sim/conftest.py``),
+    label ``sim-fp8``, with its per-request file."""
+    return sim_run
 
 
 def expected_quantiles(record: RunRecord, gz: Path) -> tuple[int, list[float], list[float]]:
@@ -112,7 +88,7 @@ def report_and_build(run: Path, tmp: Path) -> tuple[int, str, Path]:
 
 
 def test_report_keeps_and_page_draws_the_quantiles_of_the_gz_file(
-    collected: Collected, tmp_path: Path
+    collected: SimRun, tmp_path: Path
 ) -> None:
     log = collected.record.requests_log
     assert log is not None
@@ -130,7 +106,7 @@ def test_report_keeps_and_page_draws_the_quantiles_of_the_gz_file(
     assert dist.ttft_ms[-1] == pytest.approx(max(ttft), abs=1.5e-3)
     rows = chart_specs(page)["latency-cdf"]["datasets"]["rows"]
     got = {
-        m: [(r["share"], r["ms"]) for r in rows if r["metric"] == m and r["name"] == "sim-bf16"]
+        m: [(r["share"], r["ms"]) for r in rows if r["metric"] == m and r["name"] == "sim-fp8"]
         for m in ("TTFT", "TPOT")
     }
     shares = [round(q / 100, 4) for q in CDF_LEVELS_PCT]
@@ -141,8 +117,8 @@ def test_report_keeps_and_page_draws_the_quantiles_of_the_gz_file(
     assert "Latency distribution at the operating point" in page
 
 
-def test_without_the_gz_file_there_is_no_cdf(collected: Collected, tmp_path: Path) -> None:
-    run = tmp_path / "base.json"
+def test_without_the_gz_file_there_is_no_cdf(collected: SimRun, tmp_path: Path) -> None:
+    run = tmp_path / collected.path.name
     shutil.copy(collected.path, run)
     code, page, out = report_and_build(run, tmp_path)
     assert code == 0, page
@@ -151,10 +127,10 @@ def test_without_the_gz_file_there_is_no_cdf(collected: Collected, tmp_path: Pat
     assert "Latency distribution at the operating point" not in page
 
 
-def test_a_gz_file_that_is_not_the_runs_is_refused(collected: Collected, tmp_path: Path) -> None:
+def test_a_gz_file_that_is_not_the_runs_is_refused(collected: SimRun, tmp_path: Path) -> None:
     log = collected.record.requests_log
     assert log is not None
-    run = tmp_path / "base.json"
+    run = tmp_path / collected.path.name
     shutil.copy(collected.path, run)
     data = collected.path.with_name(log.file).read_bytes()
     (tmp_path / log.file).write_bytes(data[:-1])

@@ -10,65 +10,31 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 import shutil
-import subprocess
-import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from tests.runs_factory import make_run
-from tests.sim.sim_process import REPO, start_sim
+from tests.sim.sim_process import SimRun
 from tokenwatt.analysis.run_table import request_percentiles, run_rows
 from tokenwatt.cli import cli
 from tokenwatt.collect.measure.request_log import SUFFIX
 from tokenwatt.records import RunRecord
 from tokenwatt.records.window import ErrorSample, WindowSummary
 
-SPEC = REPO / "tests" / "fixtures" / "sim.spec.yaml"
 WIDE = {"COLUMNS": "300"}
 
 
-@dataclass(frozen=True)
-class Collected:
-    path: Path
-    record: RunRecord
-    stdout: str
+@pytest.fixture
+def collected(sim_run: SimRun) -> SimRun:
+    """The session's run of ``collect`` against the simulator (``tests/sim/conftest.py``):
+    ``sim-run.json``, fp8-kv, piped without ``COLUMNS``."""
+    return sim_run
 
 
-@pytest.fixture(scope="module")
-def collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
-    out = tmp_path_factory.mktemp("show") / "sim-run.json"
-    sim = start_sim("--profile", "fp8-kv", "--seed", "0")
-    try:
-        cmd = [sys.executable, "-m", "tokenwatt", "collect", "--spec", str(SPEC)]
-        cmd += ["--label", "sim-fp8", "--role", "baseline", "--out", str(out)]
-        cmd += ["--endpoint", sim.endpoint, "--no-progress", "--no-accuracy"]
-        # Piped and without COLUMNS, as in CI or `| less`: the table must keep whole rows.
-        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-        env["PYTHONPATH"] = str(REPO)
-        done = subprocess.run(
-            cmd,
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-        )
-    finally:
-        sim.stop()
-    assert done.returncode == 0, done.stdout + done.stderr
-    record = RunRecord.model_validate_json(out.read_text(encoding="utf-8"))
-    yield Collected(out, record, done.stdout)
-
-
-def test_collect_prints_one_row_per_window(collected: Collected) -> None:
+def test_collect_prints_one_row_per_window(collected: SimRun) -> None:
     rows = run_rows(collected.record)
     assert len(rows) == len(collected.record.probes) + len(collected.record.repeats) >= 2
     lines = collected.stdout.splitlines()
@@ -84,7 +50,7 @@ def test_collect_prints_one_row_per_window(collected: Collected) -> None:
     assert "TTFT ms p50/p90/p99" in collected.stdout
 
 
-def test_the_request_file_matches_the_record(collected: Collected) -> None:
+def test_the_request_file_matches_the_record(collected: SimRun) -> None:
     rec = collected.record
     log = rec.requests_log
     assert log is not None
@@ -129,7 +95,7 @@ def all_windows(rec: RunRecord) -> list[WindowSummary]:
     return [p.window for p in rec.probes] + [r.window for r in rec.repeats]
 
 
-def test_show_json_is_the_record_rows(collected: Collected) -> None:
+def test_show_json_is_the_record_rows(collected: SimRun) -> None:
     result = CliRunner().invoke(cli, ["show", "--json", str(collected.path)])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
@@ -138,7 +104,7 @@ def test_show_json_is_the_record_rows(collected: Collected) -> None:
 
 
 def test_show_requests_checks_the_hash_and_prints_distributions(
-    collected: Collected, tmp_path: Path
+    collected: SimRun, tmp_path: Path
 ) -> None:
     result = CliRunner().invoke(cli, ["show", "--requests", str(collected.path)], env=WIDE)
     assert result.exit_code == 0, result.output
