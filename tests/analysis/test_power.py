@@ -12,7 +12,7 @@ from tokenwatt.analysis.power import (
     not_covered_text,
     sample_gaps,
     sum_throttle_counts,
-    summarize_window,
+    summarise_power_window,
     throttle_share_pct,
     trapezoid_energy_j,
     window_tokens_per_joule,
@@ -70,8 +70,10 @@ def trace(
 
 
 def test_trapezoid_and_counter_agree_within_half_a_percent() -> None:
-    by_counter = summarize_window(trace(), duration_s=120, source="t", scope="board")
-    by_samples = summarize_window(trace(counters=False), duration_s=120, source="t", scope="board")
+    by_counter = summarise_power_window(trace(), duration_s=120, source="t", scope="board")
+    by_samples = summarise_power_window(
+        trace(counters=False), duration_s=120, source="t", scope="board"
+    )
     assert by_counter.energy_method == "counter" and by_samples.energy_method == "integrated"
     assert by_counter.energy_j == pytest.approx(energy(0, 120), rel=1e-12)
     assert by_samples.energy_j is not None and by_counter.energy_j is not None
@@ -88,7 +90,7 @@ def test_trapezoid_is_exact_for_linear_power() -> None:
 
 
 def test_gap_over_three_seconds_invalidates() -> None:
-    w = summarize_window(
+    w = summarise_power_window(
         trace(counters=False, drop=(40, 45)), duration_s=120, source="t", scope="board"
     )
     assert not w.valid
@@ -96,7 +98,7 @@ def test_gap_over_three_seconds_invalidates() -> None:
         "gap of 5.0 s between power samples (40.0–45.0 s after the start; limit 3 s): "
         "power figure not used"
     ]
-    ok = summarize_window(
+    ok = summarise_power_window(
         trace(counters=False, drop=(40, 43)), duration_s=120, source="t", scope="board"
     )
     assert ok.valid  # exactly 3 s is allowed
@@ -104,7 +106,7 @@ def test_gap_over_three_seconds_invalidates() -> None:
 
 
 def test_counter_reset_invalidates_energy_and_is_not_patched() -> None:
-    w = summarize_window(trace(reset_at=60.0), duration_s=120, source="t", scope="board")
+    w = summarise_power_window(trace(reset_at=60.0), duration_s=120, source="t", scope="board")
     assert not w.valid and w.energy_j is None and w.energy_method == "counter"
     assert len(w.invalid_reasons) == 1 and "went backwards" in w.invalid_reasons[0]
     # The mean power still comes from the samples, for inspection.
@@ -115,24 +117,24 @@ def test_counter_missing_for_a_device_at_the_end() -> None:
     samples = trace(10.0)
     last = samples[-1]
     samples[-1] = PowerSample(t_s=last.t_s, power_w=last.power_w, counters_j={"GPU-1": 5.0})
-    w = summarize_window(samples, duration_s=10, source="t", scope="board")
+    w = summarise_power_window(samples, duration_s=10, source="t", scope="board")
     assert not w.valid and any("GPU-0, GPU-1" in r for r in w.invalid_reasons)
 
 
 def test_lost_device_and_no_samples() -> None:
-    w = summarize_window(
+    w = summarise_power_window(
         trace(10.0), duration_s=10, source="t", scope="board", lost_reason="device lost: x"
     )
     assert not w.valid and w.invalid_reasons[0] == "device lost: x"
-    empty = summarize_window([], duration_s=10, source="t", scope="board")
+    empty = summarise_power_window([], duration_s=10, source="t", scope="board")
     assert not empty.valid and empty.energy_j is None and empty.samples == 0
     assert "no power samples in the window" in empty.invalid_reasons
     with pytest.raises(ValueError, match="positive"):
-        summarize_window([], duration_s=0, source="t", scope="board")
+        summarise_power_window([], duration_s=0, source="t", scope="board")
 
 
 def test_long_timelines_are_thinned_evenly() -> None:
-    w = summarize_window(
+    w = summarise_power_window(
         trace(600.0, 10.0, counters=False), duration_s=600, source="t", scope="board"
     )
     assert w.samples == 6000
@@ -183,7 +185,7 @@ def test_seed_throttle_share_and_tokens_per_joule(
 ) -> None:
     seed = {c["key"]: c for c in json.loads(SEED.read_text())["configs"]}[key]
     windows = [
-        summarize_window(
+        summarise_power_window(
             seed_window(mean_w, n, phase), duration_s=120, source="nvml", scope="board"
         )
         for n, phase in zip(capped, (0.1, 0.6), strict=True)
@@ -202,7 +204,7 @@ def test_seed_throttle_share_and_tokens_per_joule(
 
 
 def test_window_tokens_per_joule_refuses_invalid_windows() -> None:
-    w = summarize_window(trace(reset_at=60.0), duration_s=120, source="t", scope="board")
+    w = summarise_power_window(trace(reset_at=60.0), duration_s=120, source="t", scope="board")
     assert window_tokens_per_joule(w, 1000.0) is None
     with pytest.raises(ValueError, match="outside"):
         throttle_share_pct(5, 4)
@@ -215,7 +217,7 @@ def test_readings_covering_half_the_window_are_scaled_to_it_with_a_note() -> Non
         PowerSample(t_s=1.006, power_w=300.0, counted=False),
         PowerSample(t_s=2.016, power_w=300.0),
     ]
-    w = summarize_window(late, duration_s=2.016, source="command", scope="node")
+    w = summarise_power_window(late, duration_s=2.016, source="command", scope="node")
     assert w.valid and w.energy_method == "integrated"
     assert w.mean_power_w == pytest.approx(300.0)
     assert w.energy_j == pytest.approx(300.0 * 2.016)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenwatt.analysis.power import summarize_window
+from tokenwatt.analysis.power import summarise_power_window
 from tokenwatt.analysis.power_validity import (
     CEILING_FACTOR,
     FLOOR_W_PER_DEVICE,
@@ -37,7 +37,7 @@ def window(
     scope: PowerScope = "board",
     power_limit_w: float | None = None,
 ) -> PowerWindow:
-    return summarize_window(
+    return summarise_power_window(
         samples, duration_s=10.0, source="nvml", scope=scope, power_limit_w=power_limit_w
     )
 

@@ -85,7 +85,7 @@ from tokenwatt.analysis.paired import (
 from tokenwatt.analysis.power import (
     not_covered_text,
     sum_throttle_counts,
-    summarize_window,
+    summarise_power_window,
     throttle_share_pct,
     trapezoid_energy_j,
     window_tokens_per_joule,
@@ -253,8 +253,8 @@ __all__ = [
     "straddles_threshold",
     "sum_throttle_counts",
     "summarise",
+    "summarise_power_window",
     "summarise_window",
-    "summarize_window",
     "sustained_note",
     "throttle_share_pct",
     "tokens_per_joule",

@@ -204,7 +204,7 @@ def _counter_energy(
     return energy, last.t_s - first.t_s, []
 
 
-def summarize_window(
+def summarise_power_window(
     samples: Sequence[PowerSample],
     *,
     duration_s: float,

@@ -3,8 +3,8 @@
 A power series can be wrong without any read failing: an energy counter that stops moving
 while the board draws hundreds of watts, a negative reading, an H100 "drawing" 1.5 W under
 load. Such a window's figures must not reach a tokens-per-joule headline, so each rule
-below returns the reasons that make the window invalid; :func:`summarize_window
-<tokenwatt.analysis.power.summarize_window>` adds them to ``invalid_reasons``.
+below returns the reasons that make the window invalid; :func:`summarise_power_window
+<tokenwatt.analysis.power.summarise_power_window>` adds them to ``invalid_reasons``.
 
 The bar is the field's own validity checks: MLPerf's power rules refuse a run whose meter
 readings are out of range or missing, and Zeus and InferenceX discard windows whose energy

@@ -25,7 +25,7 @@ class PowerSample:
 
     A source's ``read()`` returns one with ``t_s`` left at 0; the meter
     (:mod:`tokenwatt.telemetry.meter`) stamps the time since the window's start and whether
-    it counts, and :func:`tokenwatt.analysis.summarize_window` turns a window's samples into
+    it counts, and :func:`tokenwatt.analysis.summarise_power_window` turns a window's samples into
     a :class:`PowerWindow`.
 
     Attributes:

@@ -14,7 +14,7 @@ import math
 import threading
 from types import TracebackType
 
-from tokenwatt.analysis import summarize_window
+from tokenwatt.analysis import summarise_power_window
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records import PowerSample, PowerWindow
 from tokenwatt.telemetry.base import (
@@ -149,7 +149,7 @@ class PowerMeter:
         notes = list(self.source.notes)
         if self._failures:
             notes.append(f"{self._failures} readings failed (last: {self._last_error})")
-        window = summarize_window(
+        window = summarise_power_window(
             self._samples,
             duration_s=duration_s,
             source=self.source.name,
