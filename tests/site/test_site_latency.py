@@ -100,7 +100,7 @@ def test_remeasured_windows_are_left_out_and_infinite_ones_drawn_off_scale() -> 
     # The tuned run's 32,000 ms at 16 req/s is the largest finite TTFT: the axis tops at 2×.
     assert params["ttft_hi"] == 64000.0
     assert inf["ms"] is None and inf["y"] == 64000.0 and inf["off_scale"]
-    assert inf["off_label"] == "∞" and inf["marker"] == "off scale (true value in the label)"
+    assert inf["off_label"] == "∞" and inf["marker"] == "off scale (value labelled)"
     assert len([r for r in base if r["step"] == "repeat"]) == 4  # one repeat of two: 4 values
     assert len(base) == 7 * 4 - 4
 

@@ -28,7 +28,7 @@ SPAN_ABOVE_LIMIT = 100.0
 """A finite value above this many times the SLO limit is drawn off scale (two decades above
 the limit on a log axis: far enough that no on-scale point is a near miss)."""
 
-OFF_SCALE_LEGEND = "off scale (true value in the label)"
+OFF_SCALE_LEGEND = "off scale (value labelled)"
 """The legend entry of the off-scale marker, the same words on every chart."""
 
 OFF_SCALE_SHAPE = "triangle-up"
