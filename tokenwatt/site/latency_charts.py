@@ -238,18 +238,8 @@ def _y(alt: Any, metric: str, field: str = "y:Q") -> Any:
     return alt.Y(field, title=f"{metric} (ms)", scale=scale)
 
 
-def _panel(alt: Any, metric: str, load_title: str) -> Any:
-    keep = alt.datum.metric == metric
-    x = alt.X("load:Q", title=load_title, scale=alt.Scale(zero=False))
-    y = _y(alt, metric)
-    colour = alt.Color("name:N", sort=None, title="Configuration")
-    dash = alt.StrokeDash(
-        "percentile:N",
-        scale=alt.Scale(domain=["p50", "p99"], range=[[4, 3], [1, 0]]),
-        title="Percentile",
-    )
-    shape = alt.Shape("marker:N", scale=alt.Scale(domain=MARKERS, range=SHAPES), title="Window")
-    tooltip = [
+def _tooltip(alt: Any, metric: str, load_title: str) -> list[Any]:
+    return [
         alt.Tooltip("name:N", title="Configuration"),
         alt.Tooltip("step:N", title="Window"),
         alt.Tooltip("load:Q", title=load_title, format=",.2f"),
@@ -258,39 +248,59 @@ def _panel(alt: Any, metric: str, load_title: str) -> Any:
         alt.Tooltip("verdict:N", title="SLO"),
         alt.Tooltip("marker:N", title="Drawn as"),
     ]
-    base = alt.Chart(_named(alt, "rows")).transform_filter(keep)
-    # Only judged, on-scale windows make the line: an invalid window is shown apart, and an
-    # off-scale one has no height to join.
-    line = (
-        base.transform_filter("datum.judged && !datum.off_scale")
-        .mark_line(opacity=0.7)
-        .encode(x=x, y=_y(alt, metric, "median(y):Q"), color=colour, strokeDash=dash)
-    )
+
+
+def _point_layers(alt: Any, base: Any, metric: str, x: Any, load_title: str) -> list[Any]:
+    """The windows as points: judged ones filled (circle, cross), invalid ones hollow, the
+    off-scale ones as triangles at the top with their labels."""
+    y = _y(alt, metric)
+    colour = alt.Color("name:N", sort=None, title="Configuration")
+    tooltip = _tooltip(alt, metric, load_title)
+    shape = alt.Shape("marker:N", scale=alt.Scale(domain=MARKERS, range=SHAPES), title="Window")
     judged = (
         base.transform_filter("datum.judged || datum.off_scale")
         .mark_point(filled=True, size=45)
         .encode(x=x, y=y, color=colour, shape=shape, tooltip=tooltip)
     )
     # Its own shape scale, so that its legend entry is drawn hollow too.
+    hollow_shape = alt.Shape(
+        "marker:N",
+        scale=alt.Scale(domain=[INVALID_LEGEND], range=["circle"]),
+        title="Not judged",
+    )
     hollow = (
         base.transform_filter("!datum.judged && !datum.off_scale")
         .mark_point(filled=False, size=45, strokeWidth=1.5)
-        .encode(
-            x=x,
-            y=y,
-            color=colour,
-            shape=alt.Shape(
-                "marker:N",
-                scale=alt.Scale(domain=[INVALID_LEGEND], range=["circle"]),
-                title="Not judged",
-            ),
-            tooltip=tooltip,
-        )
+        .encode(x=x, y=y, color=colour, shape=hollow_shape, tooltip=tooltip)
     )
     off = (
         base.transform_filter("datum.off_scale")
         .mark_text(dy=-11, fontSize=11, fontWeight="bold")
         .encode(x=x, y=y, text="off_label:N")
+    )
+    return [judged, hollow, off]
+
+
+def _panel(alt: Any, metric: str, load_title: str) -> Any:
+    keep = alt.datum.metric == metric
+    x = alt.X("load:Q", title=load_title, scale=alt.Scale(zero=False))
+    dash = alt.StrokeDash(
+        "percentile:N",
+        scale=alt.Scale(domain=["p50", "p99"], range=[[4, 3], [1, 0]]),
+        title="Percentile",
+    )
+    base = alt.Chart(_named(alt, "rows")).transform_filter(keep)
+    # Only judged, on-scale windows make the line: an invalid window is shown apart, and an
+    # off-scale one has no height to join.
+    line = (
+        base.transform_filter("datum.judged && !datum.off_scale")
+        .mark_line(opacity=0.7)
+        .encode(
+            x=x,
+            y=_y(alt, metric, "median(y):Q"),
+            color=alt.Color("name:N", sort=None, title="Configuration"),
+            strokeDash=dash,
+        )
     )
     rule = (
         alt.Chart(_named(alt, "limits"))
@@ -299,7 +309,7 @@ def _panel(alt: Any, metric: str, load_title: str) -> Any:
         .encode(y="ms:Q", tooltip=[alt.Tooltip("label:N"), alt.Tooltip("ms:Q", format=",.0f")])
     )
     return (
-        alt.layer(line, judged, hollow, off, rule)
+        alt.layer(line, *_point_layers(alt, base, metric, x, load_title), rule)
         .resolve_scale(shape="independent")
         .properties(width="container", height=220)
     )
