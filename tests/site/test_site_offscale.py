@@ -257,3 +257,28 @@ def test_the_probe_chart_draws_the_off_scale_label() -> None:
     assert 'aria-roledescription="text mark"' in svg
     assert ">∞</text>" in svg
     assert "Worst p99 / limit: ∞" in svg
+
+
+def test_probe_ratio_says_infinite_only_for_a_p99_without_a_number() -> None:
+    from tokenwatt.records.report_v3 import SearchWindowV3
+    from tokenwatt.site.probe_chart import probe_ratio
+
+    def probe(ok: bool, ttft: object, tpot: object) -> SearchWindowV3:
+        return SearchWindowV3.model_validate(
+            {
+                "step": "probe",
+                "rate_rps": 4.0,
+                "slo_pass": ok,
+                "ttft_p99_ms": ttft,
+                "tpot_p99_ms": tpot,
+            }
+        )
+
+    assert probe_ratio(probe(False, "inf", 40.0), 2000.0, 50.0) == math.inf
+    # A v2-style miss: TTFT stored as null (∞ then), TPOT within its limit.
+    assert probe_ratio(probe(False, None, 40.0), 2000.0, 50.0) == math.inf
+    assert probe_ratio(probe(False, None, None), 2000.0, 50.0) == math.inf
+    # Missed on errors with both p99s within their limits: drawn where it is, below 1.
+    assert probe_ratio(probe(False, 1000.0, 40.0), 2000.0, 50.0) == 0.8
+    assert probe_ratio(probe(True, 3000.0, 40.0), 2000.0, 50.0) == 1.5
+    assert probe_ratio(probe(True, None, None), 2000.0, 50.0) is None
