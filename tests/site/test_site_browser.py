@@ -3,7 +3,7 @@
 Served from 127.0.0.1 by a threaded ``http.server``; every request to anywhere else is
 aborted and fails the test. Checks: each chart element holds an SVG, the palette switch
 re-renders the charts with the dark theme, a hostile label is shown as text and runs
-nothing.
+nothing, an infinite p99 is drawn as a labelled off-scale marker.
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ from urllib.parse import urlsplit
 import pytest
 from sitecase import HOSTILE, REPO, hostile_data, rich_data, write_record
 
+from tests.runs_factory import make_run, tuned_run
+from tokenwatt.analysis.summarise import summarise
+from tokenwatt.records import RunInput
 from tokenwatt.site.build import build_site
 
 if TYPE_CHECKING:
@@ -48,6 +51,21 @@ class QuietHandler(SimpleHTTPRequestHandler):
         pass
 
 
+OFF_SCALE_ID = "off-scale-p99"
+
+
+def off_scale_record(folder: Path) -> None:
+    """A v3 report (the runs factory's two runs) whose baseline probe at 16 req/s (#4) had
+    an infinite p99 TTFT, under a hostile configuration label."""
+    run = make_run()
+    run.probes[3].window.ttft_ms.p99 = "inf"
+    runs = [run, tuned_run()]
+    inputs = [RunInput(f"runs/{r.label}.json", f"{i}" * 64, r) for i, r in enumerate(runs)]
+    report = summarise(inputs, title="Off scale", report_id=OFF_SCALE_ID)
+    report.configs[1].label = HOSTILE
+    (folder / f"{OFF_SCALE_ID}.json").write_text(report.model_dump_json(indent=2), "utf-8")
+
+
 @pytest.fixture(scope="module")
 def site_url(tmp_path_factory: pytest.TempPathFactory, bundle_cache: Path) -> Iterator[str]:
     """Build seed + hostile + rich records, run mkdocs, serve the result on 127.0.0.1."""
@@ -60,6 +78,7 @@ def site_url(tmp_path_factory: pytest.TempPathFactory, bundle_cache: Path) -> It
     shutil.copy2(REPO / "reports" / "lab-h100-qwen3-30b-a3b-kv-cache.json", reports)
     write_record(reports, hostile_data())
     write_record(reports, rich_data())
+    off_scale_record(reports)
     cache = root / "cache"
     shutil.copytree(bundle_cache, cache)
     build_site(reports, root / "docs", cache_dir=cache)
@@ -191,4 +210,32 @@ def test_seed_page_charts_and_hostile_label(
     html = page.content()
     assert "\x00" not in html and "\x1b" not in html
     assert page.locator("article li", has_text="esc [31m red").count() == 1
+    assert events == []
+
+
+def test_an_infinite_p99_is_drawn_as_a_labelled_off_scale_marker(
+    site_url: str, browser_page: tuple[Page, list[str], list[str]]
+) -> None:
+    page, _off_host, events = browser_page
+    page.goto(f"{site_url}/reports/{OFF_SCALE_ID}/")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.tw-chart')].every(e => e.getAttribute('data-tw-renders'))"
+    )
+    assert all(not c["error"] for c in chart_state(page))
+    for chart in ("sweep", "latency-rate"):
+        # Vega's text marks: the off-scale label "∞" is drawn as text in the chart's SVG,
+        # and the legend names the marker.
+        texts = page.eval_on_selector_all(
+            f"#tw-chart-{chart} svg text", "els => els.map(e => e.textContent)"
+        )
+        assert "∞" in texts, (chart, texts)
+        assert "off scale (value labelled)" in texts, " | ".join(texts)
+        assert HOSTILE in texts  # the hostile label is drawn as text, in the legend
+    # The marker itself: a triangle (Vega's symbol path) whose description gives the value.
+    marks = page.eval_on_selector_all(
+        "#tw-chart-sweep svg path[aria-roledescription=point]",
+        "els => els.map(e => e.getAttribute('aria-label') || '')",
+    )
+    assert [m for m in marks if "Worst p99 / limit: ∞" in m], marks
+    assert page.locator("article img").count() == 0
     assert events == []

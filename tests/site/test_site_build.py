@@ -148,6 +148,7 @@ def test_v2_detail_adds_sweep_power_and_mbu_charts(tmp_path: Path, cache_dir: Pa
     sweep = specs["sweep"]["datasets"]["rows"]
     worst = next(r for r in sweep if r["name"] == "vllm-default" and r["rate_rps"] == 16.0)
     assert worst["slo_load"] == pytest.approx(16.0)  # 32,000 ms over a 2,000 ms limit
+    assert worst["y"] == worst["slo_load"] and not worst["off_scale"]
     assert worst["verdict"] == "misses SLO"
     power = specs["power"]["datasets"]["rows"]
     assert [r["throttle"] for r in power[:3]] == ["", "sw_power_cap", ""]
@@ -207,8 +208,10 @@ def test_sweep_draws_infinite_p99_misses_above_the_line_with_their_mode(
     rows = json.loads(line.split(">", 1)[1].rsplit("</script>", 1)[0])["datasets"]["rows"]
     mine = {r["rate_rps"]: r for r in rows if r["name"] == "vllm-default"}
     assert mine[32.0]["off_scale"] and mine[24.0]["off_scale"]
-    assert mine[32.0]["slo_load"] == pytest.approx(24.0)  # 1.5 × the largest ratio, 16
-    assert mine[24.0]["slo_load"] > 1.0
+    # At the top of the axis, 2 × the largest finite ratio (16), labelled "∞".
+    assert mine[32.0]["y"] == mine[24.0]["y"] == pytest.approx(32.0)
+    assert mine[32.0]["off_label"] == mine[24.0]["off_label"] == "∞"
+    assert mine[32.0]["slo_load"] is None
     assert mine[32.0]["outcome"] == "queueing/KV-bound (ttft,stopped_early)"
     assert not mine[16.0]["off_scale"]
     text = html.unescape(page)

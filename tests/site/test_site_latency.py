@@ -15,6 +15,7 @@ from tokenwatt.analysis.summarise import summarise
 from tokenwatt.records import RunInput
 from tokenwatt.records.report_v3 import ReportV3
 from tokenwatt.records.run import RunRecord
+from tokenwatt.site.offscale import ms_text
 from tokenwatt.site.pages import render_report, unique_items
 
 
@@ -66,6 +67,12 @@ def test_latency_chart_data_are_the_windows_of_the_search() -> None:
                     "ms": ms,
                     "step": step,
                     "verdict": verdict,
+                    "judged": True,
+                    "y": ms,
+                    "off_scale": False,
+                    "off_label": "",
+                    "value_text": ms_text(ms),
+                    "marker": verdict,
                 }
             )
     assert sorted(base, key=lambda r: json.dumps(r, sort_keys=True)) == sorted(
@@ -78,18 +85,24 @@ def test_latency_chart_data_are_the_windows_of_the_search() -> None:
     ]
 
 
-def test_infinite_and_remeasured_windows_are_left_out_of_the_latency_chart() -> None:
+def test_remeasured_windows_are_left_out_and_infinite_ones_drawn_off_scale() -> None:
     run = make_run()
     run.probes[3].window.ttft_ms.p99 = "inf"
     report = report_of(run, tuned_run())
     report.configs[0].search[5].remeasured = True
-    rows = chart(page_of(report), "latency-rate")["datasets"]["rows"]
+    spec = chart(page_of(report), "latency-rate")
+    rows = spec["datasets"]["rows"]
     base = [r for r in rows if r["name"] == "vllm-default"]
-    assert not [
+    (inf,) = [
         r for r in base if r["load"] == 16.0 and r["metric"] == "TTFT" and r["percentile"] == "p99"
     ]
+    params = {p["name"]: p["value"] for p in spec["params"]}
+    # The tuned run's 32,000 ms at 16 req/s is the largest finite TTFT: the axis tops at 2×.
+    assert params["ttft_hi"] == 64000.0
+    assert inf["ms"] is None and inf["y"] == 64000.0 and inf["off_scale"]
+    assert inf["off_label"] == "∞" and inf["marker"] == "off scale (value labelled)"
     assert len([r for r in base if r["step"] == "repeat"]) == 4  # one repeat of two: 4 values
-    assert len(base) == 7 * 4 - 1 - 4
+    assert len(base) == 7 * 4 - 4
 
 
 def test_configuration_diff_marks_what_differs() -> None:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenwatt.analysis import ConfigAnalysis, ReportAnalysis
+from tokenwatt.analysis import ReportAnalysis
 from tokenwatt.records import ReportV3
 from tokenwatt.site import charts
 from tokenwatt.site.escape import json_for_script
 from tokenwatt.site.latency_charts import latency_charts
-from tokenwatt.site.windows import finite_ms, probe_outcome
+from tokenwatt.site.probe_chart import sweep_item
 
 
 def chart_specs(
@@ -72,15 +72,9 @@ def chart_specs(
                 "spec": charts.accuracy_chart(acc_rows, gate_line),
             }
         )
-    sweep_rows = _sweep_rows(report, pairs)
-    if sweep_rows:
-        out.append(
-            {
-                "id": "sweep",
-                "title": "SLO search: probes against the SLO limit",
-                "spec": charts.sweep_chart(sweep_rows),
-            }
-        )
+    sweep = sweep_item(report, names)
+    if sweep is not None:
+        out.append(sweep)
     out += latency_charts(report, names)
     power_rows = []
     for n, c in pairs:
@@ -125,51 +119,6 @@ def chart_specs(
     for item in out:
         item["json"] = json_for_script(item["spec"])
     return out
-
-
-def _slo_load(ttft: float | None, tpot: float | None, report: ReportV3) -> float | None:
-    """The worse of p99 TTFT / limit and p99 TPOT / limit (≤ 1 meets the SLO); None when
-    neither p99 is finite."""
-    ratios = []
-    if ttft is not None:
-        ratios.append(ttft / report.slo.ttft_p99_ms)
-    if tpot is not None:
-        ratios.append(tpot / report.slo.tpot_p99_ms)
-    return round(max(max(ratios), 1e-3), 6) if ratios else None
-
-
-def _sweep_rows(report: ReportV3, pairs: list[tuple[str, ConfigAnalysis]]) -> list[dict[str, Any]]:
-    """One point per SLO-search probe (``configs[].search``), misses with their failure mode.
-
-    A probe that missed with an infinite p99 (failed requests reached the 99th percentile,
-    or it was stopped early) has no finite ratio for the limit it missed; it is drawn above
-    every finite point (at 1.5 × the largest ratio, at least 2) and marked ``off_scale``,
-    never left out or drawn below the SLO line.
-    """
-    rows: list[dict[str, Any]] = []
-    for n, c in pairs:
-        for p in (w for w in c.config.search if w.step == "probe"):
-            ttft, tpot = finite_ms(p.ttft_p99_ms), finite_ms(p.tpot_p99_ms)
-            load = _slo_load(ttft, tpot, report)
-            off_scale = not p.slo_pass and (load is None or load <= 1.0)
-            rows.append(
-                {
-                    "name": n,
-                    "rate_rps": p.rate_rps,
-                    "slo_load": None if off_scale else load,
-                    "off_scale": off_scale,
-                    "ttft_p99_ms": ttft,
-                    "tpot_p99_ms": tpot,
-                    "verdict": "meets SLO" if p.slo_pass else "misses SLO",
-                    "outcome": probe_outcome(p),
-                }
-            )
-    finite = [r["slo_load"] for r in rows if r["slo_load"] is not None]
-    top = round(max(2.0, 1.5 * max(finite, default=1.0)), 6)
-    for r in rows:
-        if r["off_scale"]:
-            r["slo_load"] = top
-    return [r for r in rows if r["slo_load"] is not None]
 
 
 def _step(timeline: list[Any]) -> float:

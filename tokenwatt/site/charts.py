@@ -124,54 +124,6 @@ def accuracy_chart(rows: Rows, gate_pts: float | None) -> Spec:
 
 
 @cache
-def _sweep_template() -> Spec:
-    import altair as alt
-
-    base = alt.Chart(_named(alt, "rows"))
-    x = alt.X("rate_rps:Q", title="Arrival rate (req/s)", scale=alt.Scale(type="log"))
-    y = alt.Y("slo_load:Q", title="Worst p99 / SLO limit", scale=alt.Scale(type="log"))
-    line = base.mark_line(opacity=0.6).encode(
-        x=x, y=y, color=alt.Color("name:N", sort=None, title="Configuration"), detail="name:N"
-    )
-    points = base.mark_point(filled=True, size=70).encode(
-        x=x,
-        y=y,
-        color=alt.Color("name:N", sort=None),
-        shape=alt.Shape(
-            "verdict:N",
-            scale=alt.Scale(domain=["meets SLO", "misses SLO"], range=["circle", "cross"]),
-            title="Probe",
-        ),
-        tooltip=[
-            alt.Tooltip("name:N", title="Configuration"),
-            alt.Tooltip("rate_rps:Q", title="Rate (req/s)", format=".2f"),
-            alt.Tooltip("ttft_p99_ms:Q", title="p99 TTFT (ms)", format=",.0f"),
-            alt.Tooltip("tpot_p99_ms:Q", title="p99 TPOT (ms)", format=",.1f"),
-            alt.Tooltip("verdict:N", title="Probe"),
-            alt.Tooltip("outcome:N", title="Outcome"),
-            alt.Tooltip("off_scale:N", title="p99 infinite (drawn at the top)"),
-        ],
-    )
-    limit = (
-        alt.Chart(_named(alt, "limit"))
-        .mark_rule(strokeDash=[6, 3], color="#c62828")
-        .encode(y="slo_load:Q")
-    )
-    return _finish(alt.layer(line, points, limit).properties(width="container", height=260))
-
-
-def sweep_chart(rows: Rows) -> Spec:
-    """The SLO search: per probe, the worse of p99 TTFT/limit and p99 TPOT/limit.
-
-    A probe meets the SLO when that ratio is ≤ 1 (the dashed line). Rows: ``name``,
-    ``rate_rps``, ``slo_load``, ``verdict``, ``outcome`` (the failure mode when missed),
-    ``off_scale`` (a miss whose p99 was infinite, drawn above every finite point),
-    ``ttft_p99_ms``, ``tpot_p99_ms``.
-    """
-    return _with_data(_sweep_template(), rows=rows, limit=[{"slo_load": 1.0}])
-
-
-@cache
 def _power_template() -> Spec:
     import altair as alt
 

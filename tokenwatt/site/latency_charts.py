@@ -4,23 +4,38 @@ One point per window of each configuration's SLO search (``configs[].search``: t
 and the repeats), in absolute units (ms) against the window's load, one line per
 configuration and percentile through the median at each load, and the SLO limits drawn as
 rules (the limits bound the p99; the p50 lines show how far below them the typical request
-is). Windows whose verdict was not used (measured again because the client lagged) or
-that were invalid are left out, and so is a latency without a finite value (∞: failed
-requests reached that percentile; the whole-search table shows them).
+is). Windows whose verdict was not used (measured again because the client lagged) are
+left out. An invalid window (not judged) is drawn apart: a hollow circle the line does not
+join. An infinite latency (failed requests reached that percentile), or one far above its
+limit, is drawn off scale: a labelled triangle at the top of the axis
+(:mod:`tokenwatt.site.offscale`).
 
 Latency distributions (CDFs) at the found operating point come from the record's
 ``latency_at_operating_point`` (quantiles over the requests of the repeats at the found
 load, kept when the run's per-request file was there): one line per configuration, the SLO
-limits as rules. A record without them has no CDF chart.
+limits as rules. A configuration without an operating point
+(:func:`no_operating_point`: no rate met the SLO) draws no line, and the caption says so; a
+record without any distribution has no CDF chart.
 """
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from typing import Any
 
-from tokenwatt.records import ReportV3, SearchWindowV3
+from tokenwatt.records import ConfigV3, LatencyMsV3, ReportV3, SearchWindowV3
 from tokenwatt.site.charts import Rows, Spec, _finish, _named, _with_data
+from tokenwatt.site.offscale import (
+    OFF_SCALE_LEGEND,
+    OFF_SCALE_SHAPE,
+    SPAN_ABOVE_LIMIT,
+    LogAxis,
+    log_axis,
+    log_axis_params,
+    ms_text,
+    place,
+)
 from tokenwatt.site.windows import finite_ms
 
 LOAD_TITLES = {"rate": "Arrival rate (req/s)", "concurrency": "Concurrent requests"}
@@ -38,38 +53,95 @@ def window_load(w: SearchWindowV3) -> tuple[str, float]:
     return "rate", float(w.rate_rps)
 
 
-def latency_rows(report: ReportV3, names: list[str]) -> dict[str, Rows]:
-    """Chart rows by load kind: per used, valid window and finite latency, one row with
-    ``name``, ``metric`` (TTFT, TPOT), ``percentile`` (p50, p99), ``load``, ``ms``,
-    ``step`` (probe, repeat) and ``verdict`` (meets SLO, misses SLO)."""
-    out: dict[str, Rows] = {}
+INVALID_LEGEND = "invalid window (not judged)"
+"""The legend entry of an invalid window's hollow marker."""
+
+MARKERS = ["meets SLO", "misses SLO", OFF_SCALE_LEGEND]
+"""The latency chart's filled point shapes, in legend order: circle, cross and the
+off-scale triangle; an invalid window (``marker`` :data:`INVALID_LEGEND`) is a hollow
+circle with a legend of its own."""
+SHAPES = ["circle", "cross", OFF_SCALE_SHAPE]
+
+
+def _latency_value(value: LatencyMsV3) -> float | None:
+    """A latency (ms) to place on the axis: ∞ for ``"inf"``, None without a sample."""
+    if value == "inf":
+        return math.inf
+    return finite_ms(value)
+
+
+def _window_values(w: SearchWindowV3) -> dict[tuple[str, str], float | None]:
+    return {
+        ("TTFT", "p50"): _latency_value(w.ttft_p50_ms),
+        ("TTFT", "p99"): _latency_value(w.ttft_p99_ms),
+        ("TPOT", "p50"): _latency_value(w.tpot_p50_ms),
+        ("TPOT", "p99"): _latency_value(w.tpot_p99_ms),
+    }
+
+
+def latency_rows(report: ReportV3, names: list[str]) -> dict[str, tuple[Rows, dict[str, LogAxis]]]:
+    """Chart rows and y axes by load kind. Per window whose verdict was used (one measured
+    again because the client lagged is left out) and latency with a value above 0 ms, one
+    row with ``name``, ``metric`` (TTFT, TPOT), ``percentile`` (p50, p99), ``load``,
+    ``ms`` (the latency; None when infinite), ``y`` (where it is drawn), ``off_scale``,
+    ``off_label``, ``value_text`` (the latency in words), ``step`` (probe, repeat),
+    ``verdict`` (meets SLO, misses SLO), ``judged`` (false for an invalid window, drawn
+    hollow and not joined by the line) and ``marker`` (a :data:`MARKERS` entry). The axes,
+    one per metric (:func:`~tokenwatt.site.offscale.log_axis` over that metric's values,
+    its SLO limit inside), place infinite and far-off values at the top, labelled."""
+    limits = {"TTFT": report.slo.ttft_p99_ms, "TPOT": report.slo.tpot_p99_ms}
+    raw: dict[str, list[tuple[dict[str, Any], float]]] = {}
     for name, cfg in zip(names, report.configs, strict=True):
         for w in cfg.search:
-            if w.remeasured or not w.valid:
+            if w.remeasured:
                 continue
             kind, load = window_load(w)
-            values = {
-                ("TTFT", "p50"): w.ttft_p50_ms,
-                ("TTFT", "p99"): w.ttft_p99_ms,
-                ("TPOT", "p50"): w.tpot_p50_ms,
-                ("TPOT", "p99"): w.tpot_p99_ms,
+            verdict = "meets SLO" if w.slo_pass else "misses SLO"
+            for (metric, percentile), value in _window_values(w).items():
+                if value is None or value <= 0:
+                    continue  # no sample; a log axis has no place for 0 ms
+                row = {
+                    "name": name,
+                    "metric": metric,
+                    "percentile": percentile,
+                    "load": round(load, 6),
+                    "ms": round(value, 3) if math.isfinite(value) else None,
+                    "step": w.step,
+                    "verdict": verdict,
+                    "judged": w.valid,
+                }
+                raw.setdefault(kind, []).append((row, value))
+    return {kind: _placed(items, limits) for kind, items in raw.items()}
+
+
+def _placed(
+    items: list[tuple[dict[str, Any], float]], limits: dict[str, float]
+) -> tuple[Rows, dict[str, LogAxis]]:
+    """One load kind's rows with where each is drawn, and the axis per metric."""
+    axes = {
+        m: log_axis((v for r, v in items if r["metric"] == m and math.isfinite(v)), lim)
+        for m, lim in limits.items()
+    }
+    rows: Rows = []
+    for row, value in items:
+        at = place(value, axes[row["metric"]], ms_text)
+        if at is None:  # pragma: no cover - values > 0 are always placed
+            continue
+        if at.off_scale:
+            marker = OFF_SCALE_LEGEND
+        else:
+            marker = row["verdict"] if row["judged"] else INVALID_LEGEND
+        rows.append(
+            {
+                **row,
+                "y": round(at.y, 3),
+                "off_scale": at.off_scale,
+                "off_label": at.label,
+                "value_text": at.value_text,
+                "marker": marker,
             }
-            for (metric, percentile), value in values.items():
-                ms = finite_ms(value)
-                if ms is None or ms <= 0:
-                    continue  # a log axis has no place for 0 ms; ∞ is in the table
-                out.setdefault(kind, []).append(
-                    {
-                        "name": name,
-                        "metric": metric,
-                        "percentile": percentile,
-                        "load": round(load, 6),
-                        "ms": round(ms, 3),
-                        "step": w.step,
-                        "verdict": "meets SLO" if w.slo_pass else "misses SLO",
-                    }
-                )
-    return out
+        )
+    return rows, axes
 
 
 def limit_rows(report: ReportV3) -> Rows:
@@ -80,16 +152,27 @@ def limit_rows(report: ReportV3) -> Rows:
     ]
 
 
+def no_operating_point(cfg: ConfigV3) -> str | None:
+    """Why a configuration has no operating point to show a latency distribution at, in
+    words; None when it has one. Today's records say so by their result: no rate met the
+    SLO in every repeat (goodput 0, no repeat passed). The one place to add a result status
+    (e.g. inconclusive) when records gain one."""
+    if cfg.goodput_tok_s <= 0 or cfg.slo_pass_count == 0:
+        return "no rate met the SLO, so it has no operating point"
+    return None
+
+
 def cdf_rows(report: ReportV3, names: list[str]) -> Rows:
     """CDF rows at each configuration's found operating point: per configuration with a
     ``latency_at_operating_point``, metric and finite quantile above 0 ms, one row with
     ``name``, ``metric`` (TTFT, TPOT), ``share`` (the level as a fraction, 0.01 … 1) and
     ``ms``. Infinite quantiles (failed requests) are left out, so such a line stops short of
-    1; none when no configuration has a distribution."""
+    1; none when no configuration has a distribution. A configuration without an operating
+    point (:func:`no_operating_point`) has no rows, whatever its record holds."""
     rows: Rows = []
     for name, cfg in zip(names, report.configs, strict=True):
         dist = cfg.latency_at_operating_point
-        if dist is None:
+        if dist is None or no_operating_point(cfg) is not None:
             continue
         for metric, values in (("TTFT", dist.ttft_ms), ("TPOT", dist.tpot_ms)):
             for level, value in zip(dist.levels_pct, values, strict=False):
@@ -143,40 +226,81 @@ def cdf_chart(rows: Rows, limits: Rows) -> Spec:
     return _with_data(_cdf_template(), rows=rows, limits=limits)
 
 
+def _y(alt: Any, metric: str, field: str = "y:Q") -> Any:
+    """The panel's log y axis, its domain read from the page's parameters."""
+    prefix = metric.lower()
+    scale = alt.Scale(
+        type="log",
+        domainMin=alt.ExprRef(f"{prefix}_lo"),
+        domainMax=alt.ExprRef(f"{prefix}_hi"),
+        nice=False,
+    )
+    return alt.Y(field, title=f"{metric} (ms)", scale=scale)
+
+
+def _tooltip(alt: Any, metric: str, load_title: str) -> list[Any]:
+    return [
+        alt.Tooltip("name:N", title="Configuration"),
+        alt.Tooltip("step:N", title="Window"),
+        alt.Tooltip("load:Q", title=load_title, format=",.2f"),
+        alt.Tooltip("percentile:N", title="Percentile"),
+        alt.Tooltip("value_text:N", title=metric),
+        alt.Tooltip("verdict:N", title="SLO"),
+        alt.Tooltip("marker:N", title="Drawn as"),
+    ]
+
+
+def _point_layers(alt: Any, base: Any, metric: str, x: Any, load_title: str) -> list[Any]:
+    """The windows as points: judged ones filled (circle, cross), invalid ones hollow, the
+    off-scale ones as triangles at the top with their labels."""
+    y = _y(alt, metric)
+    colour = alt.Color("name:N", sort=None, title="Configuration")
+    tooltip = _tooltip(alt, metric, load_title)
+    shape = alt.Shape("marker:N", scale=alt.Scale(domain=MARKERS, range=SHAPES), title="Window")
+    judged = (
+        base.transform_filter("datum.judged || datum.off_scale")
+        .mark_point(filled=True, size=45)
+        .encode(x=x, y=y, color=colour, shape=shape, tooltip=tooltip)
+    )
+    # Its own shape scale, so that its legend entry is drawn hollow too.
+    hollow_shape = alt.Shape(
+        "marker:N",
+        scale=alt.Scale(domain=[INVALID_LEGEND], range=["circle"]),
+        title="Not judged",
+    )
+    hollow = (
+        base.transform_filter("!datum.judged && !datum.off_scale")
+        .mark_point(filled=False, size=45, strokeWidth=1.5)
+        .encode(x=x, y=y, color=colour, shape=hollow_shape, tooltip=tooltip)
+    )
+    off = (
+        base.transform_filter("datum.off_scale")
+        .mark_text(dy=-11, fontSize=11, fontWeight="bold")
+        .encode(x=x, y=y, text="off_label:N")
+    )
+    return [judged, hollow, off]
+
+
 def _panel(alt: Any, metric: str, load_title: str) -> Any:
     keep = alt.datum.metric == metric
     x = alt.X("load:Q", title=load_title, scale=alt.Scale(zero=False))
-    y = alt.Y("ms:Q", title=f"{metric} (ms)", scale=alt.Scale(type="log"))
-    colour = alt.Color("name:N", sort=None, title="Configuration")
     dash = alt.StrokeDash(
         "percentile:N",
         scale=alt.Scale(domain=["p50", "p99"], range=[[4, 3], [1, 0]]),
         title="Percentile",
     )
     base = alt.Chart(_named(alt, "rows")).transform_filter(keep)
-    line = base.mark_line(opacity=0.7).encode(
-        x=x,
-        y=alt.Y("median(ms):Q", title=f"{metric} (ms)", scale=alt.Scale(type="log")),
-        color=colour,
-        strokeDash=dash,
-    )
-    points = base.mark_point(filled=True, size=45).encode(
-        x=x,
-        y=y,
-        color=colour,
-        shape=alt.Shape(
-            "verdict:N",
-            scale=alt.Scale(domain=["meets SLO", "misses SLO"], range=["circle", "cross"]),
-            title="Window",
-        ),
-        tooltip=[
-            alt.Tooltip("name:N", title="Configuration"),
-            alt.Tooltip("step:N", title="Window"),
-            alt.Tooltip("load:Q", title=load_title, format=",.2f"),
-            alt.Tooltip("percentile:N", title="Percentile"),
-            alt.Tooltip("ms:Q", title=f"{metric} (ms)", format=",.1f"),
-            alt.Tooltip("verdict:N", title="SLO"),
-        ],
+    # Only judged, on-scale windows make the line: an invalid window is shown apart, and an
+    # off-scale one has no height to join.
+    line = (
+        base.transform_filter("datum.judged && !datum.off_scale")
+        .mark_line(opacity=0.7)
+        .encode(
+            x=x,
+            y=_y(alt, metric, "median(y):Q"),
+            color=alt.Color("name:N", sort=None, title="Configuration"),
+            strokeDash=dash,
+        )
     )
     rule = (
         alt.Chart(_named(alt, "limits"))
@@ -184,7 +308,11 @@ def _panel(alt: Any, metric: str, load_title: str) -> Any:
         .mark_rule(strokeDash=[6, 3], color="#c62828")
         .encode(y="ms:Q", tooltip=[alt.Tooltip("label:N"), alt.Tooltip("ms:Q", format=",.0f")])
     )
-    return alt.layer(line, points, rule).properties(width="container", height=220)
+    return (
+        alt.layer(line, *_point_layers(alt, base, metric, x, load_title), rule)
+        .resolve_scale(shape="independent")
+        .properties(width="container", height=220)
+    )
 
 
 @cache
@@ -195,16 +323,19 @@ def _latency_template(kind: str) -> Spec:
     return _finish(alt.vconcat(*(_panel(alt, m, title) for m in METRICS)))
 
 
-def latency_chart(kind: str, rows: Rows, limits: Rows) -> Spec:
+def latency_chart(kind: str, rows: Rows, axes: dict[str, LogAxis], limits: Rows) -> Spec:
     """p50 and p99 TTFT and TPOT (ms, log scale) against load of kind ``kind`` (a key of
-    :data:`LOAD_TITLES`), SLO limits as dashed rules. Rows as :func:`latency_rows` makes."""
-    return _with_data(_latency_template(kind), rows=rows, limits=limits)
+    :data:`LOAD_TITLES`), SLO limits as dashed rules. Rows and axes as :func:`latency_rows`
+    makes them."""
+    params = [p for m in METRICS for p in log_axis_params(m.lower(), axes[m])]
+    datasets = {"rows": rows, "limits": limits}
+    return {**_latency_template(kind), "params": params, "datasets": datasets}
 
 
 def latency_charts(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
     """The page's latency charts (id, title, caption, spec): against load, one per load kind
-    the record's windows use (none when no window has a finite latency), then the CDFs at
-    the operating point when a configuration has them (:func:`cdf_rows`)."""
+    the record's windows use (none when no window has a latency), then the CDFs at the
+    operating point when a configuration has them (:func:`cdf_rows`)."""
     by_kind = latency_rows(report, names)
     return [
         {
@@ -213,20 +344,36 @@ def latency_charts(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
             "caption": (
                 "p50 (dashed) and p99 (solid) TTFT and TPOT of every window of the SLO "
                 "search, probes and repeats, on a log scale; the lines join the median of "
-                "the windows at each load, the red rules are the SLO limits on the p99. "
-                "Windows measured again or invalid, and infinite p99s, are left out (see "
-                "the whole-search table)."
+                "the judged windows at each load, the red rules are the SLO limits on the "
+                "p99. An invalid window (not judged) is a hollow circle, not joined by the "
+                "line. A triangle at the top is off scale: an infinite latency (failed "
+                "requests reached that percentile) or one more than "
+                f"{SPAN_ABOVE_LIMIT:.0f} times its limit, with its true value beside it. "
+                "Windows measured again because the client lagged are left out (see the "
+                "whole-search table)."
             ),
-            "spec": latency_chart(kind, rows, limit_rows(report)),
+            "spec": latency_chart(kind, rows, axes, limit_rows(report)),
         }
-        for kind, rows in sorted(by_kind.items())
+        for kind, (rows, axes) in sorted(by_kind.items())
     ] + _cdf_charts(report, names)
+
+
+def _left_out(report: ReportV3, names: list[str]) -> str:
+    """The caption's sentence on configurations left out of the CDFs ("" when none)."""
+    why = [
+        f"{name} is left out: {reason}."
+        for name, cfg in zip(names, report.configs, strict=True)
+        if cfg.latency_at_operating_point is not None
+        and (reason := no_operating_point(cfg)) is not None
+    ]
+    return " ".join(why)
 
 
 def _cdf_charts(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
     rows = cdf_rows(report, names)
     if not rows:
         return []
+    left_out = _left_out(report, names)
     return [
         {
             "id": "latency-cdf",
@@ -238,6 +385,7 @@ def _cdf_charts(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
                 "(quantiles p1 to p99, p99.9 and the maximum). Failed requests count as "
                 "infinitely slow, so a line that stops below 100% has failures above it; "
                 "the red rules are the SLO limits on the p99."
+                + (f" {left_out}" if left_out else "")
             ),
             "spec": cdf_chart(rows, limit_rows(report)),
         }
