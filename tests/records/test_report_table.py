@@ -50,7 +50,7 @@ def _cells(line: str) -> list[str]:
 
 def test_report_prints_the_configurations_and_the_conclusion(workdir: Path) -> None:
     runs = [_write(workdir / "runs", make_run()), _write(workdir / "runs", tuned_run())]
-    stdout, _ = _report(*runs)
+    stdout, _ = _report(*runs, "--wide")  # every column; the compact one: tests/cli/test_width.py
     lines = stdout.splitlines()
     assert lines[0] == "wrote reports/kv-test.json (2 configurations)"
     rows = [_cells(line) for line in lines if line.startswith("│")]

@@ -48,6 +48,7 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
         cmd = [sys.executable, "-m", "tokenwatt", "collect", "--spec", str(SPEC)]
         cmd += ["--label", "sim-fp8", "--role", "baseline", "--out", str(out)]
         cmd += ["--endpoint", sim.endpoint, "--no-progress", "--no-accuracy"]
+        cmd += ["--wide"]  # every column (the compact table: tests/cli/test_width.py)
         # Piped and without COLUMNS, as in CI or `| less`: the table must keep whole rows.
         env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
         env["PYTHONPATH"] = str(REPO)
@@ -175,7 +176,7 @@ def test_show_table_rows_of_a_known_record(tmp_path: Path) -> None:
     run = known_record()
     path = tmp_path / "known.json"
     path.write_text(run.model_dump_json(), encoding="utf-8")
-    result = CliRunner().invoke(cli, ["show", str(path)], env=WIDE)
+    result = CliRunner().invoke(cli, ["show", str(path), "--wide"], env=WIDE)
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if "repeat 2" in line]
     assert len(lines) == 1
