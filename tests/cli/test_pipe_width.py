@@ -43,7 +43,7 @@ def test_show_piped_keeps_each_window_on_one_line(tmp_path: Path) -> None:
     run = make_run()
     path = tmp_path / "run.json"
     path.write_text(run.model_dump_json(), encoding="utf-8")
-    done = piped("show", str(path), cwd=tmp_path)
+    done = piped("show", str(path), "--wide", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if "repeat 2" in line]
     assert len(lines) == 1, done.stdout
@@ -81,7 +81,8 @@ def test_report_piped_keeps_each_configuration_on_one_line(tmp_path: Path) -> No
         path.write_text(run.model_dump_json(), encoding="utf-8")
         paths.append(str(path))
     out = tmp_path / "r.json"
-    done = piped("report", *paths, "--title", "KV cache", "--out", str(out), cwd=tmp_path)
+    args = ("report", *paths, "--title", "KV cache", "--out", str(out), "--wide")
+    done = piped(*args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if "vllm-fp8kv" in line and "│" in line]
     assert len(lines) == 1, done.stdout

@@ -50,7 +50,7 @@ def _cells(line: str) -> list[str]:
 
 def test_report_prints_the_configurations_and_the_conclusion(workdir: Path) -> None:
     runs = [_write(workdir / "runs", make_run()), _write(workdir / "runs", tuned_run())]
-    stdout, _ = _report(*runs)
+    stdout, _ = _report(*runs, "--wide")  # every column; the compact one: tests/cli/test_width.py
     lines = stdout.splitlines()
     assert lines[0] == "wrote reports/kv-test.json (2 configurations)"
     rows = [_cells(line) for line in lines if line.startswith("│")]
@@ -99,7 +99,8 @@ def test_a_credited_configuration_saves_cards(workdir: Path) -> None:
         _write(workdir / "runs", tuned_run(score_pct=95.5)),
     ]
     stdout, _ = _report(*runs)
-    tuned = [_cells(line) for line in stdout.splitlines() if line.startswith("│ vllm-fp8kv")]
+    rows = [_cells(line) for line in stdout.splitlines() if line.startswith("│")]
+    tuned = [cells for cells in rows if cells[0] == "vllm-fp8kv"]
     # ceil(64 × 4,572.3 / 5,056.9) = ceil(57.87) = 58 cards: 6 saved.
     assert tuned[0][-2:] == [
         "95.5%: passes the 1-point gate (−0.5 points)",

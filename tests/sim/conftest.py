@@ -31,6 +31,7 @@ def sim_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimRun]:
         cmd = [sys.executable, "-m", "tokenwatt", "collect", "--spec", str(SPEC)]
         cmd += ["--label", "sim-fp8", "--role", "baseline", "--out", str(out)]
         cmd += ["--endpoint", sim.endpoint, "--no-progress", "--no-accuracy"]
+        cmd += ["--wide"]  # every column (the compact table: tests/cli/test_width.py)
         env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
         env["PYTHONPATH"] = str(REPO)
         done = subprocess.run(

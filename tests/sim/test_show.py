@@ -141,7 +141,7 @@ def test_show_table_rows_of_a_known_record(tmp_path: Path) -> None:
     run = known_record()
     path = tmp_path / "known.json"
     path.write_text(run.model_dump_json(), encoding="utf-8")
-    result = CliRunner().invoke(cli, ["show", str(path)], env=WIDE)
+    result = CliRunner().invoke(cli, ["show", str(path), "--wide"], env=WIDE)
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if "repeat 2" in line]
     assert len(lines) == 1

@@ -19,7 +19,7 @@ from sim_process import REPO, SimProcess, start_sim
 
 from tokenwatt.collect.engine.engine_metrics import MetricsScraper
 from tokenwatt.collect.measure.instruments import INSTRUMENT_DEADLINE_S, Instruments
-from tokenwatt.collect.measure.progress import Progress
+from tokenwatt.collect.measure.progress import NullReporter
 from tokenwatt.collect.measure.window import WindowPlan, WindowRunner
 from tokenwatt.collect.plan.runfile import load_run_spec
 from tokenwatt.collect.workload.workload import workload_for
@@ -61,7 +61,7 @@ def test_load_ending_while_the_scraper_finishes_keeps_the_window(
             api_key=None,
             workload=workload_for(spec),
             instruments=instruments,
-            progress=Progress(enabled=False),
+            progress=NullReporter(),
         )
         outcome = runner.run(WindowPlan(rate_rps=5.0, duration_s=0.4, warmup_s=0.0, seed=0))
     assert stopped, "the scraper never stopped"

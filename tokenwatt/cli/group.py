@@ -21,7 +21,6 @@ import click
 from tokenwatt import __version__
 from tokenwatt.cli.collect import point_inputs, point_options
 from tokenwatt.cli.exits import errors_to_exit
-from tokenwatt.text import terminal_safe
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -94,6 +93,12 @@ def _collect_options(func: F) -> F:
         click.option("--no-accuracy", is_flag=True, help="Skip the accuracy suite."),
         click.option("--no-progress", is_flag=True, help="No live display on stderr."),
         click.option(
+            "--wide",
+            is_flag=True,
+            help="Every column of the window table (ITL, E2E, p90s, cancelled apart); "
+            "the default fits 120 columns.",
+        ),
+        click.option(
             "--fast-search",
             is_flag=True,
             help="Cheaper SLO search (short warm-ups after a pass, scout windows, bisect to 5%).",
@@ -136,20 +141,14 @@ def _collect(
     workers: str | None,
     ray_address: str | None = None,
     engine_cmd: str | None = None,
+    wide: bool = False,
     **point: Any,
 ) -> None:
     import shlex
 
-    from tokenwatt.analysis import (
-        every_request_failed,
-        explain_run,
-        gpu_minutes,
-        power_warnings,
-        run_doubt,
-        run_notes,
-        sustained_note,
-    )
-    from tokenwatt.collect import CollectOptions, StopSignal, collect, exit_status, usable_cores
+    from tokenwatt.cli.collect_report import print_collect_end
+    from tokenwatt.cli.progress import TerminalReporter
+    from tokenwatt.collect import CollectOptions, StopSignal, collect, exit_status
     from tokenwatt.redact import scrub
 
     spec_path, label, role, flags = point_inputs(spec_path, label, role, point)
@@ -171,66 +170,18 @@ def _collect(
         ray_address=ray_address,
         engine_cmd=engine_cmd,
     )
+    reporter = TerminalReporter(live=opts.progress)
     try:
-        record = collect(opts)
+        record = collect(opts, reporter)
     except StopSignal as exc:  # before the first window: nothing was measured
         click.echo(f"stopped by {exc.name} before the first window; no record written", err=True)
         sys.exit(exit_status(exc.name))
     except KeyboardInterrupt:
         click.echo("interrupted (Ctrl-C) before the first window; no record written", err=True)
         sys.exit(130)
-    _print_run_table(record)
-    from tokenwatt.cli.terminal import passes_text
-
-    r = record.result
-    if r is not None:
-        load = f"{r.rate_rps:.4g} req/s"
-        if r.concurrency is not None:
-            load = f"{r.concurrency} clients ({load})"
-        # No accelerator is read with adapter none: the minutes are the client's.
-        unit = "client-min" if record.spec.hardware.adapter == "none" else "GPU-min"
-        click.echo(
-            f"{record.label}: {load}, goodput {r.goodput_tok_s:,.1f} tok/s "
-            f"({passes_text(record)}; "
-            f"{gpu_minutes(r.gpu_seconds)} {unit}, "
-            f"{gpu_minutes(r.gpu_seconds_saved)} saved by early stops)"
-        )
-        for warning in r.warnings:
-            click.echo(f"warning: {terminal_safe(warning)}", err=True)
-    keep_up = sustained_note(record)
-    if keep_up is not None:
-        click.echo(f"note: {keep_up}", err=True)
-    click.echo(explain_run(record))
-    for line in run_notes(record, usable_cores(), failed_line=False):
-        click.echo(terminal_safe(line), err=True)
-    for note in power_warnings(record, said_at_start=True):
-        click.echo(f"warning: {terminal_safe(note)}", err=True)
-    doubt = run_doubt(record)
-    if doubt:
-        click.echo(doubt)
-    if record.accuracy is not None:
-        click.echo(f"accuracy: {record.accuracy.score_pct:.1f}% ({record.accuracy.name})")
-    if record.simulated:
-        click.echo("note: simulated engine; these numbers are not measurements", err=True)
-    click.echo(f"wrote {out}")
-    failed = every_request_failed(record)
-    if failed is not None:
-        click.echo(terminal_safe(failed), err=True)
-    if not record.complete:
-        click.echo(f"incomplete: {terminal_safe(record.incomplete_reason or '')}", err=True)
-        # The shell's status for a process ended by that signal: 128 + its number.
-        signals = {"ctrl-c": "SIGINT", "sigterm": "SIGTERM", "sighup": "SIGHUP"}
-        name = signals.get(record.interrupted or "")
-        sys.exit(exit_status(name) if name else 1)
-    if failed is not None:
-        sys.exit(1)  # a valid record that says so, but nothing was measured
-
-
-def _print_run_table(record: Any) -> None:
-    """The run's windows as a table on stdout (:mod:`tokenwatt.cli.terminal`)."""
-    from tokenwatt.cli.terminal import console, run_table
-
-    console().print(run_table(record))
+    status = print_collect_end(record, out, reporter, wide=wide)
+    if status:
+        sys.exit(status)
 
 
 @cli.command()

@@ -58,8 +58,11 @@ def build(reports_dir: Path, docs_dir: Path, check: bool) -> None:
     help="Also the per-window TTFT/TPOT/E2E distributions from the per-request file "
     "beside the record, checked against the SHA-256 the record keeps.",
 )
+@click.option(
+    "--wide", is_flag=True, help="Every column of the table; the default fits 120 columns."
+)
 @errors_to_exit
-def show(run_file: Path, as_json: bool, with_requests: bool) -> None:
+def show(run_file: Path, as_json: bool, with_requests: bool, wide: bool) -> None:
     """Print a run record's windows: rate, errors, latency percentiles, tok/s, verdict."""
 
     from tokenwatt.analysis import run_json
@@ -80,7 +83,7 @@ def show(run_file: Path, as_json: bool, with_requests: bool) -> None:
         click.echo(json_text(data))
         return
     out = console()
-    print_run(record, out)
+    print_run(record, out, wide=wide)
     if windows is not None:
         log = record.requests_log
         assert log is not None
@@ -108,6 +111,9 @@ def show(run_file: Path, as_json: bool, with_requests: bool) -> None:
 @click.option("--demo", is_flag=True, help="Allow smoke-mode and simulated runs (a demo report).")
 @click.option("--force", is_flag=True, help="Replace the report file if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@click.option(
+    "--wide", is_flag=True, help="Every column of the table; the default fits 120 columns."
+)
 @errors_to_exit
 def report(
     run_files: tuple[Path, ...],
@@ -118,6 +124,7 @@ def report(
     demo: bool,
     force: bool,
     as_json: bool,
+    wide: bool,
 ) -> None:
     """Summarise run records (one per configuration) into a report record.
 
@@ -151,7 +158,7 @@ def report(
         raise InputError(problems) from None
     target = out if out is not None else Path("reports") / f"{report_id or slug(title)}.json"
     write_report(record, target, force=force, inputs=list(run_files))
-    _print_report(record, target, [item.run for item in runs], as_json=as_json)
+    _print_report(record, target, [item.run for item in runs], as_json=as_json, wide=wide)
     source = click.get_current_context().get_parameter_source("cards")
     if not as_json and source is click.core.ParameterSource.DEFAULT:
         # The capacity figures scale with the fleet: say where its size came from.
@@ -161,7 +168,9 @@ def report(
         )
 
 
-def _print_report(record: Any, target: Path, runs: list[Any], *, as_json: bool) -> None:
+def _print_report(
+    record: Any, target: Path, runs: list[Any], *, as_json: bool, wide: bool = False
+) -> None:
     """What ``report`` prints (:func:`tokenwatt.cli.terminal.report_output`): JSON, or tables
     and sentences; the band warning goes to stderr either way."""
 
@@ -171,6 +180,6 @@ def _print_report(record: Any, target: Path, runs: list[Any], *, as_json: bool) 
     if as_json:
         click.echo(json_text(summary))
     else:
-        print_report(summary, console())
+        print_report(summary, console(), wide=wide)
     if summary["band_warning"]:
         click.echo(f"warning: {terminal_safe(summary['band_warning'])}", err=True)

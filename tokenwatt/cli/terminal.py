@@ -65,14 +65,42 @@ def plain(value: object) -> Text:
     )
 
 
-def _table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> Table:
-    table = Table(title=plain(title), title_justify="left")
+WIDTH = 120
+"""Columns the default (compact) tables are made to fit: the window table of ``collect``
+and ``show``, ``report``'s configurations. ``--wide`` shows every column instead."""
+
+TEXT_COLUMNS = frozenset({"window", "verdict", "configuration", "accuracy", "capacity credit"})
+"""Columns of words, which wrap between words on a narrow terminal; every other column
+(numbers) keeps its cells on one line."""
+
+
+def _table(
+    title: str,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    *,
+    compact: bool = False,
+) -> Table:
+    # Compact: no padding inside the outer borders (two columns of the 120).
+    table = Table(title=plain(title), title_justify="left", pad_edge=not compact)
     for i, header in enumerate(headers):
-        table.add_column(plain(header), justify="left" if i == 0 else "right", overflow="fold")
+        words = header in TEXT_COLUMNS
+        table.add_column(
+            _header(header),
+            justify="left" if i == 0 else "right",
+            overflow="fold",
+            no_wrap=not words,
+            min_width=None if words else len(max(header.split("\n"), key=len)),
+        )
     table.columns[-1].justify = "left"
     for row in rows:
         table.add_row(*(plain(cell) for cell in row))
     return table
+
+
+def _header(header: str) -> Text:
+    """A column header: constant text of ours, which may break over lines at ``\\n``."""
+    return Text("\n").join(plain(part) for part in header.split("\n"))
 
 
 WINDOW_HEADERS = (
@@ -92,7 +120,7 @@ WINDOW_HEADERS = (
 
 
 def window_cells(row: dict[str, Any]) -> list[str]:
-    """One :func:`~tokenwatt.analysis.run_table.window_row` as the table's cells."""
+    """One :func:`~tokenwatt.analysis.run_table.window_row` as the wide table's cells."""
     return [
         row["window"],
         f"{row['rate_rps']:.4g}",
@@ -101,6 +129,38 @@ def window_cells(row: dict[str, Any]) -> list[str]:
         str(row["cancelled_by_client"]),
         errors_cell(row),
         *(triple_cell(row[key]) for key in LATENCIES),
+        f"{row['output_tok_s']:,.1f}",
+        row["verdict"],
+    ]
+
+
+COMPACT_HEADERS = (
+    "window",
+    "done\nreq/s",
+    "requests",
+    "errors",
+    "TTFT ms\np50 / p99",
+    "TPOT ms\np50 / p99",
+    "out\ntok/s",
+    "verdict",
+)
+"""The window table that fits :data:`WIDTH` columns: the rate set is in the window's label,
+the requests the client cancelled join the errors, TTFT and TPOT show p50 and p99 (the
+SLO's), ITL and E2E are left to ``--wide``."""
+
+
+def compact_window_cells(row: dict[str, Any]) -> list[str]:
+    """One :func:`~tokenwatt.analysis.run_table.window_row` as the compact table's cells."""
+    errors = errors_cell(row)
+    cancelled = row["cancelled_by_client"]
+    if cancelled:
+        errors = f"{cancelled} cancelled" if errors == "0" else f"{errors}, {cancelled} cancelled"
+    return [
+        row["window"],
+        f"{row['achieved_rps']:.4g}",
+        str(row["requests"]),
+        errors,
+        *(" / ".join(ms_cell(row[key][p]) for p in ("p50", "p99")) for key in LATENCIES[:2]),
         f"{row['output_tok_s']:,.1f}",
         row["verdict"],
     ]
@@ -116,12 +176,16 @@ def run_title(record: RunRecord) -> str:
     return f"{record.label} ({', '.join(flags)})"
 
 
-def run_table(record: RunRecord) -> Table:
-    """Every window of ``record``: rate set and achieved (completed requests / window),
-    requests, those the client cancelled (early stop; counted as misses), errors by kind,
-    latency percentiles, output tokens/s and the verdict."""
-    rows = [window_cells(row) for row in run_rows(record)]
-    return _table(run_title(record), WINDOW_HEADERS, rows)
+def run_table(record: RunRecord, *, wide: bool = False) -> Table:
+    """Every window of ``record``. ``wide``: rate set and achieved (completed requests /
+    window), requests, those the client cancelled (early stop; counted as misses), errors by
+    kind, p50/p90/p99 of TTFT, TPOT, ITL and E2E, output tokens/s and the verdict; the
+    default is the compact form (:data:`COMPACT_HEADERS`), which fits :data:`WIDTH` columns
+    when the labels and verdicts do and otherwise wraps only those."""
+    if wide:
+        return _table(run_title(record), WINDOW_HEADERS, list(map(window_cells, run_rows(record))))
+    rows = [compact_window_cells(row) for row in run_rows(record)]
+    return _table(run_title(record), COMPACT_HEADERS, rows, compact=True)
 
 
 def result_line(record: RunRecord) -> str:
@@ -151,16 +215,16 @@ def passes_text(record: RunRecord) -> str:
     return f"{r.slo_pass_count}/{r.repeats} repeats met the SLO"
 
 
-def print_run(record: RunRecord, console: Console) -> None:
+def print_run(record: RunRecord, console: Console, *, wide: bool = False) -> None:
     """The window table, the result line, the sentence on why the result rate is where it
     is, each window's warnings, its most common error with what the server said, the
     client-bound advice and the line saying every request failed
     (:func:`~tokenwatt.analysis.run_warnings.run_notes`), and what the run does not cover
     (the record's ``not_covered``, one a line), with a warning for each thing missing in
-    its power (:func:`power_warnings`)."""
+    its power (:func:`power_warnings`); ``wide``: every column of :func:`run_table`."""
     from tokenwatt.analysis import explain_run, power_warnings, run_notes
 
-    console.print(run_table(record))
+    console.print(run_table(record, wide=wide))
     console.print(plain(result_line(record)))
     console.print(plain(explain_run(record)))
     for line in run_notes(record):
@@ -229,31 +293,54 @@ REPORT_HEADERS = (
 )
 
 
-def report_table(summary: dict[str, Any]) -> Table:
+COMPACT_REPORT_HEADERS = (
+    "configuration",
+    "goodput tok/s [95% CI]",
+    "vs baseline",
+    "tok/J",
+    "SLO\nrepeats",
+    "accuracy",
+    "capacity credit",
+)
+"""The configurations table that fits :data:`WIDTH` columns: the role is the ``vs baseline``
+cell of the baseline, and a capacity credit that is not given says ``none`` (the
+conclusion below the table says why); the accuracy verdict wraps between words."""
+
+
+def report_table(summary: dict[str, Any], *, wide: bool = False) -> Table:
     """The configurations of :func:`~tokenwatt.analysis.report_table.report_summary`:
     label, role, goodput with its interval, change from the baseline, tokens per joule,
-    repeats that met the SLO, the accuracy verdict and the capacity credit."""
+    repeats that met the SLO, the accuracy verdict and the capacity credit; compact
+    (:data:`COMPACT_REPORT_HEADERS`) unless ``wide``."""
     from tokenwatt.analysis import fixed, goodput_cell
 
     rows = []
     for row in summary["configs"]:
         delta = row["goodput_delta_pct"]
         tpj = row["tokens_per_joule"]
-        rows.append(
-            [
-                row["label"],
-                row["role"],
-                goodput_cell(row),
-                "–" if delta is None else f"{delta:+.1f}%".replace("-", "−"),
-                # Two decimals for every row, as the page shows them (1.30 beside 1.36).
-                "–" if tpj is None else fixed(tpj, 2),
-                f"{row['slo_pass_count']}/{row['repeats']}",
-                row["accuracy"],
-                row["capacity"],
-            ]
-        )
+        cells = [
+            row["label"],
+            row["role"],
+            goodput_cell(row),
+            "–" if delta is None else f"{delta:+.1f}%".replace("-", "−"),
+            # Two decimals for every row, as the page shows them (1.30 beside 1.36).
+            "–" if tpj is None else fixed(tpj, 2),
+            f"{row['slo_pass_count']}/{row['repeats']}",
+            row["accuracy"],
+            row["capacity"],
+        ]
+        rows.append(cells if wide else _compact_config(row, cells))
     title = f"{summary['title']} ({summary['cards']} cards)"
-    return _table(title, REPORT_HEADERS, rows)
+    headers = REPORT_HEADERS if wide else COMPACT_REPORT_HEADERS
+    return _table(title, headers, rows, compact=not wide)
+
+
+def _compact_config(row: dict[str, Any], cells: list[str]) -> list[str]:
+    """A configuration's wide cells (:data:`REPORT_HEADERS`) in the compact form."""
+    baseline = row["role"] == "baseline"
+    capacity = cells[7] if baseline or row["capacity_credited"] else "none"
+    vs = "baseline" if baseline and row["goodput_delta_pct"] is None else cells[3]
+    return [cells[0], cells[2], vs, cells[4], cells[5], cells[6], capacity]
 
 
 def report_output(report: Any, target: Path, runs: Sequence[RunRecord]) -> dict[str, Any]:
@@ -276,15 +363,15 @@ def _configurations(n: int) -> str:
     return "1 configuration" if n == 1 else f"{n} configurations"
 
 
-def print_report(summary: dict[str, Any], console: Console) -> None:
-    """:func:`report_output` as text: the written file, the configurations table, the
-    capacity conclusion, each run's explanation and doubt, the variance bands. The band
-    warning is left to the caller (stderr)."""
+def print_report(summary: dict[str, Any], console: Console, *, wide: bool = False) -> None:
+    """:func:`report_output` as text: the written file, the configurations table (every
+    column with ``wide``), the capacity conclusion, each run's explanation and doubt, the
+    variance bands. The band warning is left to the caller (stderr)."""
     console.print(
         plain(f"wrote {summary['file']} ({_configurations(len(summary['configs']))})"),
         soft_wrap=True,
     )
-    console.print(report_table(summary))
+    console.print(report_table(summary, wide=wide))
     if summary["conclusion"]:
         console.print(plain(summary["conclusion"]), soft_wrap=True)
     for item in summary["explanations"]:

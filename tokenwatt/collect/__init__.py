@@ -1,6 +1,7 @@
 """Stage package: collect, the measurement of one engine configuration (``tokenwatt collect``).
 
-The CLI calls :func:`collect` with :class:`CollectOptions` and maps :class:`StopSignal` to
+The CLI calls :func:`collect` with :class:`CollectOptions` and its own :class:`Reporter`
+(collect never prints: every line the user sees goes through it), and maps :class:`StopSignal` to
 an exit status with :func:`exit_status`; ``tokenwatt suites`` uses :func:`fetch_gsm8k` and
 :func:`build_suite_file`. The load generator, the SLO search, the windows and the
 instruments are internal: their modules import each other directly.
@@ -12,6 +13,7 @@ stays fast.
 
 from tokenwatt.collect.accuracy.suites import GSM8K_BASE_URL, build_suite_file, fetch_gsm8k
 from tokenwatt.collect.load.pool.workers import usable_cores
+from tokenwatt.collect.measure.progress import NullReporter, Reporter, WindowSnapshot
 from tokenwatt.collect.measure.request_log import read_rows
 from tokenwatt.collect.measure.stopping import StopSignal, exit_status
 from tokenwatt.collect.plan.init_spec import board_facts, model_config_facts, read_server, spec_text
@@ -25,8 +27,11 @@ __all__ = [
     "FLAGS_SPEC",
     "GSM8K_BASE_URL",
     "CollectOptions",
+    "NullReporter",
     "PointFlags",
+    "Reporter",
     "StopSignal",
+    "WindowSnapshot",
     "apply_mode",
     "board_facts",
     "build_suite_file",

@@ -1,10 +1,14 @@
 """``tokenwatt collect`` (= ``tokenwatt run``): measure one configuration into a run record.
 
-Steps: load the spec and apply the mode; read the API key from the variable the spec
-names; probe the engine; open the power meter; run the SLO search (methods/goodput.md) with the load
-generator, scraping ``/metrics`` and reading power per window; measure the repeats at the
-found rate; compute MBU when the model's geometry is known; run the accuracy suite; write
-the :class:`~tokenwatt.records.RunRecord`.
+Two steps. :func:`prepare` turns the options into a :class:`RunPlan`: the spec with its
+mode and flags applied, the API key read from the variable the spec names, the accuracy
+suite and the token counter loaded, every input checked. :func:`execute` then probes the
+engine (launching it first when the spec says so), opens the power meter, runs the SLO
+search (methods/goodput.md) with the load generator, scraping ``/metrics`` and reading
+power per window, measures the repeats at the found rate, computes MBU when the model's
+geometry is known, runs the accuracy suite and writes the
+:class:`~tokenwatt.records.RunRecord`. Nothing here prints: what the user sees goes through
+the caller's :class:`~tokenwatt.collect.measure.progress.Reporter`.
 
 The record is written atomically (a temporary file in the same folder, then
 ``os.replace``), after every window as a checkpoint and at the end. Ctrl-C or an engine that
@@ -16,26 +20,27 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from tokenwatt import __version__
 from tokenwatt.analysis import METER_NOT_OPENED
 from tokenwatt.collect.accuracy.runner import LoadedSuite, read_suite, run_suite
 from tokenwatt.collect.engine.engine_proc import (
+    LaunchedEngine,
     apply_engine_cmd,
     check_launch_options,
     launched_engine,
     track_engine,
 )
-from tokenwatt.collect.engine.probes import probe_engine, scan_engine_log
+from tokenwatt.collect.engine.probes import EngineInfo, probe_engine, scan_engine_log
 from tokenwatt.collect.load.closedloop import closed_loop_workers
 from tokenwatt.collect.load.pool.choice import pool_for
 from tokenwatt.collect.load.pool.workers import resolve_workers, usable_cores
 from tokenwatt.collect.measure.instruments import Instruments
 from tokenwatt.collect.measure.mbu_step import mbu_for
 from tokenwatt.collect.measure.measurement import Measurement, SearchSetup
-from tokenwatt.collect.measure.progress import Progress
+from tokenwatt.collect.measure.progress import NullReporter, Reporter
 from tokenwatt.collect.measure.request_log import RequestLogWriter, log_path
 from tokenwatt.collect.measure.stopping import GracefulStop, StopSignal, failure_reason
 from tokenwatt.collect.measure.window import WindowRunner
@@ -54,12 +59,13 @@ from tokenwatt.collect.plan.runfile import (
     write_record,
 )
 from tokenwatt.collect.workload.dataset import pin_dataset
-from tokenwatt.collect.workload.tokens import load_token_counter
+from tokenwatt.collect.workload.tokens import TokenCounter, load_token_counter
 from tokenwatt.collect.workload.workload import WorkloadStream, workload_for
 from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError
 from tokenwatt.files import exclusive_lock
 from tokenwatt.records import (
     SIM_VERSION,
+    ModeOverride,
     PromptStats,
     RunRecord,
     Spec,
@@ -68,7 +74,6 @@ from tokenwatt.records import (
     unstated_fields,
 )
 from tokenwatt.telemetry import PowerMeter
-from tokenwatt.text import terminal_safe
 
 
 class EngineDiedError(EngineError):
@@ -95,8 +100,36 @@ def new_record(opts: CollectOptions, spec: Spec) -> RunRecord:
     return record
 
 
-def collect(opts: CollectOptions) -> RunRecord:
+@dataclass(frozen=True)
+class RunPlan:
+    """A run checked and ready to start: what :func:`prepare` made of the options.
+
+    Attributes:
+        opts: the command's options.
+        spec: the spec the run measures (mode, flags, overrides, ``--engine-cmd`` and the
+            dataset's hash applied).
+        overrides: the spec values the mode replaced (stored in the record).
+        api_key: the engine's bearer token, read from the variable the spec names (None:
+            none); never stored.
+        suite: the accuracy suite, read and validated whole (None: not run).
+        count_tokens: the model's tokenizer, loaded and checked (None: ``model.tokenizer``
+            unset).
+    """
+
+    opts: CollectOptions
+    spec: Spec
+    overrides: tuple[ModeOverride, ...]
+    api_key: str | None
+    suite: LoadedSuite | None
+    count_tokens: TokenCounter | None
+
+
+def collect(opts: CollectOptions, reporter: Reporter | None = None) -> RunRecord:
     """Measure one configuration and write its run record to ``opts.out``.
+
+    ``reporter`` is told every line the user should see while the run is prepared and
+    measured (:class:`~tokenwatt.collect.measure.progress.Reporter`; None: nothing is
+    shown). Nothing here prints.
 
     Returns:
         The record as written; ``complete`` is False when the run was interrupted (Ctrl-C,
@@ -113,25 +146,35 @@ def collect(opts: CollectOptions) -> RunRecord:
             first, ``complete: false`` with ``incomplete_reason`` naming the error
             (:func:`tokenwatt.collect.measure.stopping.failure_reason`).
     """
+    reporter = reporter if reporter is not None else NullReporter()
     # From the start: a signal during the checks stops the run cleanly (lock released).
     with GracefulStop() as stop:
-        return _collect(opts, stop)
+        return execute(prepare(opts, reporter), reporter, stop)
 
 
-def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
+def prepare(opts: CollectOptions, reporter: Reporter) -> RunPlan:
+    """Turn the options into a :class:`RunPlan`, checking every input before the engine is
+    launched or asked anything: the spec with its mode and flags, the API key, the
+    accuracy suite (every line), the token counter, the trace file, the run's options
+    (label, role, mode, output and input files) and the launch options. A bad suite line
+    found after the last window would cost the whole run.
+
+    Reports the effective spec (when flags built or changed it) and the mode's lines.
+
+    Raises:
+        SpecError, InputError: the first input that is refused (nothing is written).
+    """
     raw, spec = run_spec(opts)
     spec = apply_engine_cmd(pin_dataset(spec, opts.spec_path), opts.engine_cmd)
     overrides = mode_overrides(raw, spec)
     if opts.point is not None and opts.point.any_given:
         # What the flags made of the spec, before anything is sent: the record stores it.
         unused = not_applying(spec, accuracy=opts.accuracy)
-        print("effective spec:\n" + spec_yaml(spec, unused), file=sys.stderr, flush=True)
+        reporter.line("effective spec:\n" + spec_yaml(spec, unused))
     api_key = read_api_key(spec, str(opts.spec_path), opts.environ)
     suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
     if suite is not None and not suite.is_file():
         raise InputError([Problem(str(opts.spec_path), "accuracy.suite", f"no such file: {suite}")])
-    # Every input is read and checked whole before the engine is launched or asked:
-    # a bad suite line found after the last window would cost the whole run.
     loaded_suite = read_suite(suite) if suite is not None else None
     counter = load_token_counter(spec, opts.spec_path)
     check_trace_file(spec, opts.spec_path)
@@ -145,66 +188,106 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         engine_log=opts.engine_log,
     )
     for line in mode_lines(spec, opts.mode, overrides, accuracy=suite is not None):
-        print(line, file=sys.stderr, flush=True)
+        reporter.line(line)
     check_launch_options(spec, opts.engine_log)
+    return RunPlan(opts, spec, tuple(overrides), api_key, loaded_suite, counter)
+
+
+def execute(plan: RunPlan, reporter: Reporter, stop: GracefulStop) -> RunRecord:
+    """Measure a prepared run: take the output's lock, launch the engine when the spec
+    says so, probe it, refuse a served model or workload that does not fit (still before
+    the first request), then the windows, MBU and accuracy (:func:`_measure`).
+
+    Raises:
+        EngineError, InputError, StopSignal, KeyboardInterrupt: as :func:`collect`.
+    """
+    opts = plan.opts
     with (
         exclusive_lock(opts.out, what="tokenwatt collect"),
-        launched_engine(spec, opts.out, api_key) as engine,
+        launched_engine(plan.spec, opts.out, plan.api_key) as engine,
     ):
-        spec = engine.spec_for(spec) if engine is not None else spec
-        engine_log = engine.plan.log_path if engine is not None else opts.engine_log
-        secrets = [api_key] if api_key else []
-        warnings = scan_engine_log(engine_log, secrets) if engine_log is not None else []
-        info = probe_engine(spec.engine.endpoint, api_key)
-        if opts.point is not None and opts.point.any_given:
-            line = reported_engine_line(info.engine_name, info.engine_version)
-            print(terminal_safe(line), file=sys.stderr, flush=True)
-        # Everything that can refuse the run does so before the first request.
-        served_warnings = check_served_model(spec, info, opts.spec_path)
-        stream = workload_for(
-            spec,
-            base_dir=opts.spec_path.parent,
-            context_length=info.max_model_len,
-            count_tokens=counter,
-            spec_file=opts.spec_path,
-        )
-        fit_notes = check_workload_fits(spec, stream, info, opts.spec_path, count_tokens=counter)
-        rec = new_record(opts, spec)
-        rec.mode_overrides = overrides
-        rec.engine_warnings = warnings + served_warnings
-        if engine is not None:
-            track_engine(engine, rec, lambda: write_record(rec, opts.out), served_warnings)
-        rec.not_covered += fit_notes
-        sim_name = SIM_VERSION.split()[0]
-        is_sim_engine = (info.engine_version or "").startswith(sim_name)
-        rec.simulated = spec.hardware.adapter == "sim" or is_sim_engine
-        meter = _open_meter(spec, rec)
-        workers = closed_loop_workers(spec, resolve_workers(spec, stream))
-        if spec.measurement.workers == "auto" and spec.measurement.ray_address is None:
-            print(_auto_workers_line(workers, spec), file=sys.stderr, flush=True)
-        # Started once for the run, before the idle check and the first window.
-        pool = pool_for(spec, workers) or contextlib.nullcontext()
-        with (
-            pool as worker_pool,
-            Instruments(spec.engine.endpoint, api_key=api_key, meter=meter) as instruments,
-        ):
-            rec.environment = environment_from(info, meter, spec)
-            if is_sim_engine:
-                # It speaks vLLM's metric names, but it is the simulator.
-                rec.environment.engine_name = sim_name
-            runner = WindowRunner(
-                spec,
-                api_key=api_key,
-                workload=stream,  # one stream: every window draws fresh requests from it
-                instruments=instruments,
-                progress=Progress(enabled=opts.progress),
-                engine_name=info.engine_name,
-                count_tokens=counter,
-                stop=stop,
-                pool=worker_pool,
-            )
-            _measure(opts, rec, runner, loaded_suite, stream)
+        rec, stream, info = _start_record(plan, engine, reporter)
+        _instrumented(plan, rec, stream, info, reporter, stop)
     return rec
+
+
+def _start_record(
+    plan: RunPlan, engine: LaunchedEngine | None, reporter: Reporter
+) -> tuple[RunRecord, WorkloadStream, EngineInfo]:
+    """The engine probed and checked, the run's request stream, and the record as it
+    stands before the first window."""
+    opts, api_key = plan.opts, plan.api_key
+    spec = engine.spec_for(plan.spec) if engine is not None else plan.spec
+    engine_log = engine.plan.log_path if engine is not None else opts.engine_log
+    secrets = [api_key] if api_key else []
+    warnings = scan_engine_log(engine_log, secrets) if engine_log is not None else []
+    info = probe_engine(spec.engine.endpoint, api_key)
+    if opts.point is not None and opts.point.any_given:
+        reporter.line(reported_engine_line(info.engine_name, info.engine_version))
+    # Everything that can refuse the run does so before the first request.
+    served_warnings = check_served_model(spec, info, opts.spec_path)
+    stream = workload_for(
+        spec,
+        base_dir=opts.spec_path.parent,
+        context_length=info.max_model_len,
+        count_tokens=plan.count_tokens,
+        spec_file=opts.spec_path,
+    )
+    fit_notes = check_workload_fits(
+        spec, stream, info, opts.spec_path, count_tokens=plan.count_tokens
+    )
+    rec = new_record(opts, spec)
+    rec.mode_overrides = list(plan.overrides)
+    rec.engine_warnings = warnings + served_warnings
+    if engine is not None:
+        track_engine(engine, rec, lambda: write_record(rec, opts.out), served_warnings)
+    rec.not_covered += fit_notes
+    rec.simulated = spec.hardware.adapter == "sim" or _is_sim_engine(info)
+    return rec, stream, info
+
+
+def _is_sim_engine(info: EngineInfo) -> bool:
+    """Whether the engine reports itself as ``tokenwatt sim``."""
+    return (info.engine_version or "").startswith(SIM_VERSION.split()[0])
+
+
+def _instrumented(
+    plan: RunPlan,
+    rec: RunRecord,
+    stream: WorkloadStream,
+    info: EngineInfo,
+    reporter: Reporter,
+    stop: GracefulStop,
+) -> None:
+    """The power meter, the load generator's workers and the instruments, opened once for
+    the run, around :func:`_measure`."""
+    spec, api_key = rec.spec, plan.api_key
+    meter = _open_meter(spec, rec, reporter)
+    workers = closed_loop_workers(spec, resolve_workers(spec, stream))
+    if spec.measurement.workers == "auto" and spec.measurement.ray_address is None:
+        reporter.line(_auto_workers_line(workers, spec))
+    # Started once for the run, before the idle check and the first window.
+    pool = pool_for(spec, workers) or contextlib.nullcontext()
+    with (
+        pool as worker_pool,
+        Instruments(spec.engine.endpoint, api_key=api_key, meter=meter) as instruments,
+    ):
+        rec.environment = environment_from(info, meter, spec)
+        if _is_sim_engine(info):
+            # It speaks vLLM's metric names, but it is the simulator.
+            rec.environment.engine_name = SIM_VERSION.split()[0]
+        runner = WindowRunner(
+            spec,
+            api_key=api_key,
+            workload=stream,  # one stream: every window draws fresh requests from it
+            instruments=instruments,
+            progress=reporter,
+            engine_name=info.engine_name,
+            count_tokens=plan.count_tokens,
+            stop=stop,
+            pool=worker_pool,
+        )
+        _measure(plan.opts, rec, runner, plan.suite, stream)
 
 
 def _auto_workers_line(workers: int, spec: Spec) -> str:
@@ -219,10 +302,10 @@ def _auto_workers_line(workers: int, spec: Spec) -> str:
     return f"workers: auto chose {workers} load-generator {noun} ({why})"
 
 
-def _open_meter(spec: Spec, rec: RunRecord) -> PowerMeter | None:
+def _open_meter(spec: Spec, rec: RunRecord, reporter: Reporter) -> PowerMeter | None:
     """The spec's power meter, or None (noted in ``rec.not_covered``; a meter the spec asks
-    for that cannot be opened is also a warning on stderr before the first window, so the
-    run is not mistaken for one that measures energy)."""
+    for that cannot be opened is also reported as a warning before the first window, so
+    the run is not mistaken for one that measures energy)."""
     if spec.power.source == "none":
         rec.not_covered.append("Power: no power source configured (power.source: none)")
         return None
@@ -233,11 +316,7 @@ def _open_meter(spec: Spec, rec: RunRecord) -> PowerMeter | None:
     except TelemetryError as exc:
         note = f"{METER_NOT_OPENED} ({exc})"
         rec.not_covered.append(note)
-        print(
-            f"warning: {terminal_safe(note)}; this run measures no power or energy",
-            file=sys.stderr,
-            flush=True,
-        )
+        reporter.warning(f"{note}; this run measures no power or energy")
         return None
 
 

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from tokenwatt.collect.engine.engine_metrics import SCRAPE_DEADLINE_S
 from tokenwatt.collect.engine.probes import METRICS_PROBE_TIMEOUT_S
 from tokenwatt.collect.measure.instruments import IDLE_POLL_S, INSTRUMENT_DEADLINE_S, Instruments
-from tokenwatt.collect.measure.progress import Progress
+from tokenwatt.collect.measure.progress import NullReporter
 from tokenwatt.collect.measure.window import WindowPlan, WindowRunner
 from tokenwatt.collect.plan.options import CollectOptions
 from tokenwatt.collect.run import collect
@@ -96,7 +96,7 @@ def runner_for(spec: Spec, instruments: Instruments) -> WindowRunner:
         api_key=None,
         workload=workload_for(spec),
         instruments=instruments,
-        progress=Progress(enabled=False),
+        progress=NullReporter(),
     )
 
 
@@ -271,7 +271,7 @@ def test_the_exit_status_comes_from_the_typed_interruption(
         incomplete_reason=None if interrupted is None else "stopped",
         interrupted=interrupted,  # type: ignore[arg-type]
     )
-    monkeypatch.setattr(run, "collect", lambda _opts: record)
+    monkeypatch.setattr(run, "collect", lambda _opts, _reporter: record)
     args = ["collect", "--spec", str(SIM_SPEC), "--label", "x", "--role", "baseline"]
     result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "r.json")])
     assert result.exit_code == status, result.output

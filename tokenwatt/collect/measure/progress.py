@@ -1,19 +1,18 @@
-"""The live progress display of ``tokenwatt collect`` on stderr (rich).
+"""What a collect run reports while it runs: the :class:`Reporter` protocol and a reporter
+that shows nothing (:class:`NullReporter`).
 
-One line per state: the step (probe phase or repeat), the rate, the window countdown, the
-running p99 TTFT and TPOT, and errors. It is a view only: nothing it shows is stored.
+``collect`` never prints: every line the user sees while a run is prepared and measured
+(the effective spec, the mode's lines, the engine as it reports itself, a warning before
+the first window, each finished window, the live display's state) goes through one
+:class:`Reporter` that the caller hands in. The command line hands in its rich terminal
+reporter (:mod:`tokenwatt.cli.progress`); a library caller or a test that wants silence
+takes :class:`NullReporter`. ``tests/collect/test_no_printing.py`` checks that no collect
+module prints or touches ``sys.stdout``/``sys.stderr``.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Protocol
-
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
-
-from tokenwatt.text import terminal_safe
 
 
 class WindowSnapshot(Protocol):
@@ -67,59 +66,74 @@ class WindowSnapshot(Protocol):
         ...
 
 
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "–"
-    if math.isinf(value):
-        return "inf"
-    return f"{value:,.0f} ms"
+class Reporter(Protocol):
+    """Where a collect run says what it is doing.
+
+    Two kinds of lines: :meth:`line` and :meth:`warning` are always shown (they say what
+    the run measures and what it lacks, even without the live display); :meth:`note` and
+    the live display (:meth:`begin`, :meth:`update`, entered as a context around the
+    windows) belong to the progress view, which the user may switch off (``--no-progress``).
+    Text handed in may quote a server or a record: the reporter makes it safe for its
+    terminal (:func:`tokenwatt.text.terminal_safe`).
+    """
+
+    def line(self, text: str) -> None:
+        """Show one line that is always shown (``effective spec: …``, the mode's lines)."""
+        ...
+
+    def warning(self, text: str) -> None:
+        """Show a warning (without its ``warning:`` prefix, which the reporter adds)."""
+        ...
+
+    def note(self, message: str) -> None:
+        """Show a line of the progress view that stays (a finished window, its warnings)."""
+        ...
+
+    def begin(self, step: str) -> None:
+        """Start showing a new step (``grow probe 3``, ``repeat 1/2``, ``idle power``)."""
+        ...
+
+    def update(self, snap: WindowSnapshot) -> None:
+        """Show a load-generator snapshot; passed to the load generator as its ``progress``
+        callback, about once a second."""
+        ...
+
+    def __enter__(self) -> Reporter:
+        """Start the live display (the windows are measured inside)."""
+        ...
+
+    def __exit__(self, *exc: Any) -> None:
+        """Stop the live display."""
+        ...
 
 
-class Progress:
-    """A one-line live display; ``enabled=False`` makes every method a no-op."""
+Progress = Reporter
+"""The name the window runner and the searches know the reporter by (``progress=``)."""
 
-    def __init__(self, *, enabled: bool = True, console: Console | None = None) -> None:
-        self.enabled = enabled
-        self.console = console or Console(stderr=True)
-        self.step = ""
-        self._live: Live | None = None
 
-    def __enter__(self) -> Progress:
-        if self.enabled:
-            self._live = Live(
-                Text("starting…"), console=self.console, refresh_per_second=4, transient=True
-            )
-            self._live.__enter__()
+class NullReporter:
+    """A :class:`Reporter` that shows nothing (a library caller, a test)."""
+
+    def line(self, text: str) -> None:
+        """Shows nothing."""
+
+    def warning(self, text: str) -> None:
+        """Shows nothing."""
+
+    def note(self, message: str) -> None:
+        """Shows nothing."""
+
+    def begin(self, step: str) -> None:
+        """Shows nothing."""
+
+    def update(self, snap: WindowSnapshot) -> None:
+        """Shows nothing."""
+
+    def __enter__(self) -> NullReporter:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._live is not None:
-            self._live.__exit__(*exc)
-            self._live = None
+        return None
 
-    def note(self, message: str) -> None:
-        """Print a line that stays (a finished probe, a warning)."""
-        if self.enabled:
-            # Warnings quote servers (error bodies, messages): no escape reaches the terminal.
-            self.console.print(
-                terminal_safe(message), markup=False, highlight=False, soft_wrap=True
-            )
 
-    def begin(self, step: str) -> None:
-        """Start showing a new step (e.g. ``grow probe 3``, ``repeat 1/2``)."""
-        self.step = step
-        if self._live is not None:
-            self._live.update(Text(f"{step}: warming up"))
-
-    def update(self, snap: WindowSnapshot) -> None:
-        """Show a load-generator snapshot; passed to ``run_window(progress=...)``."""
-        if self._live is None:
-            return
-        left = max(0.0, snap.total_s - snap.elapsed_s)
-        countdown = f"{left:4.1f} s left" if snap.phase != "drain" else "draining"
-        line = (
-            f"{self.step} · {snap.rate_rps:.3g} req/s · {snap.phase} {countdown} · "
-            f"p99 TTFT {_ms(snap.ttft_p99_ms)} · p99 TPOT {_ms(snap.tpot_p99_ms)} · "
-            f"sent {snap.sent} · in flight {snap.in_flight} · errors {snap.errors}"
-        )
-        self._live.update(Text(line))
+__all__ = ["NullReporter", "Progress", "Reporter", "WindowSnapshot"]

@@ -28,7 +28,8 @@ class CollectOptions:
             fingerprint), so two configurations can share one spec.
         accuracy: run the accuracy suite when the spec names one.
         command: the command line, stored in the record for the report's reproduce block.
-        progress: show the live display on stderr.
+        progress: show the live display (read by the command line's reporter; collect
+            itself never prints).
         fast_search: the cheaper search of ``benchmarks/search_cost.py`` (about half the
             GPU time there): shorter warm-ups after a passing probe, short "scout" windows
             while the verdict is not close, geometric bisection until the bracket is 5%
