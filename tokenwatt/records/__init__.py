@@ -124,6 +124,7 @@ from tokenwatt.records.suite import (
     suite_bytes,
 )
 from tokenwatt.records.window import (
+    NOT_IDLE_PREFIX,
     RETRIED_PREFIX,
     WORKER_DIED_PREFIX,
     ErrorSample,
@@ -155,6 +156,7 @@ __all__ = [
     "PORT_PLACEHOLDER",
     "REQUEST_FILE_MAX_LINE_BYTES",
     "REQUEST_FILE_SUFFIX",
+    "NOT_IDLE_PREFIX",
     "RETRIED_PREFIX",
     "SIM_ENGINE_NAME",
     "SIM_VERSION",
