@@ -167,7 +167,10 @@ class IdleGate:
         )
 
     def after(
-        self, summary: WindowSummary, requests: Sequence[RequestResult], metrics: EngineMetrics | None
+        self,
+        summary: WindowSummary,
+        requests: Sequence[RequestResult],
+        metrics: EngineMetrics | None,
     ) -> None:
         """Remember what a window left for the next one's check."""
         self.last_overloaded = overloaded(summary)

@@ -16,6 +16,7 @@ from typing import Any
 
 from tokenwatt.analysis import client_bound_warning
 from tokenwatt.collect.measure.fixed_loads import measure_fixed
+from tokenwatt.collect.measure.idle import IDLE_RETRIES, NOT_IDLE_TAG
 from tokenwatt.collect.measure.load_search import backed_off_concurrency, concurrency_search
 from tokenwatt.collect.measure.request_log import RequestLogWriter, log_window
 from tokenwatt.collect.measure.search import (
@@ -27,7 +28,6 @@ from tokenwatt.collect.measure.search import (
     monotonicity_warnings,
     slo_search,
 )
-from tokenwatt.collect.measure.idle import IDLE_RETRIES, NOT_IDLE_TAG
 from tokenwatt.collect.measure.verdict import RETRIED_PREFIX, WORKER_DIED_PREFIX, retried
 from tokenwatt.collect.measure.window import WindowOutcome, WindowPlan, WindowRunner, mark_cut
 from tokenwatt.errors import EngineError
