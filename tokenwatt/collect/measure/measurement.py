@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tokenwatt.analysis import client_bound_warning
+from tokenwatt.analysis import client_bound_warning, fit_search_warning
 from tokenwatt.collect.measure.fixed_loads import measure_fixed
 from tokenwatt.collect.measure.idle import IDLE_RETRIES, NOT_IDLE_TAG
 from tokenwatt.collect.measure.load_search import backed_off_concurrency, concurrency_search
@@ -296,7 +296,11 @@ class Measurement:
             trace = concurrency_search(self.probe, spec.sweep, ceiling)
         else:
             trace = slo_search(self.probe, spec.sweep, self.setup.options)
-        warnings = list(trace.warnings)
+        # The search only knows that probes missed; its "lower the rate" advice is replaced
+        # when they failed on something a lower rate cannot help (HTTP 400, no connection).
+        probes = [p.window for p in rec.probes]
+        endpoint = spec.engine.endpoint
+        warnings = [fit_search_warning(w, probes, endpoint) for w in trace.warnings]
         for w in warnings:
             self.progress.note(f"warning: {w}")
         result = SearchResult(
