@@ -29,7 +29,14 @@ from tokenwatt.collect.measure.measurement import Measurement, SearchSetup
 from tokenwatt.collect.measure.progress import Progress
 from tokenwatt.collect.measure.stopping import GracefulStop
 from tokenwatt.collect.measure.window import WindowOutcome, WindowPlan, mark_cut
-from tokenwatt.records import IdleStart, RequestResult, RunRecord, fingerprint, retried
+from tokenwatt.records import (
+    IdleStart,
+    RequestResult,
+    RunRecord,
+    WorkerLag,
+    fingerprint,
+    retried,
+)
 from tokenwatt.records.run import ToolInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -84,6 +91,18 @@ def test_the_client_counts_the_requests_it_has_not_ended() -> None:
     open_ = RequestResult(scheduled_s=0.0)
     assert client_open([ended, failed]) == 0
     assert client_open([ended, open_, open_]) == 2
+
+
+def test_the_gate_carries_the_clients_count_and_a_dead_workers_requests_are_closed() -> None:
+    gate = IdleGate(IdlePolicy(base_s=5.0))
+    clean = window(5.0, 100.0, ttft_p99=200.0, tpot_p99=20.0, slo_pass=True)
+    gate.after(clean, [RequestResult(scheduled_s=0.0)] * 2, None)
+    assert gate.last_client_open == 2 and gate.bound_s() == 5.0
+    died = WorkerLag(worker=1, requests=2, send_lag_p99_ms=0.0, client_bound=False, died=True)
+    cut = clean.model_copy(update={"worker_lag": [died], "slo_pass": False})
+    gate.after(cut, [RequestResult(scheduled_s=0.0)] * 2, None)
+    assert gate.last_client_open == 0  # its process, and its connections, are gone
+    assert gate.bound_s() == 10.0  # and the window missed: the bound doubles
 
 
 @pytest.mark.parametrize(

@@ -106,7 +106,9 @@ def overloaded(summary: WindowSummary) -> bool:
 
 def client_open(requests: Sequence[RequestResult]) -> int:
     """Requests of a window the client has not ended (``finished_s`` unset): 0 when the
-    load generator gathered every task, as it does before it returns."""
+    load generator gathered every task, as it does before it returns. (A window in which a
+    worker process died is counted as 0 by :meth:`IdleGate.after`: its connections closed
+    with it.)"""
     return sum(1 for r in requests if r.finished_s is None)
 
 
@@ -174,7 +176,11 @@ class IdleGate:
     ) -> None:
         """Remember what a window left for the next one's check."""
         self.last_overloaded = overloaded(summary)
-        self.last_client_open = client_open(requests)
+        # A worker process that died took its connections with it (the OS closed them): its
+        # requests without an end are no longer the client's to hold open; whether the
+        # engine still runs them is the gauges' to say.
+        died = any(w.died for w in summary.worker_lag)
+        self.last_client_open = 0 if died else client_open(requests)
         self.gauges_seen = self.gauges_seen or has_gauges(metrics)
 
 
