@@ -184,6 +184,20 @@ def test_the_llamacpp_python_route_gives_the_tiny_models_vocabulary() -> None:
     assert ctx.params["vocab_size"] == vocab == 2048
 
 
+def test_the_guides_llamacpp_commands_ask_for_the_name_the_server_serves() -> None:
+    """collect refuses a ``--model`` that ``/v1/models`` does not list, llama.cpp included
+    (it would answer any name): each llama.cpp command of the guide serves the model under
+    ``--alias`` and asks for that very name."""
+    text = _page("measuring-your-server.md")
+    commands = [c for c in _sh_commands(text) if "--engine-cmd" in c and "llama" in " ".join(c)]
+    assert len(commands) == 2
+    for argv in commands:
+        ctx = cli.commands["collect"].make_context("collect", argv[2:])
+        served = shlex.split(ctx.params["engine_cmd"])
+        assert served[served.index("--alias") + 1] == ctx.params["model"] == "my-model"
+        assert not ctx.params["allow_model_alias"]
+
+
 def test_the_cli_reference_documents_every_command_and_option() -> None:
     """Every command and subcommand has a section with its usage line and help text, and
     every option its help (as sqlite-utils checks its own CLI reference)."""

@@ -7,6 +7,9 @@ and its ``/metrics`` behaves as ``--metrics`` says:
 * ``idle``: vLLM's running and waiting gauges at 0;
 * ``hang``: never answers (the connection stays open);
 * ``busy:N``: 1 running request for the first N scrapes, then 0;
+* ``hang-after:K:N``: idle gauges for the first K scrapes, then N scrapes that never
+  answer (an overloaded engine's ``/metrics``), then idle again; ``hang-after:K``: never
+  answers again after the first K;
 * ``never-idle``: 2 running and 1 waiting, always;
 * ``none``: 404;
 * ``other``: a page without running or waiting gauges.
@@ -66,6 +69,11 @@ class Engine:
         self.mode = metrics
         self.vocab = vocab
         self.busy_for = int(metrics.split(":")[1]) if metrics.startswith("busy:") else 0
+        self.hang_from, self.hang_until = 0, 0
+        if metrics.startswith("hang-after:"):
+            parts = [int(x) for x in metrics.split(":")[1:]]
+            self.hang_from = parts[0]
+            self.hang_until = parts[0] + parts[1] if len(parts) > 1 else 10**9
         self.scrapes = 0
         self.prompts: list[str] = []
 
@@ -90,7 +98,7 @@ class Engine:
 
     async def metrics(self, _request: web.Request) -> web.Response:
         self.scrapes += 1
-        if self.mode == "hang":
+        if self.mode == "hang" or self.hang_from < self.scrapes <= self.hang_until:
             await asyncio.Event().wait()
         if self.mode == "none":
             raise web.HTTPNotFound()

@@ -80,6 +80,9 @@ def test_every_request_refused_is_said_with_the_servers_message_and_exits_1(
     refs = ", ".join(f"#{i + 1}" for i in range(m))
     errors = f"errors in {refs}: http_400 in {n} of {n} requests; the server said: {INVALID_TOKENS}"
     assert errors in done.stderr
+    # The fix for a refusal, not the load's advice (a lower rate cannot help an HTTP 400).
+    assert "how to fix: the server refused the requests (HTTP 400)" in done.stderr
+    assert "relax the SLO" not in done.stderr and "lower sweep.start_rps" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last == (
         f"every request failed: http_400 — {INVALID_TOKENS} (first sample; {n} of {n} "
@@ -116,6 +119,27 @@ def test_the_same_run_with_the_vocabulary_given_succeeds_and_says_nothing_of_err
     record = RunRecord.model_validate_json(out.read_text())
     assert [(r.window.requests, r.window.errors) for r in record.repeats] == [(4, 0), (8, 0)]
     assert "errors in" not in done.stderr and "every request failed" not in done.stderr
+
+
+def test_a_search_refused_on_every_probe_gets_the_fix_not_the_rate_advice(
+    small_vocab_engine: EngineProcess, tmp_path: Path
+) -> None:
+    """The issue's case: every request of an SLO search got HTTP 400, and the search's
+    warning said to lower the start rate or relax the SLO. The record's result warning
+    now gives the refusal's fix."""
+    out = tmp_path / "run.json"
+    argv = [
+        sys.executable, "-m", "tokenwatt", "collect", "--endpoint", small_vocab_engine.endpoint,
+        "--model", MODEL, "--sweep", "--duration", "2", "--warmup", "0", "--input-tokens", "8",
+        "--output-tokens", "4", "--no-progress", "--no-accuracy", "--out", str(out),
+    ]  # fmt: skip
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr[-3000:]
+    record = RunRecord.model_validate_json(out.read_text())
+    assert record.result is not None and record.result.rate_rps == 0
+    (missed,) = [w for w in record.result.warnings if w.startswith("every probe missed")]
+    assert "; the server refused the requests (HTTP 400)" in missed
+    assert "relax the SLO" not in done.stderr and "relax the SLO" not in missed
 
 
 class _SlowEveryFourth:

@@ -16,6 +16,7 @@ from tokenwatt.analysis.cost import (
 from tokenwatt.analysis.doubt import ci_side, ci_text, doubt_sentence, run_doubt, verdict_words
 from tokenwatt.analysis.efficiency import delta_pct, tokens_per_joule, tokens_per_joule_from_energy
 from tokenwatt.analysis.failure import classify_failure
+from tokenwatt.analysis.failure_advice import cause_notes, fit_search_warning
 from tokenwatt.analysis.gate import (
     GateVerdict,
     accuracy_delta_pts,
@@ -176,6 +177,7 @@ __all__ = [
     "bytes_per_decode_step",
     "capacity",
     "cards_needed",
+    "cause_notes",
     "change_pct",
     "ci_side",
     "ci_text",
@@ -198,6 +200,7 @@ __all__ = [
     "explain_config",
     "explain_run",
     "extract_answer",
+    "fit_search_warning",
     "fixed",
     "gate_comparison",
     "gate_delta_text",

@@ -34,7 +34,7 @@ LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 
 def verdict(w: WindowSummary) -> str:
     """The window's verdict in words: meets, misses (why), invalid (why) or retried."""
-    if retried(w):
+    if retried(w) and w.valid:
         return "retried: the client lagged; the next window's verdict counts"
     if not w.valid:
         return f"invalid: {w.invalid_reason or 'see warnings'}"

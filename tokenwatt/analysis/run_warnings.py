@@ -16,6 +16,8 @@ late; these sentences say *why*, from what the record already keeps:
 - :func:`client_bound_advice`: what to change when windows were client-bound: more
   worker processes, or, when the machine has no core to spare, fewer or lower rates or
   another host.
+- the fix for what failed the windows when it was not the load (HTTP 4xx, 5xx, a
+  protocol or connection error): :mod:`tokenwatt.analysis.failure_advice`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 
+from tokenwatt.analysis.failure_advice import cause_notes
 from tokenwatt.analysis.latency import CLIENT_BOUND_SEND_LAG_MS
 from tokenwatt.analysis.window_labels import run_labels
 from tokenwatt.records import RETRIED_PREFIX, ErrorSample, RunRecord, WindowSummary
@@ -247,11 +250,13 @@ def run_notes(
     record: RunRecord, cores: int | None = None, *, failed_line: bool = True
 ) -> list[str]:
     """The lines ``collect`` and ``show`` print below the table: each window's warnings
-    (``warning: #3 …: …``), the error notes, the client-bound advice (``cores``: see
+    (``warning: #3 …: …``), the error notes, the fix for each cause that was not the
+    load (``how to fix: …``), the client-bound advice (``cores``: see
     :func:`client_bound_advice`) and, last, the line saying every request failed (left
     out with ``failed_line=False``: ``collect`` prints it after the file it wrote)."""
     lines = [f"warning: {label}: {text}" for label, text in window_warnings(record)]
     lines += error_notes(record)
+    lines += cause_notes(_windows(record), record.spec.engine.endpoint)
     advice = client_bound_advice(record, cores)
     if advice is not None:
         lines.append(f"note: {advice}")

@@ -32,6 +32,7 @@ from typing import Literal
 
 from tokenwatt.analysis.search_windows import search_windows
 from tokenwatt.records import (
+    NOT_IDLE_PREFIX,
     WORKER_DIED_PREFIX,
     ConfigV3,
     ReportV3,
@@ -170,6 +171,8 @@ def window_labels(windows: Sequence[SearchWindowV3], plan: LabelPlan) -> list[Wi
             why = (
                 "worker died"
                 if (w.failure_reason or "").startswith(WORKER_DIED_PREFIX)
+                else "not proven idle"
+                if (w.failure_reason or "").startswith(NOT_IDLE_PREFIX)
                 else "client lagged"
             )
             notes.append(f"{why}; {again}")

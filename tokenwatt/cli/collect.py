@@ -35,6 +35,7 @@ POINT_KEYS = (
     "ttft_p99_ms",
     "tpot_p99_ms",
     "vocab_size",
+    "allow_model_alias",
 )
 
 
@@ -97,6 +98,12 @@ def point_options(func: F) -> F:
             default=None,
             help="Token ids are drawn below it (default 32000 without --spec).",
         ),
+        click.option(
+            "--allow-model-alias",
+            is_flag=True,
+            help="Measure even when /v1/models does not list --model (engine.model_alias_ok): "
+            "for a gateway that maps names. Without it collect stops before the first request.",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -133,6 +140,7 @@ def point_flags(values: dict[str, Any]) -> PointFlags:
         ttft_p99_ms=values.get("ttft_p99_ms"),
         tpot_p99_ms=values.get("tpot_p99_ms"),
         vocab_size=values.get("vocab_size"),
+        allow_model_alias=bool(values.get("allow_model_alias")),
     )
 
 

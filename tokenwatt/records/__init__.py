@@ -124,6 +124,7 @@ from tokenwatt.records.suite import (
     suite_bytes,
 )
 from tokenwatt.records.window import (
+    NOT_IDLE_PREFIX,
     RETRIED_PREFIX,
     WORKER_DIED_PREFIX,
     ErrorSample,
@@ -151,6 +152,7 @@ __all__ = [
     "MAX_WORKERS",
     "MIN_POSITIVE",
     "NEWEST_REPORT_VERSION",
+    "NOT_IDLE_PREFIX",
     "NOT_STATED",
     "PORT_PLACEHOLDER",
     "REQUEST_FILE_MAX_LINE_BYTES",

@@ -93,8 +93,9 @@ class Environment(StrictModel):
 
 
 class IdleStart(StrictModel):
-    """Whether the engine was idle (running and waiting gauges at zero) before a window's
-    warm-up, and how long the collector waited for it."""
+    """Whether the engine was idle before a window's warm-up (the client's own count of
+    open requests at zero, and the running and waiting gauges at zero where /metrics gives
+    them), what proved it, and how long the collector waited for it."""
 
     waited_s: NonNegFloat = Field(
         description="Seconds spent polling /metrics before the warm-up began."
@@ -102,8 +103,9 @@ class IdleStart(StrictModel):
     idle: bool | None = Field(
         description=(
             "True: both gauges read zero; False: the bounded wait ran out with requests "
-            "still running or waiting (the window started anyway, with a warning); None: "
-            "not checked (no such gauges, or /metrics did not answer; see note)."
+            "still running or waiting (the window started anyway: invalid in records with "
+            "proven_by, with a warning before); None: not read (no such gauges, or "
+            "/metrics did not answer; see note and proven_by)."
         )
     )
     running: NonNegFloat | None = Field(
@@ -113,7 +115,36 @@ class IdleStart(StrictModel):
         default=None, description="Waiting (queued) requests at the last read (summed gauge)."
     )
     note: str | None = Field(
-        default=None, description="Why the check was skipped, or the warning when not idle."
+        default=None, description="Why the gauges were not read, or the warning when not idle."
+    )
+    proven_by: str | None = Field(
+        default=None,
+        description=(
+            "What proved the engine idle before the window: 'client+metrics' (no request of "
+            "the collector still open, and /metrics running + waiting at zero); 'client "
+            "only: <why>' (no request open; this engine's /metrics has given no "
+            "running/waiting gauges in the run, so it proves nothing); 'not proven: <why>' "
+            "(/metrics, which answered before, did not answer within the bound, its gauges "
+            "stayed above zero, or the client still had requests open: the window is "
+            "invalid, with no verdict, and was measured again). Null in records made "
+            "before this field existed."
+        ),
+    )
+    client_open: NonNegInt | None = Field(
+        default=None,
+        description=(
+            "Requests of the collector not yet ended when the check began (the load "
+            "generator's own count, from the previous window's requests: 0 once every "
+            "task has ended). Null in records made before this field existed."
+        ),
+    )
+    max_wait_s: NonNegFloat | None = Field(
+        default=None,
+        description=(
+            "The bound of the wait (s): min(request_timeout_s, 30 s), doubled after an "
+            "overloaded window and for each window in a row not proven idle, at most "
+            "120 s. Null in records made before this field existed."
+        ),
     )
 
 

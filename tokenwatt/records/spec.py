@@ -147,7 +147,13 @@ class EngineSpec(StrictModel):
     """Which endpoint requests go to: completions (/v1/completions, token-id prompts) or chat
     (/v1/chat/completions, text prompts)."""
     model: PlainName
-    """The model name requests ask for; it must be one the server lists at /v1/models."""
+    """The model name requests ask for; it must be one the server lists at /v1/models (collect
+    stops before the first request otherwise, unless model_alias_ok)."""
+    model_alias_ok: bool = False
+    """Measure even when /v1/models does not list engine.model: for a gateway that maps
+    (aliases) names to the served model; the record gets a warning. Off by default, because
+    llama.cpp and TGI answer any name with their one model, so a wrong name would be measured
+    and recorded under the wrong model; collect --allow-model-alias sets it."""
     ignore_eos: bool = True
     """Ask the engine to generate every requested output token (ignore_eos), so output lengths
     follow the workload."""

@@ -382,8 +382,17 @@ load-generator worker process (or Ray actor) died in it: the window is kept, inv
 its verdict is not used — a fault of the instrument is no verdict on the server."""
 
 
+NOT_IDLE_PREFIX = "not proven idle"
+"""Start of ``failure_reason`` of a window that the collector measured again because it
+started without proof that the engine was idle (a backlog of an earlier window may have
+loaded it): the window is kept, invalid (``invalid_reason`` says which check failed), and
+it has no verdict."""
+
+
 def retried(window: WindowSummary) -> bool:
-    """True for a window that was measured again because the client lagged or one of its
-    worker processes died (its verdict was replaced by the next window's; see
-    :data:`RETRIED_PREFIX`, :data:`WORKER_DIED_PREFIX`)."""
-    return (window.failure_reason or "").startswith((RETRIED_PREFIX, WORKER_DIED_PREFIX))
+    """True for a window that was measured again because the client lagged, one of its
+    worker processes died or the engine was not proven idle at its start (its verdict was
+    replaced by the next window's; see :data:`RETRIED_PREFIX`, :data:`WORKER_DIED_PREFIX`,
+    :data:`NOT_IDLE_PREFIX`)."""
+    prefixes = (RETRIED_PREFIX, WORKER_DIED_PREFIX, NOT_IDLE_PREFIX)
+    return (window.failure_reason or "").startswith(prefixes)

@@ -146,6 +146,10 @@ def test_slow_power_and_hung_metrics_leave_the_run_complete_and_on_time(
         assert f"no answer within {SCRAPE_DEADLINE_S:g} s" in metrics.invalid_reason
         assert metrics.idle_start is not None and metrics.idle_start.idle is None
         assert "/metrics did not answer" in (metrics.idle_start.note or "")
+        # It never answered in this run, so it proves nothing: the client's count alone
+        # does, and the record says so (one failed read, not a wait to the bound).
+        assert (metrics.idle_start.proven_by or "").startswith("client only: /metrics did")
+        assert metrics.idle_start.client_open == 0
     # Off the load's loop, a one-second source is just a slow source: its window is valid.
     repeat_power = rec.repeats[0].power
     assert repeat_power is not None and repeat_power.valid, repeat_power
@@ -203,11 +207,13 @@ def test_the_window_waits_for_an_idle_engine(engine: EngineProcess) -> None:
     assert idle.waited_s >= 3 * IDLE_POLL_S * 0.9
     assert outcome.metrics is not None and outcome.metrics.idle_start is not None
     assert outcome.metrics.idle_start.idle is True
-    assert outcome.warnings == []
+    assert outcome.metrics.idle_start.proven_by == "client+metrics"
+    assert outcome.metrics.idle_start.client_open == 0
+    assert outcome.warnings == [] and outcome.summary.valid
 
 
 @pytest.mark.parametrize("engine", ["never-idle"], indirect=True)
-def test_an_engine_that_never_goes_idle_costs_a_bounded_wait_and_a_warning(
+def test_an_engine_that_never_goes_idle_costs_a_bounded_wait_and_an_invalid_window(
     engine: EngineProcess,
 ) -> None:
     spec = make_spec(engine.endpoint, timeout_s=1.0)  # the wait: min(request timeout, 30 s)
@@ -218,19 +224,24 @@ def test_an_engine_that_never_goes_idle_costs_a_bounded_wait_and_a_warning(
     assert outcome.metrics is not None and outcome.metrics.valid
     idle = outcome.metrics.idle_start
     assert idle is not None and idle.idle is False
-    assert idle.running == 2 and idle.waiting == 1
+    assert idle.running == 2 and idle.waiting == 1 and idle.max_wait_s == 1.0
     assert 1.0 <= idle.waited_s < 1.0 + SCRAPE_DEADLINE_S
     assert idle.note is not None and idle.note.startswith("the engine was not idle after 1.")
-    assert idle.note.endswith("(2 running, 1 waiting); the window started anyway")
-    assert outcome.warnings == [idle.note]
+    assert idle.note.endswith("(2 running, 1 waiting)")
+    assert idle.proven_by == f"not proven: {idle.note}"
+    # Measured, but no verdict: invalid, saying why (Measurement measures it again).
+    s = outcome.summary
+    assert not s.valid and not s.slo_pass and s.failure_reason == "not_idle"
+    assert s.invalid_reason == f"not proven idle: {idle.note}"
+    assert outcome.warnings == [f"not proven idle: {idle.note}; the window is invalid"]
     assert took < 1.0 + SCRAPE_DEADLINE_S + PLAN.warmup_s + PLAN.duration_s + 2.0
 
 
 @pytest.mark.parametrize(
     ("engine", "note"),
     [
-        ("none", "/metrics did not answer (ValueError: HTTP 404); the idle check was skipped"),
-        ("other", "the engine exposes no running/waiting gauges; the idle check was skipped"),
+        ("none", "/metrics did not answer (ValueError: HTTP 404)"),
+        ("other", "the engine exposes no running/waiting gauges"),
     ],
     indirect=["engine"],
 )

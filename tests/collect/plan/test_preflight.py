@@ -190,19 +190,34 @@ def test_a_served_model_passes_an_unserved_one_is_refused_listing_what_is_served
     problem = err.value.problems[0]
     assert (problem.file, problem.field) == (SPEC_FILE, "engine.model")
     assert problem.message.startswith(
-        "'Qwen/Qwen3-8B' is not served at http://127.0.0.1:9/v1: /v1/models lists 'm', 'm-lora'."
+        "'Qwen/Qwen3-8B' is requested but not served at http://127.0.0.1:9/v1: /v1/models "
+        "lists 'm', 'm-lora'."
     )
     with pytest.raises(InputError, match="/v1/models lists no model"):
         check_served_model(spec_with("m"), info(served=[], engine="llama.cpp"), SPEC_FILE)
 
 
-def test_engines_that_ignore_the_name_only_warn() -> None:
-    for engine in ("llama.cpp", "tgi"):
-        warnings = check_served_model(spec_with("other"), info(engine=engine), SPEC_FILE)
-        assert warnings == [
-            f"engine.model 'other' is not among the served models ('m'); {engine} serves "
-            "its one model whatever the request names"
-        ]
+@pytest.mark.parametrize("engine", ["llama.cpp", "tgi", "vllm"])
+def test_an_unlisted_name_is_refused_even_by_engines_that_answer_any_name(engine: str) -> None:
+    """llama.cpp and TGI answer any name with their one model: measured under another name,
+    the record would hold a name the server does not serve."""
+    with pytest.raises(InputError) as err:
+        check_served_model(spec_with("other"), info(engine=engine), SPEC_FILE)
+    message = err.value.problems[0].message
+    assert "'other' is requested" in message and "/v1/models lists 'm'" in message
+    assert "engine.model_alias_ok (--allow-model-alias)" in message
+
+
+def test_a_gateway_that_maps_names_is_let_through_with_a_warning() -> None:
+    spec = spec_with("other")
+    engine = spec.engine.model_copy(update={"model_alias_ok": True})
+    spec = spec.model_copy(update={"engine": engine})
+    assert check_served_model(spec, info(engine="llama.cpp"), SPEC_FILE) == [
+        "engine.model 'other' is not among the served models ('m'); measured anyway because "
+        "engine.model_alias_ok is set (the server maps the name)"
+    ]
+    with pytest.raises(InputError, match="lists no model"):  # nothing listed: no alias to trust
+        check_served_model(spec, info(served=[]), SPEC_FILE)
 
 
 def test_a_tail_that_rounds_to_no_request_gets_no_note() -> None:

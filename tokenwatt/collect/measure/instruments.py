@@ -47,9 +47,6 @@ INSTRUMENT_DEADLINE_S = 5.0
 and the scraper to hand over their readings (s); past it they are invalid ("did not hand
 over … within 5 s"). A meter's stop takes one in-flight read plus one last read; a
 one-second BMC or command source needs about 2 s."""
-IDLE_WAIT_MAX_S = 30.0
-"""Longest wait for an idle engine before a window's warm-up (s); the request time-out is
-used when shorter."""
 IDLE_POLL_S = 0.25
 """Seconds between ``/metrics`` reads while waiting for an idle engine."""
 CLOSE_DEADLINE_S = 5.0
@@ -204,43 +201,57 @@ class Instruments:
         return MetricsScraper(**self._scraper_args).open_client()
 
     # -- the idle check ----------------------------------------------------------------
-    def wait_idle(self, *, max_wait_s: float) -> IdleStart:
+    def wait_idle(self, *, max_wait_s: float, persist: bool = False) -> IdleStart:
         """Poll ``/metrics`` until the running and waiting gauges read zero, at most
         ``max_wait_s`` (s, plus one scrape deadline). Call it before the warm-up, while no
-        load runs; it blocks the caller.
+        load runs; it blocks the caller. :class:`~tokenwatt.collect.measure.idle.IdleGate`
+        adds the client's own count and says what proved idleness.
+
+        Args:
+            max_wait_s: the bound (s).
+            persist: a read that fails is retried until the bound (the gauges have
+                answered before in this run: an overloaded engine may not answer within
+                the scrape deadline); False: the first failed read ends the check.
 
         Returns:
             An :class:`IdleStart`: ``idle`` True when idle, False (with a warning in
-            ``note``) when the wait ran out, None when skipped (no gauges, no answer).
+            ``note``) when the wait ran out, None when not read (no gauges, no answer).
         """
         if not self._scrape:
             return IdleStart(waited_s=0.0, idle=None, note="/metrics is not read; not checked")
         limit = max_wait_s + 2 * self._scrape_deadline_s + 1.0
         try:
-            return self._call(self._await_idle(max_wait_s), timeout_s=limit)
+            return self._call(self._await_idle(max_wait_s, persist), timeout_s=limit)
         except TimeoutError:
             return IdleStart(waited_s=limit, idle=None, note="the idle check did not finish")
 
-    async def _await_idle(self, max_wait_s: float) -> IdleStart:
+    async def _await_idle(self, max_wait_s: float, persist: bool) -> IdleStart:
         scraper = MetricsScraper(**self._scraper_args, client=self._client)
         t0 = time.monotonic()
+        failed = 0
         while True:
             try:
                 s = await scraper.read()
             except ScrapeError as exc:
-                note = f"/metrics did not answer ({exc}); the idle check was skipped"
-                return IdleStart(waited_s=time.monotonic() - t0, idle=None, note=note)
+                failed += 1
+                waited = time.monotonic() - t0
+                if not persist or waited >= max_wait_s:
+                    tries = f" in {failed} reads over {waited:.1f} s" if persist else ""
+                    note = f"/metrics did not answer{tries} ({exc})"
+                    return IdleStart(waited_s=waited, idle=None, note=note)
+                await asyncio.sleep(min(IDLE_POLL_S, max(0.0, max_wait_s - waited)))
+                continue
             waited = time.monotonic() - t0
             gauges = [v for v in (s.running, s.waiting) if v is not None]
             if not gauges:
-                note = "the engine exposes no running/waiting gauges; the idle check was skipped"
+                note = "the engine exposes no running/waiting gauges"
                 return IdleStart(waited_s=waited, idle=None, note=note)
             if all(v == 0 for v in gauges):
                 return IdleStart(waited_s=waited, idle=True, running=s.running, waiting=s.waiting)
             if waited >= max_wait_s:
                 note = (
                     f"the engine was not idle after {waited:.1f} s ({s.running or 0:g} running, "
-                    f"{s.waiting or 0:g} waiting); the window started anyway"
+                    f"{s.waiting or 0:g} waiting)"
                 )
                 return IdleStart(
                     waited_s=waited, idle=False, running=s.running, waiting=s.waiting, note=note

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tokenwatt.analysis import client_bound_warning
+from tokenwatt.analysis import client_bound_warning, fit_search_warning
 from tokenwatt.collect.measure.fixed_loads import measure_fixed
+from tokenwatt.collect.measure.idle import IDLE_RETRIES, NOT_IDLE_TAG
 from tokenwatt.collect.measure.load_search import backed_off_concurrency, concurrency_search
 from tokenwatt.collect.measure.request_log import RequestLogWriter, log_window
 from tokenwatt.collect.measure.search import (
@@ -30,7 +31,15 @@ from tokenwatt.collect.measure.search import (
 from tokenwatt.collect.measure.verdict import RETRIED_PREFIX, WORKER_DIED_PREFIX, retried
 from tokenwatt.collect.measure.window import WindowOutcome, WindowPlan, WindowRunner, mark_cut
 from tokenwatt.errors import EngineError
-from tokenwatt.records import Probe, Repeat, RunRecord, SearchResult, Spec, WindowSummary
+from tokenwatt.records import (
+    NOT_IDLE_PREFIX,
+    Probe,
+    Repeat,
+    RunRecord,
+    SearchResult,
+    Spec,
+    WindowSummary,
+)
 
 FAST_WARMUP_AFTER_PASS = 10 / 45
 """``--fast-search``: warm-up after a passing probe, as a share of ``warmup_s`` (10 of 45 s)."""
@@ -130,20 +139,28 @@ class Measurement:
         self, step: str, plan: WindowPlan, store: Callable[[WindowOutcome], None]
     ) -> ProbeOutcome:
         """One window; a miss that the client's own lag or a dead worker process may explain
-        is measured again once (:meth:`_mark_retry`).
+        is measured again once (:meth:`_mark_retry`), and a window that started with the
+        engine not proven idle up to :data:`IDLE_RETRIES` times (:meth:`_mark_not_idle`).
 
-        Both windows are stored (the first marked :data:`RETRIED_PREFIX`); the verdict is
-        the second's, the GPU time is both's.
+        Every window is stored (the retried ones marked :data:`RETRIED_PREFIX`,
+        :data:`WORKER_DIED_PREFIX` or :data:`NOT_IDLE_PREFIX`); the verdict is the last's,
+        the GPU time is all of theirs.
         """
         spent: ProbeOutcome | None = None
-        for attempt in range(2):
+        lag_retried, idle_retries = False, 0
+        while True:
             self.progress.begin(step)
             outcome = self.runner.run(plan)
             summary = outcome.summary
             cost = window_cost(plan, summary)
             spent = cost if spent is None else _plus(spent, cost)
             self._note(step, plan, outcome)
-            retry = attempt == 0 and not summary.slo_pass and self._mark_retry(step, summary)
+            retry = False
+            if summary.failure_reason == NOT_IDLE_TAG and idle_retries < IDLE_RETRIES:
+                idle_retries += 1
+                retry = self._mark_not_idle(step, summary, idle_retries)
+            elif not lag_retried and not summary.slo_pass:
+                retry = lag_retried = self._mark_retry(step, summary)
             self._warn_client_bound(summary)
             store(outcome)
             self._log_requests(outcome)
@@ -176,6 +193,8 @@ class Measurement:
     def _note(self, step: str, plan: WindowPlan, outcome: WindowOutcome) -> None:
         s = outcome.summary
         verdict = "meets the SLO" if s.slo_pass else f"misses: {s.failure_reason}"
+        if s.failure_reason == NOT_IDLE_TAG:
+            verdict = f"no verdict ({s.invalid_reason})"
         load = f"{plan.rate_rps:.4g} req/s"
         if plan.concurrency is not None:
             load = f"{plan.concurrency} clients ({s.rate_rps:.4g} req/s measured)"
@@ -201,6 +220,18 @@ class Measurement:
             return False
         self.progress.note(f"{step}: {said}; this window's verdict is not used, measuring again")
         summary.failure_reason = f"{why}, measured again: {summary.failure_reason}"
+        return True
+
+    def _mark_not_idle(self, step: str, summary: WindowSummary, tries: int) -> bool:
+        """Mark a window that started not proven idle as measured again (its failure
+        reason then starts with :data:`NOT_IDLE_PREFIX`); the next check waits longer
+        (:class:`~tokenwatt.collect.measure.idle.IdlePolicy`)."""
+        why = summary.invalid_reason or NOT_IDLE_PREFIX
+        self.progress.note(
+            f"{step}: {why.split(';')[0]}; no verdict, measuring again "
+            f"(retry {tries} of {IDLE_RETRIES})"
+        )
+        summary.failure_reason = f"{NOT_IDLE_PREFIX}, measured again (retry {tries})"
         return True
 
     def _warn_client_bound(self, summary: WindowSummary) -> None:
@@ -265,7 +296,11 @@ class Measurement:
             trace = concurrency_search(self.probe, spec.sweep, ceiling)
         else:
             trace = slo_search(self.probe, spec.sweep, self.setup.options)
-        warnings = list(trace.warnings)
+        # The search only knows that probes missed; its "lower the rate" advice is replaced
+        # when they failed on something a lower rate cannot help (HTTP 400, no connection).
+        probes = [p.window for p in rec.probes]
+        endpoint = spec.engine.endpoint
+        warnings = [fit_search_warning(w, probes, endpoint) for w in trace.warnings]
         for w in warnings:
             self.progress.note(f"warning: {w}")
         result = SearchResult(

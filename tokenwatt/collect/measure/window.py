@@ -2,8 +2,10 @@
 
 :class:`WindowRunner` runs a :class:`WindowPlan` (a search probe or a repeat):
 
-1. waits for an idle engine (``/metrics`` running and waiting gauges at zero, at most
-   ``min(request_timeout_s, 30 s)``), so the last window's requests do not load this one;
+1. proves the engine idle (:mod:`tokenwatt.collect.measure.idle`: no request of ours
+   open, ``/metrics`` running and waiting gauges at zero, within a bound that grows after
+   an overloaded window), so the last window's requests do not load this one; a window
+   that starts not proven idle is invalid (no verdict), and the caller measures it again;
 2. hands the window to the instruments (:mod:`tokenwatt.collect.measure.instruments`: power and
    ``/metrics`` in threads of their own) and runs the load generator on a fresh event
    loop (or on the run's worker processes, :mod:`tokenwatt.collect.load.pool.workers`), with the
@@ -26,7 +28,8 @@ from tokenwatt.collect.load.arrivals import window_request_count
 from tokenwatt.collect.load.closedloop import run_closed_window
 from tokenwatt.collect.load.loadgen import LEAD_S, LoadConfig, WindowResult, run_window
 from tokenwatt.collect.load.pool.workers import WindowPool
-from tokenwatt.collect.measure.instruments import IDLE_WAIT_MAX_S, Instruments, InstrumentWindow
+from tokenwatt.collect.measure.idle import NOT_IDLE_TAG, IdleGate, IdlePolicy, not_proven_reason
+from tokenwatt.collect.measure.instruments import Instruments, InstrumentWindow
 from tokenwatt.collect.measure.progress import Progress
 from tokenwatt.collect.measure.stopping import GracefulStop
 from tokenwatt.collect.measure.verdict import classification_view
@@ -139,7 +142,8 @@ class WindowRunner:
         self.config = LoadConfig.for_spec(
             spec, api_key=api_key, engine_name=engine_name, count_tokens=count_tokens
         )
-        self.idle_wait_s = min(spec.measurement.request_timeout_s, IDLE_WAIT_MAX_S)
+        self.idle = IdleGate(IdlePolicy.for_timeout(spec.measurement.request_timeout_s))
+        self.idle_wait_s = self.idle.policy.base_s
         self.stop = stop or GracefulStop()
 
     def run(self, plan: WindowPlan) -> WindowOutcome:
@@ -149,7 +153,7 @@ class WindowRunner:
             InputError: a request the API cannot take (from the load generator).
             KeyboardInterrupt: Ctrl-C; the instruments' window is ended first.
         """
-        idle = self.instruments.wait_idle(max_wait_s=self.idle_wait_s)
+        idle = self.idle.check(self.instruments)
         with self.stop.window():
             # The closed loop runs in this process (collect refuses workers with it).
             pool = self.pool is not None and plan.concurrency is None
@@ -161,7 +165,10 @@ class WindowRunner:
         if metrics is not None:
             metrics = metrics.model_copy(update={"idle_start": idle})
         summary = self._verdict(loaded.result, metrics)
+        self.idle.after(summary, loaded.result.requests, readings.metrics)
         warnings = _warnings(idle, metrics, readings.power)
+        if (not_idle := not_proven_reason(idle)) is not None:
+            mark_cut(summary, not_idle, tag=NOT_IDLE_TAG)  # no verdict: measured again
         if self.stop.requested is not None:
             cut = f"interrupted by {self.stop.requested}: the window stopped early and is partial"
             warnings.append(cut)
@@ -313,8 +320,8 @@ def _warnings(
     idle: IdleStart, metrics: EngineMetrics | None, power: PowerWindow | None
 ) -> list[str]:
     out = []
-    if idle.idle is False and idle.note:
-        out.append(idle.note)
+    if (not_idle := not_proven_reason(idle)) is not None:
+        out.append(f"{not_idle}; the window is invalid")
     if metrics is not None and not metrics.valid and metrics.invalid_reason:
         out.append(f"engine metrics invalid: {metrics.invalid_reason}")
     if power is not None and not power.valid:

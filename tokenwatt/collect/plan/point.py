@@ -89,6 +89,8 @@ class PointFlags:
         warmup_s: ``--warmup``: load before each window, not measured (s).
         ttft_p99_ms, tpot_p99_ms: SLO limits (ms).
         vocab_size: token ids are drawn below it.
+        allow_model_alias: ``--allow-model-alias``: ``engine.model_alias_ok`` (a gateway
+            that maps names).
     """
 
     model: str | None = None
@@ -103,6 +105,7 @@ class PointFlags:
     ttft_p99_ms: float | None = None
     tpot_p99_ms: float | None = None
     vocab_size: int | None = None
+    allow_model_alias: bool = False
 
     @property
     def loads_given(self) -> list[str]:
@@ -226,6 +229,8 @@ def _apply(data: dict[str, Any], flags: PointFlags, *, fresh: bool) -> None:
         data["model"]["name"] = flags.model
     if flags.vocab_size is not None:
         data["model"]["vocab_size"] = flags.vocab_size
+    if flags.allow_model_alias:
+        data["engine"]["model_alias_ok"] = True
     n_in = flags.input_tokens or (DEFAULT_INPUT_TOKENS if fresh else None)
     n_out = flags.output_tokens or (DEFAULT_OUTPUT_TOKENS if fresh else None)
     if n_in is not None:

@@ -3,8 +3,11 @@
 * :func:`check_served_model` — is ``engine.model`` a model the server serves? vLLM answers
   a request for any other name with HTTP 404, so every request of the run would fail; like
   vLLM's ``bench serve``, whose single-prompt test run fails the benchmark before it
-  starts, the run is refused. Engines that serve their one model whatever the request names
-  (llama.cpp's server, TGI) only get a warning.
+  starts, the run is refused. So is a name that an engine serving one model answers
+  whatever the request names (llama.cpp's server, TGI): the run would be measured and
+  recorded under a name that is not the served model's. A gateway that maps names
+  (aliases) is let through with ``engine.model_alias_ok`` (``--allow-model-alias``), with
+  a warning in the record.
 * :func:`check_workload_fits` — does the workload fit the engine's context length? A
   ``chat-mix-v1`` whose median request (shared prefix + median prompt + median output) does
   not fit is refused: most requests would have to be cut, and the workload measured would
@@ -36,10 +39,6 @@ if TYPE_CHECKING:
 
     from tokenwatt.records import LengthDist, Spec
 
-MODEL_NAME_IGNORED_BY = frozenset({"llama.cpp", "tgi"})
-"""Engines that serve their one model whatever ``model`` a request names (llama.cpp's
-server outside its router mode, TGI's OpenAI routes): a name they do not list only warns."""
-
 TAIL_SAMPLE = 100_000
 """Draws used to estimate the share of ``chat-mix-v1`` requests longer than the context
 (seeded, so the note is the same on every run; its standard error is under 0.2 points)."""
@@ -49,30 +48,41 @@ def check_served_model(spec: Spec, info: EngineInfo, spec_file: str | Path) -> l
     """Check ``engine.model`` against the models ``/v1/models`` listed.
 
     Returns:
-        Warnings for the record's ``engine_warnings`` (empty when the name is served).
+        Warnings for the record's ``engine_warnings``: empty when the name is served; one
+        when it is not but ``engine.model_alias_ok`` lets it through.
 
     Raises:
-        InputError: the server lists no model, or not ``engine.model`` and is not an engine
-            that ignores the name (:data:`MODEL_NAME_IGNORED_BY`); the message lists the
-            served models and names the spec field.
+        InputError: the server lists no model, or lists models without ``engine.model``
+            and ``engine.model_alias_ok`` is false; the message names the requested and
+            the served models, the spec field and the opt-out.
     """
     name, served = spec.engine.model, info.served_models
     if name in served:
         return []
     listed = ", ".join(repr(m) for m in served) if served else "no model"
-    if served and info.engine_name in MODEL_NAME_IGNORED_BY:
+    if served and spec.engine.model_alias_ok:
         return [
-            f"engine.model {name!r} is not among the served models ({listed}); "
-            f"{info.engine_name} serves its one model whatever the request names"
+            f"engine.model {name!r} is not among the served models ({listed}); measured "
+            "anyway because engine.model_alias_ok is set (the server maps the name)"
         ]
+    if not served:
+        why = "Every request would fail (vLLM answers HTTP 404)"
+    else:
+        # llama.cpp and TGI answer any name with their one model: the run would go on,
+        # recorded under a name the server does not serve.
+        why = (
+            "Every request would fail (vLLM answers HTTP 404), or be answered by a model "
+            "of another name (llama.cpp, TGI) and recorded under the wrong one"
+        )
     raise InputError(
         [
             Problem(
                 str(spec_file),
                 "engine.model",
-                f"{name!r} is not served at {info.endpoint}: /v1/models lists {listed}. "
-                "Every request would fail (vLLM answers HTTP 404); set engine.model to a "
-                "served name (the server's --served-model-name, or its model path)",
+                f"{name!r} is requested but not served at {info.endpoint}: /v1/models lists "
+                f"{listed}. {why}; set engine.model (--model) to a served name (the "
+                "server's --served-model-name or --alias, or its model path), or, for a "
+                "gateway that maps names, set engine.model_alias_ok (--allow-model-alias)",
             )
         ]
     )
