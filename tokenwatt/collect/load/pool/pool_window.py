@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
@@ -26,15 +26,10 @@ import numpy.typing as npt
 
 from tokenwatt.analysis import percentile, tpot_ms, ttft_ms, worker_lags
 from tokenwatt.collect.load.loadconfig import LoadConfig
-from tokenwatt.collect.load.loadgen import (
-    LEAD_S,
-    Phase,
-    WindowProgress,
-    WindowResult,
-    drain_ran_out,
-    window_summary,
-)
-from tokenwatt.collect.load.pool.worker_proc import Item, Update, worker_job
+from tokenwatt.collect.load.loadgen import LEAD_S, drain_ran_out, window_summary
+from tokenwatt.collect.load.pool.worker_proc import Update, worker_job
+from tokenwatt.collect.load.window_plan import Phase, WindowHooks, WindowPlan, WindowProgress
+from tokenwatt.collect.load.window_state import Item, WindowResult
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.errors import TokenwattError
 from tokenwatt.records import RequestResult, WindowSummary
@@ -94,7 +89,7 @@ class WorkerStartError(TokenwattError):
 
 
 @dataclass
-class _Seen:
+class WorkerSeen:
     """What the parent knows of one worker in this window."""
 
     counters: Update | None = None
@@ -104,7 +99,7 @@ class _Seen:
 
 
 @dataclass
-class _Merged:
+class MergedSoFar:
     """The in-window requests as the workers reported them so far."""
 
     view: dict[int, RequestResult] = field(default_factory=dict)  # placeholders, then news
@@ -121,30 +116,25 @@ class PoolWindow:
         self,
         cfg: LoadConfig,
         handles: Sequence[WorkerLink],
+        plan: WindowPlan,
         *,
         offsets: npt.NDArray[np.float64],
         requests: Iterator[RequestSpec],
-        rate_rps: float,
-        warmup_s: float,
-        duration_s: float,
-        send_spin_s: float,
-        freeze_gc: bool,
         feed_ahead_s: float,
     ) -> None:
         self.cfg = cfg
+        self.plan = plan
         self.handles = list(handles)
         self.n = len(self.handles)
         self.offsets = offsets.tolist()
         self.requests = requests
-        self.rate_rps = rate_rps
-        self.warmup_s = warmup_s
-        self.duration_s = duration_s
-        self.window_end_offset = warmup_s + duration_s
-        self.send_spin_s = send_spin_s
-        self.freeze_gc = freeze_gc
+        self.rate_rps = plan.rate_rps
+        self.warmup_s = plan.warmup_s
+        self.duration_s = plan.duration_s
+        self.window_end_offset = plan.warmup_s + plan.duration_s
         self.feed_ahead_s = feed_ahead_s
-        self.seen = [_Seen() for _ in self.handles]
-        self.merged = _Merged()
+        self.seen = [WorkerSeen() for _ in self.handles]
+        self.merged = MergedSoFar()
         self.meta: dict[int, Item] = {}  # in-window items handed out (bodies dropped)
         self.next = 0
         self.fed_all = False
@@ -169,8 +159,8 @@ class PoolWindow:
                 k,
                 self.n,
                 window_end_offset=self.window_end_offset,
-                send_spin_s=self.send_spin_s,
-                freeze_gc=self.freeze_gc,
+                send_spin_s=self.plan.send_spin_s,
+                freeze_gc=self.plan.freeze_gc,
             )
             handle.send.send(("prepare", job))
         waiting = set(range(self.n))
@@ -270,17 +260,11 @@ class PoolWindow:
 
     # --- while it runs ---
 
-    def watch(
-        self,
-        *,
-        progress: Callable[[WindowProgress], None] | None,
-        stop_early: Callable[[Sequence[RequestResult], float], bool] | None,
-        interrupt: Callable[[], bool] | None,
-        progress_interval_s: float,
-        check_interval_s: float,
-    ) -> None:
+    def watch(self, hooks: WindowHooks) -> None:
         """Feed, merge and check until the window is over (drained, stopped, timed out)."""
         assert self.t0 is not None
+        progress, stop_early = hooks.progress, hooks.stop_early
+        check_interval_s = hooks.check_interval_s
         t0, clock = self.t0, time.perf_counter
         window_start, window_end = t0 + self.warmup_s, t0 + self.window_end_offset
         give_up = window_end + self.cfg.request_timeout_s
@@ -295,9 +279,9 @@ class PoolWindow:
                     "warmup" if now < window_start else "window" if now < window_end else "drain"
                 )
                 if progress is not None and now - t0 >= next_progress:
-                    next_progress = now - t0 + progress_interval_s
+                    next_progress = now - t0 + hooks.progress_interval_s
                     progress(self._snapshot(phase, now - t0))
-                if (interrupt is not None and interrupt()) or (
+                if hooks.interrupted() or (
                     stop_early is not None
                     and phase != "warmup"
                     and stop_early(self._so_far(now), now - window_start)
@@ -473,8 +457,10 @@ __all__ = [
     "END_TIMEOUT_S",
     "POLL_S",
     "WORKER_DIED",
+    "MergedSoFar",
     "PoolWindow",
     "Sender",
     "WorkerLink",
+    "WorkerSeen",
     "WorkerStartError",
 ]
