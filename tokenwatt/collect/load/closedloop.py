@@ -20,7 +20,10 @@ The window's timing otherwise follows :func:`tokenwatt.collect.load.loadgen.run_
 client starts at the start of the warm-up; requests sent in ``[warmup_s, warmup_s +
 duration_s)`` are ``in_window``; after the window the clients keep sending (so the last
 in-window requests do not see an emptying engine) until every in-window request has ended,
-at most ``request_timeout_s`` after the window; the rest are then cancelled and not counted.
+at most for the tail cap after the window
+(:func:`~tokenwatt.collect.load.window_plan.tail_cap_s`); then every open request is
+cancelled, the tail's own not counted, the window's judged at the cap
+(:func:`~tokenwatt.collect.load.loadgen.judge_at_cap`: timeouts and censored misses).
 """
 
 from __future__ import annotations
@@ -36,7 +39,14 @@ import aiohttp
 
 from tokenwatt.collect.load.http import open_session
 from tokenwatt.collect.load.loadconfig import LoadConfig
-from tokenwatt.collect.load.loadgen import LEAD_S, drain_ran_out, window_summary
+from tokenwatt.collect.load.loadgen import (
+    LEAD_S,
+    AtCap,
+    judge_at_cap,
+    note_tail,
+    window_summary,
+    window_tail_cap,
+)
 from tokenwatt.collect.load.window_plan import Phase, WindowHooks, WindowPlan, WindowProgress
 from tokenwatt.collect.load.window_state import WindowResult, WindowState, cancelled_by_client
 from tokenwatt.collect.workload.workload import RequestSpec
@@ -62,6 +72,7 @@ class ClosedLoop:
         self.window_end = window_end
         self.keep_load = keep_load
         self.bodies: dict[int, bytes] = {}
+        self.cap_s: float | None = None  # the tail cap, once the window has ended
 
     def _next(self) -> tuple[RequestResult, bytes] | None:
         """The next request of a free client, or None when the client should stop."""
@@ -177,8 +188,7 @@ async def run_closed_window(
             await http.close()
         if plan.freeze_gc:
             gc.unfreeze()
-    if not stopped:
-        drain_ran_out(state.window_results)
+    at_cap = judge_at_cap(state.window_results, clients.cap_s or 0.0) if not stopped else AtCap()
     measured_s = max(min(end, window_end) - window_start, 1e-3) if stopped else duration_s
     summary = window_summary(
         cfg,
@@ -187,6 +197,14 @@ async def run_closed_window(
         duration_s=duration_s,
         stopped=stopped,
         measured_s=measured_s,
+    )
+    note_tail(
+        summary,
+        state.results,
+        window_end=window_end,
+        end=end,
+        cap_s=clients.cap_s,
+        at_cap=at_cap,
     )
     summary.concurrency = concurrency
     summary.send_lag_p99_ms = None
@@ -210,13 +228,17 @@ async def _drive(
     await asyncio.sleep(max(0.0, t0 - time.perf_counter()))
     tasks = [loop.create_task(clients.client()) for _ in range(plan.concurrency or 0)]
     window_start, window_end = t0 + warmup_s, t0 + warmup_s + duration_s
-    deadline = window_end + state.cfg.request_timeout_s
+    deadline = float("inf")
     next_progress, stopped = 0.0, False
     try:
         while True:
             now = time.perf_counter()
-            if now >= window_end:
+            if now >= window_end and clients.cap_s is None:
                 state.mark_dispatched()  # no more in-window sends can come
+                # The clients keep sending until the window's requests end, at most until
+                # the cap: every one of them still open then has provably missed a limit.
+                clients.cap_s = window_tail_cap(state.cfg, state.window_results)
+                deadline = window_end + clients.cap_s
             if state.window_done.is_set() or now >= deadline or all(t.done() for t in tasks):
                 break
             if hooks.interrupted():
@@ -226,9 +248,7 @@ async def _drive(
                 next_progress = now - t0 + hooks.progress_interval_s
                 total = warmup_s + duration_s
                 progress(_snapshot(state, now, t0=t0, window_start=window_start, total=total))
-            wake = (
-                check_interval_s if now >= window_end else min(check_interval_s, window_end - now)
-            )
+            wake = min(check_interval_s, (deadline if now >= window_end else window_end) - now)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(state.window_done.wait(), max(wake, 1e-3))
         for task in tasks:

@@ -33,6 +33,7 @@ import asyncio
 import gc
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import aiohttp
 import numpy as np
@@ -42,7 +43,13 @@ from tokenwatt.analysis import bunched_sends_warning, send_gaps_ks_p, summarise_
 from tokenwatt.collect.load.arrivals import load_schedule
 from tokenwatt.collect.load.http import open_session
 from tokenwatt.collect.load.loadconfig import LoadConfig
-from tokenwatt.collect.load.window_plan import Phase, WindowHooks, WindowPlan, WindowProgress
+from tokenwatt.collect.load.window_plan import (
+    Phase,
+    WindowHooks,
+    WindowPlan,
+    WindowProgress,
+    tail_cap_s,
+)
 from tokenwatt.collect.load.window_state import Item, WindowResult, WindowState
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records import RequestResult, WindowSummary
@@ -52,13 +59,73 @@ LEAD_S = 0.05
 the first send is on time; the instruments time their window from the same constant."""
 
 
-def drain_ran_out(window_results: Sequence[RequestResult]) -> None:
-    """In a window that ran to its end (not stopped), a request the client cancelled was
-    still unanswered when the drain ran out: it becomes a ``timeout``."""
+CENSORED = "censored"
+"""Error kind of an in-window request still streaming when the tail cap cut it: a censored
+observation, counted as a miss (methods/goodput.md, "The tail")."""
+
+
+def window_tail_cap(cfg: LoadConfig, window_results: Sequence[RequestResult]) -> float:
+    """The tail cap (s) of a window whose in-window requests are ``window_results``
+    (:func:`~tokenwatt.collect.load.window_plan.tail_cap_s` with their largest
+    ``max_tokens``; a request whose ``max_tokens`` is unknown leaves only the timeout)."""
+    asked = [r.max_tokens for r in window_results]
+    n = None if not asked or None in asked else max(a for a in asked if a is not None)
+    return tail_cap_s(cfg.request_timeout_s, cfg.slo, n)
+
+
+@dataclass(frozen=True)
+class AtCap:
+    """The in-window requests still open at the tail cap: ``cut`` in all, ``censored``
+    of them still streaming."""
+
+    cut: int = 0
+    censored: int = 0
+
+
+def judge_at_cap(window_results: Sequence[RequestResult], cap_s: float) -> AtCap:
+    """In a window that ran to its end (not stopped), judge every in-window request the
+    client cancelled when the tail ended (error ``cancelled``) by what is known: no first
+    token yet is a ``timeout`` (past the TTFT limit, :func:`~tokenwatt.collect.load.
+    window_plan.tail_cap_s`); still streaming is :data:`CENSORED`. Both are failures, so
+    they count as infinitely slow and as misses. ``cap_s`` (s) goes in their message."""
+    cut = censored = 0
     for res in window_results:
-        if res.error == "cancelled":
+        if res.error != "cancelled":
+            continue
+        cut += 1
+        if res.first_token_s is None:
             res.error, res.error_class = "timeout", "TimeoutError"
-            res.error_message = "still unanswered when the window's drain ran out"
+            res.error_message = (
+                f"no first token within the window's {cap_s:.3g} s tail cap: past the TTFT limit"
+            )
+        else:
+            censored += 1
+            res.error, res.error_class = CENSORED, "Censored"
+            res.error_message = (
+                f"still streaming at the window's {cap_s:.3g} s tail cap: past the TTFT or "
+                "the TPOT limit (censored, counted as a miss)"
+            )
+    return AtCap(cut=cut, censored=censored)
+
+
+def note_tail(
+    summary: WindowSummary,
+    requests: Sequence[RequestResult],
+    *,
+    window_end: float,
+    end: float,
+    cap_s: float | None,
+    at_cap: AtCap,
+) -> None:
+    """Write the tail's record into ``summary``: its length (``end − window_end``, s, at
+    least 0), its cap, the requests sent in it and the in-window ones cut at the cap."""
+    summary.tail_s = round(max(end - window_end, 0.0), 6)
+    summary.tail_cap_s = cap_s
+    summary.tail_arrivals = sum(
+        1 for r in requests if not r.in_window and r.scheduled_s >= window_end
+    )
+    summary.cancelled_at_cap = at_cap.cut
+    summary.censored = at_cap.censored
 
 
 def window_summary(
@@ -74,7 +141,7 @@ def window_summary(
     of every worker's: the same function, so the merge is exact).
 
     A stopped window's length is ``measured_s`` (the time from the window's start to the
-    stop, at least 1 ms) instead of ``duration_s``. Call :func:`drain_ran_out` first on a
+    stop, at least 1 ms) instead of ``duration_s``. Call :func:`judge_at_cap` first on a
     window that was not stopped.
     """
     summary = summarise_window(
@@ -109,10 +176,13 @@ async def run_window(
     measured, then the drain.
 
     Requests whose scheduled offset falls in ``[warmup_s, warmup_s + duration_s)`` are
-    ``in_window`` and summarised; the window waits for them to finish (at most
-    ``request_timeout_s`` after its end; stragglers then count as timeouts). While it waits,
-    arrivals go on at the same rate (``plan.keep_load``) so the last requests do not see an
-    emptying server; those extra requests are cancelled at the end and not counted.
+    ``in_window`` and summarised; the window waits for them to finish, at most for the tail
+    cap after its end (:func:`~tokenwatt.collect.load.window_plan.tail_cap_s`). While it
+    waits, arrivals go on at the same rate (``plan.keep_load``) so the last requests do not
+    see an emptying server; those extra requests are cancelled at the end and not counted.
+    At the cap, arrivals stop and every open request is cancelled; the window's own are
+    judged by :func:`judge_at_cap` (timeouts and censored misses). The summary keeps the
+    tail's length, cap, arrivals and cuts (:func:`note_tail`).
 
     Args:
         cfg: endpoint, model, limits.
@@ -164,6 +234,7 @@ class OpenWindow:
         self.state = WindowState(cfg, self.http)
         self.stopped = False
         self.t0 = 0.0
+        self.cap_s: float | None = None
         self._pending_items = self._items()
 
     @property
@@ -195,8 +266,9 @@ class OpenWindow:
                 await self.http.close()
             if self.plan.freeze_gc:
                 gc.unfreeze()
+        at_cap = AtCap()
         if not self.stopped:
-            drain_ran_out(self.state.window_results)
+            at_cap = judge_at_cap(self.state.window_results, self.cap_s or 0.0)
         summary = window_summary(
             self.cfg,
             self.state.window_results,
@@ -204,6 +276,14 @@ class OpenWindow:
             duration_s=self.plan.duration_s,
             stopped=self.stopped,
             measured_s=min(end, self.window_end) - self.window_start,
+        )
+        note_tail(
+            summary,
+            self.state.results,
+            window_end=self.window_end,
+            end=end,
+            cap_s=self.cap_s,
+            at_cap=at_cap,
         )
         return WindowResult(
             summary=summary,
@@ -227,24 +307,31 @@ class OpenWindow:
             )
         )
         watcher = loop.create_task(self._monitor(dispatcher))
+        dispatched = loop.create_task(state.dispatched.wait())
         try:
+            # Until every in-window request is out (or a stop, or a callback that raised);
             # asyncio.wait returns, rather than raises, when stop_early cancels the dispatcher.
-            await asyncio.wait({dispatcher, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({dispatched, watcher}, return_when=asyncio.FIRST_COMPLETED)
             _raise_failure(watcher)  # a progress or stop_early callback that raised
-            await asyncio.wait({dispatcher})
-            _raise_failure(dispatcher)
+            if dispatcher.done():
+                _raise_failure(dispatcher)
             if not self.stopped:
-                # Every in-window request ends by its scheduled time + the timeout (slot
-                # wait included), so this deadline is a safety net.
-                await self._drain(watcher, self.window_end + self.cfg.request_timeout_s)
+                # Past the window, the tail goes on until its requests end or the cap;
+                # every one of them still open then has provably missed a limit.
+                self.cap_s = window_tail_cap(self.cfg, state.window_results)
+                await self._drain(watcher, self.window_end + self.cap_s)
+            if dispatcher.done():
+                _raise_failure(dispatcher)
             return time.perf_counter()
         finally:
-            dispatcher.cancel()
-            watcher.cancel()
+            # At the cap, on a stop, on errors and Ctrl-C: arrivals stop, and every open
+            # request is cancelled (its connection closed, which the engine sees as an abort).
+            for task in (dispatcher, watcher, dispatched):
+                task.cancel()
             leftover = list(state.tasks)
             for task in leftover:
                 task.cancel()
-            await asyncio.gather(*leftover, watcher, dispatcher, return_exceptions=True)
+            await asyncio.gather(*leftover, watcher, dispatcher, dispatched, return_exceptions=True)
 
     async def _drain(self, watcher: asyncio.Task[None], deadline: float) -> None:
         """Wait until every in-window request has ended, the watcher stops the window, or
@@ -327,14 +414,18 @@ def _raise_failure(task: asyncio.Task[None]) -> None:
 
 
 __all__ = [
+    "CENSORED",
     "LEAD_S",
+    "AtCap",
     "LoadConfig",
     "OpenWindow",
     "WindowHooks",
     "WindowPlan",
     "WindowProgress",
     "WindowResult",
-    "drain_ran_out",
+    "judge_at_cap",
+    "note_tail",
     "run_window",
     "window_summary",
+    "window_tail_cap",
 ]

@@ -1,6 +1,6 @@
 """What one window is asked to do (:class:`WindowPlan`), what it calls back
-(:class:`WindowHooks`) and what it shows while it runs
-(:class:`WindowProgress`).
+(:class:`WindowHooks`), what it shows while it runs (:class:`WindowProgress`), and how long
+its load may go on after it (:func:`tail_cap_s`).
 
 One plan and one hooks object travel whole through every way a window is sent: one event
 loop (:func:`tokenwatt.collect.load.loadgen.run_window`), the closed loop
@@ -10,14 +10,20 @@ or Ray actors (:meth:`tokenwatt.collect.load.pool.workers.WindowPool.run_window`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from tokenwatt.collect.load.arrivals import SEND_SPIN_S
-from tokenwatt.records import RequestResult
+from tokenwatt.records import RequestResult, SloSpec
 
 Phase = Literal["warmup", "window", "drain"]
+
+TAIL_GRACE_S = 1.0
+"""Seconds added to the tail cap (:func:`tail_cap_s`): time for the last chunk, the usage
+chunk and ``[DONE]`` of a request that just made its limits to reach the client, and for
+the event loop to notice."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,9 +42,9 @@ class WindowPlan:
             an open-loop window.
         keep_load: after the window, arrivals go on at the same rate (the closed loop's
             clients keep sending) while the window's requests finish, at most for the
-            request timeout, so the last of them do not see an emptying
+            tail cap (:func:`tail_cap_s`), so the last of them do not see an emptying
             server; those extra requests are cancelled at the end and not counted. False:
-            no load after the window (its requests are still waited for).
+            no load after the window (its requests are still waited for, up to the cap).
         send_spin_s: how long before each send time a request stops sleeping and yields to
             the loop until it (s); 0 gives millisecond-bunched sends
             (:func:`~tokenwatt.collect.load.arrivals.sleep_until`).
@@ -118,9 +124,46 @@ class WindowHooks:
         return self.interrupt is not None and self.interrupt()
 
 
+def tail_cap_s(
+    request_timeout_s: float,
+    slo: SloSpec | None,
+    max_output_tokens: int | None,
+    *,
+    grace_s: float = TAIL_GRACE_S,
+) -> float:
+    """The longest the load goes on after a window's end (s): ``min(request_timeout_s,
+    TTFT_lim + TPOT_lim × (n − 1)) + grace_s``, with ``n`` the largest ``max_tokens`` of
+    the window's requests and the limits in seconds (methods/goodput.md, "The tail").
+
+    Why that bound: every in-window request was scheduled before the window's end, so at
+    the cap it has been open at least ``TTFT_lim + TPOT_lim × (n − 1)``. A request not done
+    by then has E2E above that; if its TTFT was within ``TTFT_lim``, its decode took
+    ``E2E − TTFT > TPOT_lim × (n − 1) ≥ TPOT_lim × (m − 1)`` for its own ``m ≤ n`` output
+    tokens, so its TPOT is above ``TPOT_lim``. Either way it has missed a per-request limit,
+    so cancelling it cannot turn a pass into a miss: it is judged a miss (a censored
+    observation when it was streaming). Past ``request_timeout_s`` every request has
+    ended by itself (timed out), so the cap is never longer.
+
+    With no TPOT limit (``slo`` None) or no known ``max_tokens`` (None or below 1), a
+    request that streams can still pass until its timeout: the cap is
+    ``request_timeout_s + grace_s``.
+
+    Raises:
+        ValueError: ``request_timeout_s`` not positive or ``grace_s`` negative.
+    """
+    if not request_timeout_s > 0 or not grace_s >= 0:
+        raise ValueError("request_timeout_s must be positive and grace_s non-negative")
+    bound = math.inf
+    if slo is not None and max_output_tokens is not None and max_output_tokens >= 1:
+        bound = (slo.ttft_p99_ms + slo.tpot_p99_ms * (max_output_tokens - 1)) / 1e3
+    return min(request_timeout_s, bound) + grace_s
+
+
 __all__ = [
+    "TAIL_GRACE_S",
     "Phase",
     "WindowHooks",
     "WindowPlan",
     "WindowProgress",
+    "tail_cap_s",
 ]

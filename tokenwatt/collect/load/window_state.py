@@ -100,6 +100,7 @@ class WindowState:
         self.window_pending = 0
         self.window_dispatched = False
         self.window_done = asyncio.Event()
+        self.dispatched = asyncio.Event()
         self.on_dispatched: Callable[[], None] | None = None
         self.completed = 0
         self.errors = 0
@@ -112,6 +113,7 @@ class WindowState:
         if self.window_dispatched:
             return
         self.window_dispatched = True
+        self.dispatched.set()
         if self.window_pending == 0:
             self.window_done.set()
         if self.on_dispatched is not None:

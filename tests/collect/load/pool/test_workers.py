@@ -309,3 +309,29 @@ def test_wire_arrivals_of_two_workers_are_exponential_at_200_per_second(pool: Wo
         pytest.skip(f"client starved of CPU: send lag p99 {lag_p99_ms:.1f} ms")
     assert stats.kstest(np.diff(sent), stats.expon(scale=1 / rate).cdf).pvalue > 0.01
     assert result.summary.errors == 0
+
+
+def test_the_workers_stop_at_the_tail_cap_and_the_parent_judges_what_is_open(
+    pool: WorkerPool, stalling: str
+) -> None:
+    """The server never answers: with a 30 s timeout the tail would go on for 30 s; the
+    cap (0.2 + 0.1 × 3 + 1 s) ends it, and every in-window request open there is a TTFT
+    miss (no first token)."""
+    cfg = LoadConfig(
+        endpoint=stalling,
+        model="tokenwatt-sim",
+        slo=SloSpec(ttft_p99_ms=200, tpot_p99_ms=100),
+        max_concurrency=64,
+        request_timeout_s=30.0,
+    )
+    plan = WindowPlan(rate_rps=20.0, duration_s=0.5, warmup_s=0.0, seed=5)
+    spec = RequestSpec(prompt=[1, 2, 3], max_tokens=4)
+    result = pool.run_window(cfg, plan, itertools.repeat(spec))
+    s = result.summary
+    assert s.tail_cap_s == pytest.approx(1.5)
+    assert s.tail_s is not None and s.tail_cap_s - 0.05 <= s.tail_s <= s.tail_cap_s + 1.5
+    assert s.requests > 0 and s.cancelled_at_cap == s.requests and s.censored == 0
+    assert s.error_kinds == {"timeout": s.requests} and not s.slo_pass
+    tail = [r for r in result.requests if not r.in_window and r.scheduled_s >= result.window_end_s]
+    assert s.tail_arrivals == len(tail) > 0
+    assert {r.error for r in tail} == {"cancelled"}

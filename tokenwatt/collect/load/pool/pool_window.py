@@ -26,7 +26,14 @@ import numpy.typing as npt
 
 from tokenwatt.analysis import percentile, tpot_ms, ttft_ms, worker_lags
 from tokenwatt.collect.load.loadconfig import LoadConfig
-from tokenwatt.collect.load.loadgen import LEAD_S, drain_ran_out, window_summary
+from tokenwatt.collect.load.loadgen import (
+    LEAD_S,
+    AtCap,
+    judge_at_cap,
+    note_tail,
+    window_summary,
+    window_tail_cap,
+)
 from tokenwatt.collect.load.pool.worker_proc import Update, worker_job
 from tokenwatt.collect.load.window_plan import Phase, WindowHooks, WindowPlan, WindowProgress
 from tokenwatt.collect.load.window_state import Item, WindowResult
@@ -143,6 +150,7 @@ class PoolWindow:
         self.t0: float | None = None
         self.wall_start = 0.0
         self.end_s = 0.0
+        self.cap_s: float | None = None  # the tail cap, once the window has ended
         self.stopped = False
 
     # --- before t0 ---
@@ -267,7 +275,7 @@ class PoolWindow:
         check_interval_s = hooks.check_interval_s
         t0, clock = self.t0, time.perf_counter
         window_start, window_end = t0 + self.warmup_s, t0 + self.window_end_offset
-        give_up = window_end + self.cfg.request_timeout_s
+        give_up = float("inf")
         next_check, next_progress = clock() + check_interval_s, 0.0
         while True:
             self._poll(POLL_S)
@@ -288,12 +296,22 @@ class PoolWindow:
                 ):
                     self.stopped = True
                     break
+            if now >= window_end and self.cap_s is None:
+                # Every in-window item is handed out by now: the tail's cap is known. At it
+                # the workers are told to end, which cancels what they have open.
+                self.cap_s = self._tail_cap()
+                give_up = window_end + self.cap_s
             live = [s for s in self.seen if s.failure is None]
             if not live or now >= give_up:
                 break
             if self._fed_past_window() and all(s.done for s in live):
                 break
         self.end_s = clock()
+
+    def _tail_cap(self) -> float:
+        """The tail cap (s) from the in-window requests handed out."""
+        asked = [self.merged.view[i] for i in self.meta if i in self.merged.view]
+        return window_tail_cap(self.cfg, asked)
 
     def _so_far(self, now: float) -> list[RequestResult]:
         """The in-window requests due by ``now``, finished or not (for the early stop)."""
@@ -398,8 +416,9 @@ class PoolWindow:
         for seen in self.seen:
             for index, res in seen.final or []:
                 by_index[index] = res
+        at_cap = AtCap()
         if not self.stopped:
-            drain_ran_out([r for r in by_index.values() if r.in_window])
+            at_cap = judge_at_cap([r for r in by_index.values() if r.in_window], self.cap_s or 0.0)
         for index, item in self.meta.items():
             if index not in by_index:  # its worker died before reporting it
                 by_index[index] = self.merged.full.get(index) or self._lost(index, item)
@@ -416,6 +435,14 @@ class PoolWindow:
             duration_s=self.duration_s,
             stopped=self.stopped,
             measured_s=min(self.end_s, window_end) - window_start,
+        )
+        note_tail(
+            summary,
+            requests,
+            window_end=window_end,
+            end=self.end_s,
+            cap_s=self.cap_s,
+            at_cap=at_cap,
         )
         summary.workers = self.n
         summary.worker_lag = worker_lags(window_results, [i % self.n for i in in_window], self.n)
