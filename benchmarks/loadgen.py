@@ -233,6 +233,7 @@ def trial_ours(
     import tokenwatt.analysis  # noqa: F401  (imported before the window, not inside it)
     from tokenwatt.collect.load.loadgen import LoadConfig, run_window
     from tokenwatt.collect.load.pool.workers import WorkerPool
+    from tokenwatt.collect.load.window_plan import WindowPlan
     from tokenwatt.collect.workload.workload import RequestSpec
     from tokenwatt.records.spec import SloSpec
 
@@ -250,14 +251,13 @@ def trial_ours(
         request_timeout_s=30,
     )
     spec = RequestSpec(prompt=list(range(100, 100 + PROMPT_TOKENS)), max_tokens=chunks)
-    window = dict(rate_rps=rate, duration_s=seconds, warmup_s=0.5, seed=1,
-                  requests=itertools.repeat(spec), keep_load_until_done=False)  # fmt: skip
+    plan = WindowPlan(rate_rps=rate, duration_s=seconds, warmup_s=0.5, seed=1, keep_load=False)
     if workers > 1:
         with WorkerPool(workers) as pool, CpuSampler(pool.pids()) as cpu:
-            result = pool.run_window(cfg, **window)  # type: ignore[arg-type]
+            result = pool.run_window(cfg, plan, itertools.repeat(spec))
     else:
         with CpuSampler([]) as cpu:
-            result = asyncio.run(run_window(cfg, **window))  # type: ignore[arg-type]
+            result = asyncio.run(run_window(cfg, plan, itertools.repeat(spec)))
     start, end = result.window_start_s, result.window_end_s
     in_window = [r for r in result.requests if r.in_window]
     finished = [r.finished_s for r in in_window if r.finished_s is not None]

@@ -60,6 +60,7 @@ from engine_servers import (  # noqa: E402
 )
 
 from tokenwatt.collect.load.loadgen import LoadConfig, run_window  # noqa: E402
+from tokenwatt.collect.load.window_plan import WindowPlan  # noqa: E402
 from tokenwatt.collect.workload.workload import RequestSpec, chat_mix_v1  # noqa: E402
 from tokenwatt.records.base import ArrivalProcess  # noqa: E402
 from tokenwatt.records.spec import LengthDist, SloSpec  # noqa: E402
@@ -141,11 +142,8 @@ async def one_run(
     )
     result = await run_window(
         cfg,
-        rate_rps=target.rate_rps,
-        duration_s=duration_s,
-        warmup_s=warmup_s,
-        requests=workload(seed, target),
-        seed=seed,
+        WindowPlan(rate_rps=target.rate_rps, duration_s=duration_s, warmup_s=warmup_s, seed=seed),
+        workload(seed, target),
     )
     return result.summary
 

@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 from tokenwatt.collect.load.arrivals import SEND_SPIN_S  # noqa: E402
 from tokenwatt.collect.load.loadgen import LoadConfig, WindowResult, run_window  # noqa: E402
 from tokenwatt.collect.load.pool.workers import WorkerPool  # noqa: E402
+from tokenwatt.collect.load.window_plan import WindowPlan  # noqa: E402
 from tokenwatt.collect.workload.workload import RequestSpec  # noqa: E402
 from tokenwatt.records.spec import SloSpec  # noqa: E402
 
@@ -91,18 +92,27 @@ SPEC = RequestSpec(prompt=[1, 2], max_tokens=1)
 async def _one(endpoint: str, rate: float, count: int, spin_s: float) -> str:
     cpu0 = time.process_time()
     result = await run_window(
-        _config(endpoint), rate_rps=rate, duration_s=count / rate, warmup_s=0.0,
-        requests=itertools.repeat(SPEC), seed=7, keep_load_until_done=False, send_spin_s=spin_s,
-    )  # fmt: skip
+        _config(endpoint),
+        WindowPlan(
+            rate_rps=rate,
+            duration_s=count / rate,
+            warmup_s=0.0,
+            seed=7,
+            keep_load=False,
+            send_spin_s=spin_s,
+        ),
+        itertools.repeat(SPEC),
+    )
     cpu_per_s = (time.process_time() - cpu0) / (count / rate)
     return _line(result, rate, f"{spin_s * 1e3:5.1f}", "1", cpu_per_s)
 
 
 def _pooled(pool: WorkerPool, endpoint: str, rate: float, count: int) -> str:
     result = pool.run_window(
-        _config(endpoint), rate_rps=rate, duration_s=count / rate, warmup_s=0.0,
-        requests=itertools.repeat(SPEC), seed=7, keep_load_until_done=False,
-    )  # fmt: skip
+        _config(endpoint),
+        WindowPlan(rate_rps=rate, duration_s=count / rate, warmup_s=0.0, seed=7, keep_load=False),
+        itertools.repeat(SPEC),
+    )
     return _line(result, rate, f"{SEND_SPIN_S * 1e3:5.1f}", str(pool.workers), float("nan"))
 
 

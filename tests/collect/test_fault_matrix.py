@@ -29,6 +29,7 @@ from aiohttp import web
 from streaming_server import DONE, ScriptedServer, chunk, stream
 
 from tokenwatt.collect.load.loadgen import LoadConfig, run_window
+from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records import RunRecord
 from tokenwatt.records.spec import SloSpec
@@ -133,12 +134,8 @@ async def test_a_fault_in_a_window_is_an_explained_failed_window(
     )
     result = await run_window(
         cfg,
-        rate_rps=10,
-        duration_s=0.5,
-        warmup_s=0.0,
-        requests=itertools.repeat(RequestSpec(prompt=[11, 12, 13], max_tokens=4)),
-        seed=3,
-        keep_load_until_done=False,
+        WindowPlan(rate_rps=10, duration_s=0.5, warmup_s=0.0, seed=3, keep_load=False),
+        itertools.repeat(RequestSpec(prompt=[11, 12, 13], max_tokens=4)),
     )
     s = result.summary
     assert s.requests > 0 and s.errors == s.requests and s.completed == 0

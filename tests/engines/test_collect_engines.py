@@ -21,6 +21,7 @@ from tiny_model import TinyModel
 
 from tokenwatt.analysis.latency import tpot_ms, ttft_ms
 from tokenwatt.collect.load.loadgen import LoadConfig, run_window
+from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records import RunRecord
 from tokenwatt.records.spec import SloSpec
@@ -70,11 +71,8 @@ def test_one_window_of_token_id_requests(
     result = asyncio.run(
         run_window(
             cfg,
-            rate_rps=4.0,
-            duration_s=2.0,
-            warmup_s=0.5,
-            requests=itertools.cycle(specs),
-            seed=7,
+            WindowPlan(rate_rps=4.0, duration_s=2.0, warmup_s=0.5, seed=7),
+            itertools.cycle(specs),
         )
     )
     s = result.summary

@@ -19,6 +19,7 @@ from tiny_model import TinyModel
 from tokenwatt.collect.engine.probes import probe_engine
 from tokenwatt.collect.load.http import keeps_streams_alive
 from tokenwatt.collect.load.loadgen import LoadConfig, run_window
+from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records.spec import SloSpec
 
@@ -44,9 +45,10 @@ async def test_two_thousand_requests_without_a_transport_error(
     spec = RequestSpec(prompt=[ids[(7 * i + 3) % len(ids)] for i in range(8)], max_tokens=2)
     # About 2,100 requests in 50 s at 42 req/s: moderate for 4 slots and a 2-token output.
     result = await run_window(
-        cfg, rate_rps=42.0, duration_s=50.0, warmup_s=0.0, requests=itertools.repeat(spec),
-        seed=8, keep_load_until_done=False,
-    )  # fmt: skip
+        cfg,
+        WindowPlan(rate_rps=42.0, duration_s=50.0, warmup_s=0.0, seed=8, keep_load=False),
+        itertools.repeat(spec),
+    )
     requests = result.requests
     assert len(requests) >= 2000
     failed = [(r.error, r.error_class, r.error_message) for r in requests if r.error is not None]

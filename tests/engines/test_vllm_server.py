@@ -35,6 +35,7 @@ from tokenwatt.collect.engine.engine_metrics import (
 )
 from tokenwatt.collect.engine.probes import MetricsScraper, probe_engine
 from tokenwatt.collect.load.loadgen import LoadConfig, run_window
+from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records.run import EngineMetrics
 from tokenwatt.records.spec import SloSpec
@@ -218,12 +219,7 @@ async def _classified_window(
     scraper = MetricsScraper(server.endpoint, interval_s=0.2, timeout_s=60)
     await scraper.start()
     result = await run_window(
-        cfg,
-        rate_rps=rate,
-        duration_s=2.0,
-        warmup_s=0.0,
-        requests=itertools.cycle(specs),
-        seed=3,
+        cfg, WindowPlan(rate_rps=rate, duration_s=2.0, warmup_s=0.0, seed=3), itertools.cycle(specs)
     )
     metrics = await scraper.stop()
     # A busy 2-core machine now and then drops a pooled connection (no response at all):

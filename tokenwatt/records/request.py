@@ -31,8 +31,9 @@ class RequestResult:
         status: HTTP status, or None when no response arrived.
         error: error kind (``timeout``, ``http_503``, ``connect``, ``empty``, …) or None.
             ``cancelled`` only for a request the client itself cancelled (an early stop,
-            the end of the keep-load tail): never an engine error. A request still
-            unanswered when the drain runs out is a ``timeout``.
+            the end of the keep-load tail): never an engine error. A request of the window
+            still open at the tail cap is a ``timeout`` when it had no first token and
+            ``censored`` when it was still streaming (both misses; methods/goodput.md).
         error_class: the exception class of a failure (``ServerDisconnectedError``,
             ``TimeoutError``, …); None for an HTTP error status or no failure.
         error_message: what the failure said (HTTP status line or exception message),

@@ -272,6 +272,35 @@ class WindowSummary(StrictModel):
         default=None,
         description="From the last in-window arrival to the end of the last in-window request (s).",
     )
+    tail_s: NonNegFloat | None = Field(
+        default=None,
+        description="How long the load went on after the window's end (s): until its last "
+        "request ended or the tail cap (tail_cap_s) cut it; null in older records.",
+    )
+    tail_cap_s: PosFloat | None = Field(
+        default=None,
+        description="The longest the load may go on after the window (s): min(request "
+        "timeout, TTFT limit + TPOT limit x (largest max_tokens of the window - 1)) + 1 s; "
+        "a request of the window still open then has provably missed a limit (methods page, "
+        "goodput). Null when the window stopped before its end, and in older records.",
+    )
+    tail_arrivals: NonNegInt | None = Field(
+        default=None,
+        description="Requests sent after the window's end, to keep the load on while the "
+        "window's requests finished (cancelled at the end, not counted); null in older records.",
+    )
+    cancelled_at_cap: NonNegInt | None = Field(
+        default=None,
+        description="Requests of the window still open at the tail cap, cancelled there and "
+        "counted as misses: those without a first token as timeouts (past the TTFT limit), "
+        "those still streaming as censored; null in older records.",
+    )
+    censored: NonNegInt | None = Field(
+        default=None,
+        description="Of cancelled_at_cap, the requests still streaming at the cap (error kind "
+        "'censored'): their latencies are unknown beyond having missed the TTFT or the TPOT "
+        "limit, so they count as misses (infinitely slow); null in older records.",
+    )
     slot_wait_p99_ms: NonNegFloat = Field(
         default=0.0,
         description="p99 of the wait for a client concurrency slot (sent − dispatched, ms).",

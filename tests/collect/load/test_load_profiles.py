@@ -17,6 +17,7 @@ from streaming_server import ScriptedServer, stream, tokens_stream
 from tokenwatt.collect.load.arrivals import constant_schedule, load_schedule, window_request_count
 from tokenwatt.collect.load.closedloop import run_closed_window
 from tokenwatt.collect.load.loadgen import LoadConfig, run_window
+from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.measure.load_search import concurrency_search, next_concurrency
 from tokenwatt.collect.measure.search import ProbeOutcome
 from tokenwatt.collect.workload.workload import RequestSpec
@@ -62,7 +63,7 @@ async def test_constant_rate_sends_are_evenly_spaced(server: ScriptedServer) -> 
     delayed(server, 0.0)
     cfg = config(server.base, profile="constant")
     result = await run_window(
-        cfg, rate_rps=20.0, duration_s=0.5, warmup_s=0.1, requests=same(), seed=3
+        cfg, WindowPlan(rate_rps=20.0, duration_s=0.5, warmup_s=0.1, seed=3), same()
     )
     first = result.requests[0].scheduled_s
     offsets = np.array([r.scheduled_s - first for r in result.requests])
@@ -100,7 +101,7 @@ async def test_closed_loop_holds_exactly_c_in_flight(server: ScriptedServer) -> 
     delayed(server, 0.04)
     cfg = config(server.base, profile="concurrency")
     result = await run_closed_window(
-        cfg, concurrency=3, duration_s=0.8, warmup_s=0.2, requests=same()
+        cfg, WindowPlan(rate_rps=1.0, concurrency=3, duration_s=0.8, warmup_s=0.2, seed=0), same()
     )
     profile = in_flight_profile(result.requests)
     assert max(level for _, level in profile) == 3
@@ -154,7 +155,11 @@ async def test_search_over_clients_finds_the_scripted_boundary(server: ScriptedS
     def probe(clients: float, _phase: str) -> ProbeOutcome:
         window = asyncio.run_coroutine_threadsafe(
             run_closed_window(
-                cfg, concurrency=int(clients), duration_s=1.0, warmup_s=0.3, requests=same()
+                cfg,
+                WindowPlan(
+                    rate_rps=1.0, concurrency=int(clients), duration_s=1.0, warmup_s=0.3, seed=0
+                ),
+                same(),
             ),
             loop,
         ).result()

@@ -20,6 +20,7 @@ from streaming_server import DONE, ScriptedServer, chunk, stream, tokens_stream,
 from tokenwatt.analysis.latency import missed_beyond_doubt
 from tokenwatt.collect.load.arrivals import poisson_schedule, window_request_count
 from tokenwatt.collect.load.loadgen import LoadConfig, WindowProgress, WindowResult, run_window
+from tokenwatt.collect.load.window_plan import WindowHooks, WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.errors import InputError
 from tokenwatt.records.spec import SloSpec
@@ -38,16 +39,10 @@ def same(prompt: list[int] | str = [11, 12, 13], max_tokens: int = 4) -> Iterato
 
 
 async def one_window(
-    cfg: LoadConfig, *, rate: float = 40.0, duration: float = 0.25, **kw: object
+    cfg: LoadConfig, *, rate: float = 40.0, duration: float = 0.25
 ) -> WindowResult:
     return await run_window(
-        cfg,
-        rate_rps=rate,
-        duration_s=duration,
-        warmup_s=0.0,
-        requests=same(),
-        seed=3,
-        **kw,  # type: ignore[arg-type]
+        cfg, WindowPlan(rate_rps=rate, duration_s=duration, warmup_s=0.0, seed=3), same()
     )
 
 
@@ -101,7 +96,7 @@ async def test_chat_api_streams_deltas(server: ScriptedServer) -> None:
     script(server, tokens_stream(3, chat=True))
     cfg = config(server.base, api="chat", ignore_eos=False)
     result = await run_window(
-        cfg, rate_rps=40, duration_s=0.2, warmup_s=0, requests=same("hello there"), seed=1
+        cfg, WindowPlan(rate_rps=40, duration_s=0.2, warmup_s=0, seed=1), same("hello there")
     )
     assert server.paths[0] == "/v1/chat/completions"
     assert server.bodies[0]["messages"] == [{"role": "user", "content": "hello there"}]
@@ -165,7 +160,7 @@ async def test_a_one_megabyte_event_arrives_whole(server: ScriptedServer) -> Non
         + [chunk(usage=usage(3, 1)), DONE],
     )
     result = await run_window(
-        config(server.base), rate_rps=5, duration_s=0.4, warmup_s=0, requests=same(), seed=2
+        config(server.base), WindowPlan(rate_rps=5, duration_s=0.4, warmup_s=0, seed=2), same()
     )
     assert result.requests and all(r.ok and len(r.chunk_s) == 1 for r in result.requests)
 
@@ -207,11 +202,8 @@ async def test_a_stalled_stream_times_out(server: ScriptedServer) -> None:
     # not); the stream then stalls forever, so only the timeout can end the window.
     result = await run_window(
         config(server.base, request_timeout_s=1.0),
-        rate_rps=20,
-        duration_s=0.3,
-        warmup_s=0,
-        requests=same(),
-        seed=4,
+        WindowPlan(rate_rps=20, duration_s=0.3, warmup_s=0, seed=4),
+        same(),
     )
     assert window_request_count(20, 0, 0.3, 4) > 0
     assert time.perf_counter() - started < 8
@@ -238,11 +230,8 @@ async def test_the_timeout_bounds_a_request_queued_for_a_slot(server: ScriptedSe
     started = time.perf_counter()
     result = await run_window(
         config(server.base, request_timeout_s=1.0, max_concurrency=1),
-        rate_rps=20,
-        duration_s=0.5,
-        warmup_s=0,
-        requests=same(),
-        seed=4,
+        WindowPlan(rate_rps=20, duration_s=0.5, warmup_s=0, seed=4),
+        same(),
     )
     elapsed = time.perf_counter() - started
     window = [r for r in result.requests if r.in_window]
@@ -293,11 +282,8 @@ async def test_one_token_outputs_have_no_tpot(server: ScriptedServer) -> None:
     script(server, tokens_stream(1))
     result = await run_window(
         config(server.base),
-        rate_rps=40,
-        duration_s=0.25,
-        warmup_s=0,
-        requests=same(max_tokens=1),
-        seed=3,
+        WindowPlan(rate_rps=40, duration_s=0.25, warmup_s=0, seed=3),
+        same(max_tokens=1),
     )
     s = result.summary
     assert s.completed == s.requests == s.one_token_outputs > 0
@@ -336,12 +322,8 @@ async def test_warmup_is_excluded_and_in_window_matches_schedule(server: Scripte
     script(server, tokens_stream(2))
     result = await run_window(
         config(server.base, arrivals="poisson"),
-        rate_rps=50,
-        duration_s=0.3,
-        warmup_s=0.2,
-        requests=same(),
-        seed=9,
-        keep_load_until_done=False,
+        WindowPlan(rate_rps=50, duration_s=0.3, warmup_s=0.2, seed=9, keep_load=False),
+        same(),
     )
     offsets = poisson_schedule(50, 0.5, 9)
     assert len(result.requests) == len(offsets)
@@ -363,12 +345,7 @@ async def test_a_conditioned_window_sends_exactly_rate_times_duration(
     # rounded, and the keep-load tail goes on past the window while it drains.
     script(server, tokens_stream(2))
     result = await run_window(
-        config(server.base),
-        rate_rps=rate,
-        duration_s=0.5,
-        warmup_s=0.3,
-        requests=same(),
-        seed=9,
+        config(server.base), WindowPlan(rate_rps=rate, duration_s=0.5, warmup_s=0.3, seed=9), same()
     )
     s = result.summary
     assert s.arrivals == "conditioned"
@@ -384,14 +361,9 @@ async def test_progress_snapshots(server: ScriptedServer) -> None:
     seen: list[WindowProgress] = []
     await run_window(
         config(server.base),
-        rate_rps=50,
-        duration_s=0.5,
-        warmup_s=0.1,
-        requests=same(),
-        seed=1,
-        progress=seen.append,
-        progress_interval_s=0.1,
-        check_interval_s=0.1,
+        WindowPlan(rate_rps=50, duration_s=0.5, warmup_s=0.1, seed=1),
+        same(),
+        WindowHooks(progress=seen.append, progress_interval_s=0.1, check_interval_s=0.1),
     )
     assert seen and seen[-1].sent > 0 and seen[-1].rate_rps == 50
     assert {p.phase for p in seen} >= {"window"}
@@ -411,13 +383,9 @@ async def test_stop_early_ends_a_hopeless_probe(server: ScriptedServer) -> None:
     started = time.perf_counter()
     result = await run_window(
         config(server.base),
-        rate_rps=100,
-        duration_s=20.0,
-        warmup_s=0.0,
-        requests=same(),
-        seed=5,
-        stop_early=hopeless,
-        check_interval_s=0.05,
+        WindowPlan(rate_rps=100, duration_s=20.0, warmup_s=0.0, seed=5),
+        same(),
+        WindowHooks(stop_early=hopeless, check_interval_s=0.05),
     )
     # Well under a second on a quiet machine; 10 s (half the window) on a busy one.
     assert time.perf_counter() - started < 10
@@ -438,11 +406,10 @@ async def test_no_drift_in_sent_times(server: ScriptedServer) -> None:
     rate, seconds = (200.0, 50.0) if full else (100.0, 6.0)
     script(server, tokens_stream(1))
     result = await run_window(
-        # The server answers at once: a timeout would only measure a starved machine.
         config(server.base, max_concurrency=64, request_timeout_s=30.0, arrivals="poisson"),
-        rate_rps=rate, duration_s=seconds,
-        warmup_s=0.0, requests=same(), seed=11, keep_load_until_done=False,
-    )  # fmt: skip
+        WindowPlan(rate_rps=rate, duration_s=seconds, warmup_s=0.0, seed=11, keep_load=False),
+        same(),
+    )
     sent = np.array([r.sent_s for r in result.requests])
     scheduled = np.array([r.scheduled_s for r in result.requests])
     assert len(sent) == len(poisson_schedule(rate, seconds, 11)) > 500
@@ -470,7 +437,7 @@ async def test_cancelling_the_window_leaves_nothing_running(server: ScriptedServ
     server.handler = handler
     task = asyncio.create_task(
         run_window(
-            config(server.base), rate_rps=100, duration_s=5, warmup_s=0, requests=same(), seed=1
+            config(server.base), WindowPlan(rate_rps=100, duration_s=5, warmup_s=0, seed=1), same()
         )
     )
     await asyncio.wait_for(three.wait(), 5)
@@ -478,7 +445,7 @@ async def test_cancelling_the_window_leaves_nothing_running(server: ScriptedServ
     with pytest.raises(asyncio.CancelledError):
         await task
     others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-    ours = {"_Window.request", "run_window.<locals>.dispatch", "run_window.<locals>.monitor"}
+    ours = {"WindowState.request", "WindowState.dispatch", "OpenWindow._monitor"}
     assert not [t for t in others if t.get_coro().__qualname__ in ours]  # type: ignore[union-attr]
 
 
@@ -491,9 +458,11 @@ async def test_a_failing_callback_stops_the_window_and_is_raised(server: Scripte
     started = time.perf_counter()
     with pytest.raises(RuntimeError, match="search bug"):
         await run_window(
-            config(server.base), rate_rps=50, duration_s=20, warmup_s=0, requests=same(), seed=1,
-            stop_early=broken, check_interval_s=0.05,
-        )  # fmt: skip
+            config(server.base),
+            WindowPlan(rate_rps=50, duration_s=20, warmup_s=0, seed=1),
+            same(),
+            WindowHooks(stop_early=broken, check_interval_s=0.05),
+        )
     assert time.perf_counter() - started < 10  # not the 20 s window (busy-machine margin)
 
 
@@ -553,9 +522,9 @@ async def test_wire_arrivals_are_exponential_at_200_per_second(instant_server: s
     rate, seconds = 200.0, 5.0
     result = await run_window(
         config(instant_server, max_concurrency=64, request_timeout_s=30.0, arrivals="poisson"),
-        rate_rps=rate, duration_s=seconds, warmup_s=0.0, requests=same(), seed=21,
-        keep_load_until_done=False,
-    )  # fmt: skip
+        WindowPlan(rate_rps=rate, duration_s=seconds, warmup_s=0.0, seed=21, keep_load=False),
+        same(),
+    )
     scheduled = np.array([r.scheduled_s for r in result.requests])
     sent = np.array([r.sent_s for r in result.requests])
     assert len(sent) == len(poisson_schedule(rate, seconds, 21)) > 900

@@ -14,6 +14,7 @@ from streaming_server import DONE, Handler, ScriptedServer, chunk, stream, usage
 
 from tokenwatt.analysis.latency import percentile, summarise_window
 from tokenwatt.collect.load.loadgen import LoadConfig, WindowResult, run_window
+from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records.request import RequestResult
 from tokenwatt.records.spec import SloSpec
@@ -40,12 +41,8 @@ async def window(
     # an in-window one, so what the server did can be counted exactly on its side.
     return await run_window(
         cfg,
-        rate_rps=rate,
-        duration_s=duration,
-        warmup_s=0.0,
-        requests=same(max_tokens),
-        seed=5,
-        keep_load_until_done=False,
+        WindowPlan(rate_rps=rate, duration_s=duration, warmup_s=0.0, seed=5, keep_load=False),
+        same(max_tokens),
     )
 
 
@@ -214,12 +211,8 @@ async def test_reasoning_output_has_a_later_first_content_token(server: Scripted
     server.handler = handler
     result = await run_window(
         config(server.base, api="chat"),
-        rate_rps=20,
-        duration_s=0.3,
-        warmup_s=0.0,
-        requests=itertools.repeat(RequestSpec(prompt="hi", max_tokens=3)),
-        seed=5,
-        keep_load_until_done=False,
+        WindowPlan(rate_rps=20, duration_s=0.3, warmup_s=0.0, seed=5, keep_load=False),
+        itertools.repeat(RequestSpec(prompt="hi", max_tokens=3)),
     )
     requests = in_window(result)
     assert requests and all(r.ok and r.reasoning for r in requests)

@@ -21,6 +21,7 @@ from streaming_server import ScriptedServer, tokens_stream
 
 from tokenwatt.collect.load.http import ERROR_BODY_LIMIT, MAX_TRANSPORT_RETRIES
 from tokenwatt.collect.load.loadgen import LoadConfig, WindowResult, run_window
+from tokenwatt.collect.load.window_plan import WindowHooks, WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records.spec import SloSpec
 from tokenwatt.redact import REDACTED
@@ -36,13 +37,11 @@ def config(base: str, **kw: object) -> LoadConfig:
 
 
 async def window(
-    cfg: LoadConfig, *, rate: float = 40.0, duration: float = 0.25, **kw: object
+    cfg: LoadConfig, *, rate: float = 40.0, duration: float = 0.25, hooks: WindowHooks | None = None
 ) -> WindowResult:
     spec = RequestSpec(prompt=[11, 12, 13], max_tokens=2)
-    return await run_window(
-        cfg, rate_rps=rate, duration_s=duration, warmup_s=0.0, requests=itertools.repeat(spec),
-        seed=3, keep_load_until_done=False, **kw,  # type: ignore[arg-type]
-    )  # fmt: skip
+    plan = WindowPlan(rate_rps=rate, duration_s=duration, warmup_s=0.0, seed=3, keep_load=False)
+    return await run_window(cfg, plan, itertools.repeat(spec), hooks)
 
 
 @dataclass
@@ -255,8 +254,8 @@ async def test_client_cancellations_are_cancelled_and_drain_run_outs_are_timeout
 
     server.handler = handler
     stopped = await window(
-        config(server.base), rate=100, duration=5.0, stop_early=lambda reqs, s: len(reqs) >= 3,
-        check_interval_s=0.05,
+        config(server.base), rate=100, duration=5.0,
+        hooks=WindowHooks(stop_early=lambda reqs, s: len(reqs) >= 3, check_interval_s=0.05),
     )  # fmt: skip
     assert stopped.summary.stopped_early and stopped.requests
     for r in stopped.requests:

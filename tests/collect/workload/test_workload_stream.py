@@ -10,6 +10,7 @@ from aiohttp import web
 from streaming_server import ScriptedServer, stream, tokens_stream
 
 from tokenwatt.collect.load.loadgen import LoadConfig, run_window
+from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.prompts import SharedPrefix
 from tokenwatt.collect.workload.workload import MAX_REDRAWS, chat_mix_v1, workload_for
 from tokenwatt.records.spec import SloSpec, Spec, fingerprint, fingerprint_fields
@@ -183,7 +184,7 @@ async def test_two_windows_send_no_prompt_twice_over_http(server: ScriptedServer
     stream_ = workload_for(small(seed=4))
     for seed in (3, 3):  # the same arrival seed twice, as the search's probes do
         await run_window(
-            cfg, rate_rps=40.0, duration_s=0.25, warmup_s=0.0, requests=stream_, seed=seed
+            cfg, WindowPlan(rate_rps=40.0, duration_s=0.25, warmup_s=0.0, seed=seed), stream_
         )
     sent = [key(b["prompt"]) for b in server.bodies]
     assert len(sent) >= 10 and len(set(sent)) == len(sent)

@@ -20,7 +20,10 @@ The window's timing otherwise follows :func:`tokenwatt.collect.load.loadgen.run_
 client starts at the start of the warm-up; requests sent in ``[warmup_s, warmup_s +
 duration_s)`` are ``in_window``; after the window the clients keep sending (so the last
 in-window requests do not see an emptying engine) until every in-window request has ended,
-at most ``request_timeout_s`` after the window; the rest are then cancelled and not counted.
+at most for the tail cap after the window
+(:func:`~tokenwatt.collect.load.window_plan.tail_cap_s`); then every open request is
+cancelled, the tail's own not counted, the window's judged at the cap
+(:func:`~tokenwatt.collect.load.loadgen.judge_at_cap`: timeouts and censored misses).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import contextlib
 import dataclasses
 import gc
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import aiohttp
 
@@ -38,25 +41,25 @@ from tokenwatt.collect.load.http import open_session
 from tokenwatt.collect.load.loadconfig import LoadConfig
 from tokenwatt.collect.load.loadgen import (
     LEAD_S,
-    Phase,
-    WindowProgress,
-    WindowResult,
-    _Window,
-    cancelled_by_client,
-    drain_ran_out,
+    AtCap,
+    judge_at_cap,
+    note_tail,
     window_summary,
+    window_tail_cap,
 )
+from tokenwatt.collect.load.window_plan import Phase, WindowHooks, WindowPlan, WindowProgress
+from tokenwatt.collect.load.window_state import WindowResult, WindowState, cancelled_by_client
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.records import MIN_POSITIVE, RequestResult, Spec
 
 
-class _ClosedLoop:
-    """The clients of one closed-loop window (internal)."""
+class ClosedLoop:
+    """The clients of one closed-loop window."""
 
     def __init__(
         self,
-        state: _Window,
+        state: WindowState,
         requests: Iterator[RequestSpec],
         *,
         window_start: float,
@@ -69,6 +72,7 @@ class _ClosedLoop:
         self.window_end = window_end
         self.keep_load = keep_load
         self.bodies: dict[int, bytes] = {}
+        self.cap_s: float | None = None  # the tail cap, once the window has ended
 
     def _next(self) -> tuple[RequestResult, bytes] | None:
         """The next request of a free client, or None when the client should stop."""
@@ -93,10 +97,7 @@ class _ClosedLoop:
             prompt_ids_sent=spec.prompt_tokens,
         )
         res.dispatched_s = now
-        state.results.append(res)
-        if in_window:
-            state.window_results.append(res)
-            state.window_pending += 1
+        state.add(res)
         return res, body
 
     async def client(self) -> None:
@@ -115,37 +116,30 @@ class _ClosedLoop:
 
 async def run_closed_window(
     cfg: LoadConfig,
-    *,
-    concurrency: int,
-    duration_s: float,
-    warmup_s: float,
+    plan: WindowPlan,
     requests: Iterator[RequestSpec],
-    progress: Callable[[WindowProgress], None] | None = None,
-    progress_interval_s: float = 1.0,
-    check_interval_s: float = 0.5,
-    keep_load_until_done: bool = True,
+    hooks: WindowHooks | None = None,
+    *,
     session: aiohttp.ClientSession | None = None,
-    freeze_gc: bool = True,
-    interrupt: Callable[[], bool] | None = None,
 ) -> WindowResult:
-    """Run one closed-loop window: ``concurrency`` clients for ``warmup_s`` + ``duration_s``.
+    """Run one closed-loop window: ``plan.concurrency`` clients for ``plan.warmup_s`` +
+    ``plan.duration_s``.
 
     Args:
         cfg: endpoint, model, limits (``cfg.max_concurrency`` must be at least
-            ``concurrency``: the connection pool is sized by it).
-        concurrency: clients, each with one request in flight (≥ 1).
-        duration_s: measured window (s); the goodput and rate denominator.
-        warmup_s: load before the window (s), not summarised.
+            ``plan.concurrency``: the connection pool is sized by it).
+        plan: the clients (``concurrency``, each with one request in flight, ≥ 1), the
+            measured window (``duration_s``, s; the goodput and rate denominator), the
+            warm-up (``warmup_s``, s, not summarised), ``keep_load`` (the clients keep
+            sending after the window until every in-window request has ended; those extra
+            requests are cancelled, not counted) and ``freeze_gc`` (as
+            :func:`~tokenwatt.collect.load.loadgen.run_window`); its rate and seed are unused.
         requests: the workload (a finite iterator that runs out stops the clients).
-        progress: called every ``progress_interval_s`` with a :class:`WindowProgress`
-            (its ``rate_rps`` is the rate measured so far in the window, 0 before it).
-        keep_load_until_done: keep the clients sending after the window until every
-            in-window request has ended (those extra requests are cancelled, not counted).
+        hooks: ``progress`` (its ``rate_rps`` is the rate measured so far in the window,
+            0 before it) and ``interrupt`` (True stops the window: kept, marked stopped
+            early, as a signal does in the open loop); ``on_start`` is called before the
+            clients' start is fixed; ``stop_early`` is not used.
         session: an aiohttp session to reuse; by default one is opened and closed here.
-        freeze_gc: ``gc.freeze()`` for the window (as
-            :func:`~tokenwatt.collect.load.loadgen.run_window` does).
-        interrupt: called every ``check_interval_s``; True stops the window (kept, marked
-            stopped early), as a signal does in the open loop.
 
     Returns:
         A :class:`~tokenwatt.collect.load.loadgen.WindowResult` whose summary has ``profile``
@@ -153,10 +147,13 @@ async def run_closed_window(
         1e-9), ``send_lag_p99_ms`` null and ``client_bound`` false.
 
     Raises:
-        ValueError: ``concurrency`` < 1 or above ``cfg.max_concurrency``, ``duration_s``
-            not positive, ``warmup_s`` negative.
+        ValueError: no ``concurrency``, or one below 1 or above ``cfg.max_concurrency``,
+            ``duration_s`` not positive, ``warmup_s`` negative.
         InputError: a request the API cannot take (token ids for chat).
     """
+    hooks = hooks or WindowHooks()
+    concurrency = plan.concurrency or 0
+    duration_s, warmup_s = plan.duration_s, plan.warmup_s
     if not 1 <= concurrency <= cfg.max_concurrency:
         raise ValueError(
             f"concurrency must be between 1 and max_concurrency ({cfg.max_concurrency}), "
@@ -168,40 +165,30 @@ async def run_closed_window(
     http = (
         open_session(cfg.max_concurrency, keep_alive=cfg.keep_alive) if session is None else session
     )
-    state = _Window(cfg, http)
+    state = WindowState(cfg, http)
+    if hooks.on_start is not None:
+        hooks.on_start()
     t0 = time.perf_counter() + LEAD_S
     wall_start = time.time() + LEAD_S + warmup_s
     window_start, window_end = t0 + warmup_s, t0 + warmup_s + duration_s
-    loop_ = _ClosedLoop(
+    clients = ClosedLoop(
         state,
         requests,
         window_start=window_start,
         window_end=window_end,
-        keep_load=keep_load_until_done,
+        keep_load=plan.keep_load,
     )
-    if freeze_gc:
+    if plan.freeze_gc:
         gc.freeze()
     try:
-        stopped, end = await _drive(
-            state,
-            loop_,
-            concurrency,
-            t0=t0,
-            duration_s=duration_s,
-            warmup_s=warmup_s,
-            progress=progress,
-            progress_interval_s=progress_interval_s,
-            check_interval_s=check_interval_s,
-            interrupt=interrupt,
-        )
+        stopped, end = await _drive(state, clients, plan, hooks, t0=t0)
     finally:
         await state.sender.close()
         if own_session:
             await http.close()
-        if freeze_gc:
+        if plan.freeze_gc:
             gc.unfreeze()
-    if not stopped:
-        drain_ran_out(state.window_results)
+    at_cap = judge_at_cap(state.window_results, clients.cap_s or 0.0) if not stopped else AtCap()
     measured_s = max(min(end, window_end) - window_start, 1e-3) if stopped else duration_s
     summary = window_summary(
         cfg,
@@ -210,6 +197,14 @@ async def run_closed_window(
         duration_s=duration_s,
         stopped=stopped,
         measured_s=measured_s,
+    )
+    note_tail(
+        summary,
+        state.results,
+        window_end=window_end,
+        end=end,
+        cap_s=clients.cap_s,
+        at_cap=at_cap,
     )
     summary.concurrency = concurrency
     summary.send_lag_p99_ms = None
@@ -224,44 +219,36 @@ async def run_closed_window(
 
 
 async def _drive(
-    state: _Window,
-    clients: _ClosedLoop,
-    concurrency: int,
-    *,
-    t0: float,
-    duration_s: float,
-    warmup_s: float,
-    progress: Callable[[WindowProgress], None] | None,
-    progress_interval_s: float,
-    check_interval_s: float,
-    interrupt: Callable[[], bool] | None,
+    state: WindowState, clients: ClosedLoop, plan: WindowPlan, hooks: WindowHooks, *, t0: float
 ) -> tuple[bool, float]:
     """Start the clients at ``t0``, watch the window, wait for its drain; (stopped, end)."""
     loop = asyncio.get_running_loop()
+    duration_s, warmup_s = plan.duration_s, plan.warmup_s
+    progress, check_interval_s = hooks.progress, hooks.check_interval_s
     await asyncio.sleep(max(0.0, t0 - time.perf_counter()))
-    tasks = [loop.create_task(clients.client()) for _ in range(concurrency)]
+    tasks = [loop.create_task(clients.client()) for _ in range(plan.concurrency or 0)]
     window_start, window_end = t0 + warmup_s, t0 + warmup_s + duration_s
-    deadline = window_end + state.cfg.request_timeout_s
+    deadline = float("inf")
     next_progress, stopped = 0.0, False
     try:
         while True:
             now = time.perf_counter()
-            if now >= window_end and not state.window_dispatched:
-                state.window_dispatched = True  # no more in-window sends can come
-                if state.window_pending == 0:
-                    state.window_done.set()
+            if now >= window_end and clients.cap_s is None:
+                state.mark_dispatched()  # no more in-window sends can come
+                # The clients keep sending until the window's requests end, at most until
+                # the cap: every one of them still open then has provably missed a limit.
+                clients.cap_s = window_tail_cap(state.cfg, state.window_results)
+                deadline = window_end + clients.cap_s
             if state.window_done.is_set() or now >= deadline or all(t.done() for t in tasks):
                 break
-            if interrupt is not None and interrupt():
+            if hooks.interrupted():
                 stopped = True
                 break
             if progress is not None and now - t0 >= next_progress:
-                next_progress = now - t0 + progress_interval_s
+                next_progress = now - t0 + hooks.progress_interval_s
                 total = warmup_s + duration_s
                 progress(_snapshot(state, now, t0=t0, window_start=window_start, total=total))
-            wake = (
-                check_interval_s if now >= window_end else min(check_interval_s, window_end - now)
-            )
+            wake = min(check_interval_s, (deadline if now >= window_end else window_end) - now)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(state.window_done.wait(), max(wake, 1e-3))
         for task in tasks:
@@ -275,7 +262,7 @@ async def _drive(
 
 
 def _snapshot(
-    state: _Window, now: float, *, t0: float, window_start: float, total: float
+    state: WindowState, now: float, *, t0: float, window_start: float, total: float
 ) -> WindowProgress:
     elapsed = now - t0
     phase: Phase = "warmup" if now < window_start else "window" if elapsed < total else "drain"
@@ -311,4 +298,4 @@ def closed_loop_workers(spec: Spec, workers: int) -> int:
     )
 
 
-__all__ = ["closed_loop_workers", "run_closed_window"]
+__all__ = ["ClosedLoop", "closed_loop_workers", "run_closed_window"]

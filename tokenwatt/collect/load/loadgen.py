@@ -23,210 +23,109 @@ timeout). Requests to such a server now go on fresh connections, idle connection
 4 s (below common servers' 5 s), and a request that provably never reached the server is
 sent again and counted as a transport retry (details in :mod:`tokenwatt.collect.load.http`).
 
-Send times: the dispatcher creates each request's task 1.5 ms before its scheduled time,
-and the task itself waits the rest with :func:`~tokenwatt.collect.load.arrivals.sleep_until`
-(yielding to the loop, then a 0.3 ms busy wait) and sends at once: sends are not bunched on
-the selector's millisecond ticks, nor delayed by a hop through the loop's queue
-(``benchmarks/wire_arrivals.py``).
+Send times: see :mod:`tokenwatt.collect.load.window_state`, whose dispatch loop this
+module and every worker process share.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import aiohttp
+import numpy as np
+import numpy.typing as npt
 
-from tokenwatt.analysis import (
-    bunched_sends_warning,
-    percentile,
-    send_gaps_ks_p,
-    send_lag_ms,
-    summarise_window,
-    tpot_ms,
-    ttft_ms,
-)
-from tokenwatt.collect.load.arrivals import SEND_SPIN_S, load_schedule, sleep_until
-from tokenwatt.collect.load.http import Sender, fail, open_session
+from tokenwatt.analysis import bunched_sends_warning, send_gaps_ks_p, summarise_window
+from tokenwatt.collect.load.arrivals import load_schedule
+from tokenwatt.collect.load.http import open_session
 from tokenwatt.collect.load.loadconfig import LoadConfig
+from tokenwatt.collect.load.window_plan import (
+    Phase,
+    WindowHooks,
+    WindowPlan,
+    WindowProgress,
+    tail_cap_s,
+)
+from tokenwatt.collect.load.window_state import Item, WindowResult, WindowState
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records import RequestResult, WindowSummary
 
-Phase = Literal["warmup", "window", "drain"]
 LEAD_S = 0.05
 """Seconds from entering :func:`run_window` to the start of its schedule (the warm-up), so
 the first send is on time; the instruments time their window from the same constant."""
-_CANCELLED = "cancelled by the client (early stop, or the end of the keep-load tail)"
+
+
+CENSORED = "censored"
+"""Error kind of an in-window request still streaming when the tail cap cut it: a censored
+observation, counted as a miss (methods/goodput.md, "The tail")."""
+
+
+def window_tail_cap(cfg: LoadConfig, window_results: Sequence[RequestResult]) -> float:
+    """The tail cap (s) of a window whose in-window requests are ``window_results``
+    (:func:`~tokenwatt.collect.load.window_plan.tail_cap_s` with their largest
+    ``max_tokens``; a request whose ``max_tokens`` is unknown leaves only the timeout)."""
+    asked = [r.max_tokens for r in window_results]
+    n = None if not asked or None in asked else max(a for a in asked if a is not None)
+    return tail_cap_s(cfg.request_timeout_s, cfg.slo, n)
 
 
 @dataclass(frozen=True)
-class WindowProgress:
-    """A snapshot for a live display (latencies in ms; ``math.inf`` when failures reach p99).
+class AtCap:
+    """The in-window requests still open at the tail cap: ``cut`` in all, ``censored``
+    of them still streaming."""
 
-    ``elapsed_s`` counts from the start of the warm-up; ``total_s`` is warm-up + window.
-    TTFT and TPOT p99 are over the in-window requests finished so far (None before any);
-    send-lag p99 over the latest 2,000 requests sent.
-    """
-
-    phase: Phase
-    rate_rps: float
-    elapsed_s: float
-    total_s: float
-    sent: int
-    in_flight: int
-    completed: int
-    errors: int
-    ttft_p99_ms: float | None
-    tpot_p99_ms: float | None
-    send_lag_p99_ms: float | None
+    cut: int = 0
+    censored: int = 0
 
 
-@dataclass
-class WindowResult:
-    """One window's summary and every request sent (warm-up and drain ones included,
-    ``in_window=False``). Times are ``time.perf_counter`` seconds; ``wall_start_unix`` is
-    the wall-clock time of ``window_start_s`` (for lining up power samples)."""
-
-    summary: WindowSummary
-    requests: list[RequestResult]
-    window_start_s: float
-    window_end_s: float
-    wall_start_unix: float
-
-    def __repr__(self) -> str:
-        # asyncio may repr a finished task's result; tens of thousands of requests would
-        # make that take longer than the window's own bookkeeping.
-        return f"WindowResult({len(self.requests)} requests, summary={self.summary!r})"
-
-
-def cancelled_by_client(res: RequestResult) -> None:
-    """Mark a request the client itself cancelled (never an engine error), unless it had
-    already failed."""
-    if res.error is None:
-        res.error, res.error_class, res.error_message = ("cancelled", "CancelledError", _CANCELLED)
-
-
-def _raise_failure(task: asyncio.Task[None]) -> None:
-    if task.done() and not task.cancelled() and (problem := task.exception()) is not None:
-        raise problem
-
-
-class _Window:
-    """The state of one running window (internal)."""
-
-    def __init__(self, cfg: LoadConfig, session: aiohttp.ClientSession) -> None:
-        self.cfg = cfg
-        self.sender = Sender(
-            session,
-            cfg.url,
-            cfg.headers(),
-            cfg.request_timeout_s,
-            cfg.max_concurrency,
-            keep_alive=cfg.keep_alive,
-            secrets=(cfg.api_key,) if cfg.api_key else (),
-        )
-        self.slots = asyncio.Semaphore(cfg.max_concurrency)
-        self.results: list[RequestResult] = []
-        self.window_results: list[RequestResult] = []
-        self.tasks: set[asyncio.Task[None]] = set()
-        self.window_pending = 0
-        self.window_dispatched = False
-        self.window_done = asyncio.Event()
-        self.completed = 0
-        self.errors = 0
-        self.ttfts_ms: list[float] = []
-        self.tpots_ms: list[float] = []
-
-    async def request(self, res: RequestResult, body: bytes, spin_s: float) -> None:
-        try:
-            # The request's own task waits out the last moments before its send time, so
-            # the send follows at once: no hop through the dispatcher and the loop's queue.
-            await sleep_until(res.scheduled_s, spin_s=spin_s)
-            res.dispatched_s = time.perf_counter()
-            # The timeout counts from the scheduled time and covers the wait for a slot:
-            # an overloaded server fills every slot, and a request queued behind them must
-            # still end at its timeout (E2E = timeout), not when a slot frees up.
-            deadline = res.scheduled_s + self.cfg.request_timeout_s
-            if not await self._slot(deadline - res.dispatched_s):
-                fail(res, "timeout", TimeoutError(), message=self._no_slot)
-                return
-            try:
-                res.sent_s = time.perf_counter()
-                await self.sender.send(res, body, budget_s=deadline - res.sent_s)
-            finally:
-                self.slots.release()
-        except asyncio.CancelledError:
-            cancelled_by_client(res)
-            raise
-        finally:
-            self.finish(res)
-
-    def finish(self, res: RequestResult) -> None:
-        """Count a request that has ended (however it ended) and release the window's wait
-        when it was the window's last. ``finished_s`` is now, unless the stream already
-        ended it (a body held open after ``[DONE]``: :data:`~tokenwatt.collect.load.stream.
-        DONE_GRACE_S`)."""
-        if res.finished_s is None:
-            res.finished_s = time.perf_counter()
-        if res.error is None:
-            self.completed += 1
-        else:
-            self.errors += 1
-        if res.in_window:
-            # Kept as they come, so a progress snapshot never walks every request.
-            self.ttfts_ms.append(ttft_ms(res))
-            tpot = tpot_ms(res)
-            if tpot is not None:
-                self.tpots_ms.append(tpot)
-            self.window_pending -= 1
-            if self.window_pending == 0 and self.window_dispatched:
-                self.window_done.set()
-
-    @property
-    def _no_slot(self) -> str:
-        return (
-            f"no concurrency slot (measurement.max_concurrency {self.cfg.max_concurrency}) "
-            f"within the {self.cfg.request_timeout_s:g} s request timeout: never sent"
-        )
-
-    async def _slot(self, budget_s: float) -> bool:
-        """Take a concurrency slot within ``budget_s`` (s); False when none came."""
-        try:
-            async with asyncio.timeout(max(budget_s, 0.0)):
-                await self.slots.acquire()
-        except TimeoutError:
-            return False
-        return True
-
-    def snapshot(self, phase: Phase, rate: float, elapsed: float, total: float) -> WindowProgress:
-        recent = self.results[-2000:]  # send lag of the latest requests: is the client behind?
-        return WindowProgress(
-            phase=phase,
-            rate_rps=rate,
-            elapsed_s=elapsed,
-            total_s=total,
-            sent=len(self.results),
-            in_flight=len(self.tasks),
-            completed=self.completed,
-            errors=self.errors,
-            ttft_p99_ms=percentile(self.ttfts_ms, 99),
-            tpot_p99_ms=percentile(self.tpots_ms, 99),
-            send_lag_p99_ms=percentile([send_lag_ms(r) for r in recent], 99),
-        )
-
-
-def drain_ran_out(window_results: Sequence[RequestResult]) -> None:
-    """In a window that ran to its end (not stopped), a request the client cancelled was
-    still unanswered when the drain ran out: it becomes a ``timeout``."""
+def judge_at_cap(window_results: Sequence[RequestResult], cap_s: float) -> AtCap:
+    """In a window that ran to its end (not stopped), judge every in-window request the
+    client cancelled when the tail ended (error ``cancelled``) by what is known: no first
+    token yet is a ``timeout`` (past the TTFT limit, :func:`~tokenwatt.collect.load.
+    window_plan.tail_cap_s`); still streaming is :data:`CENSORED`. Both are failures, so
+    they count as infinitely slow and as misses. ``cap_s`` (s) goes in their message."""
+    cut = censored = 0
     for res in window_results:
-        if res.error == "cancelled":
+        if res.error != "cancelled":
+            continue
+        cut += 1
+        if res.first_token_s is None:
             res.error, res.error_class = "timeout", "TimeoutError"
-            res.error_message = "still unanswered when the window's drain ran out"
+            res.error_message = (
+                f"no first token within the window's {cap_s:.3g} s tail cap: past the TTFT limit"
+            )
+        else:
+            censored += 1
+            res.error, res.error_class = CENSORED, "Censored"
+            res.error_message = (
+                f"still streaming at the window's {cap_s:.3g} s tail cap: past the TTFT or "
+                "the TPOT limit (censored, counted as a miss)"
+            )
+    return AtCap(cut=cut, censored=censored)
+
+
+def note_tail(
+    summary: WindowSummary,
+    requests: Sequence[RequestResult],
+    *,
+    window_end: float,
+    end: float,
+    cap_s: float | None,
+    at_cap: AtCap,
+) -> None:
+    """Write the tail's record into ``summary``: its length (``end − window_end``, s, at
+    least 0), its cap, the requests sent in it and the in-window ones cut at the cap."""
+    summary.tail_s = round(max(end - window_end, 0.0), 6)
+    summary.tail_cap_s = cap_s
+    summary.tail_arrivals = sum(
+        1 for r in requests if not r.in_window and r.scheduled_s >= window_end
+    )
+    summary.cancelled_at_cap = at_cap.cut
+    summary.censored = at_cap.censored
 
 
 def window_summary(
@@ -242,7 +141,7 @@ def window_summary(
     of every worker's: the same function, so the merge is exact).
 
     A stopped window's length is ``measured_s`` (the time from the window's start to the
-    stop, at least 1 ms) instead of ``duration_s``. Call :func:`drain_ran_out` first on a
+    stop, at least 1 ms) instead of ``duration_s``. Call :func:`judge_at_cap` first on a
     window that was not stopped.
     """
     summary = summarise_window(
@@ -267,52 +166,33 @@ def window_summary(
 
 async def run_window(
     cfg: LoadConfig,
-    *,
-    rate_rps: float,
-    duration_s: float,
-    warmup_s: float,
+    plan: WindowPlan,
     requests: Iterator[RequestSpec],
-    seed: int,
-    progress: Callable[[WindowProgress], None] | None = None,
-    stop_early: Callable[[Sequence[RequestResult], float], bool] | None = None,
-    progress_interval_s: float = 1.0,
-    check_interval_s: float = 0.5,
-    keep_load_until_done: bool = True,
+    hooks: WindowHooks | None = None,
+    *,
     session: aiohttp.ClientSession | None = None,
-    freeze_gc: bool = True,
-    send_spin_s: float = SEND_SPIN_S,
-    interrupt: Callable[[], bool] | None = None,
 ) -> WindowResult:
-    """Run one window: ``warmup_s`` of load, then ``duration_s`` measured, then the drain.
+    """Run one open-loop window: ``plan.warmup_s`` of load, then ``plan.duration_s``
+    measured, then the drain.
 
     Requests whose scheduled offset falls in ``[warmup_s, warmup_s + duration_s)`` are
-    ``in_window`` and summarised; the window waits for them to finish (at most
-    ``request_timeout_s`` after its end; stragglers then count as timeouts). While it waits,
-    arrivals go on at the same rate (``keep_load_until_done``) so the last requests do not
+    ``in_window`` and summarised; the window waits for them to finish, at most for the tail
+    cap after its end (:func:`~tokenwatt.collect.load.window_plan.tail_cap_s`). While it
+    waits, arrivals go on at the same rate (``plan.keep_load``) so the last requests do not
     see an emptying server; those extra requests are cancelled at the end and not counted.
+    At the cap, arrivals stop and every open request is cancelled; the window's own are
+    judged by :func:`judge_at_cap` (timeouts and censored misses). The summary keeps the
+    tail's length, cap, arrivals and cuts (:func:`note_tail`).
 
     Args:
         cfg: endpoint, model, limits.
-        rate_rps: Poisson arrival rate (req/s); with ``cfg.arrivals`` ``conditioned`` the
-            window gets exactly ``round(rate_rps × duration_s)`` arrivals.
-        duration_s: measured window (s); the goodput denominator.
-        warmup_s: load before the window (s), not summarised.
+        plan: rate (req/s; with ``cfg.arrivals`` ``conditioned`` the window gets exactly
+            ``round(rate_rps × duration_s)`` arrivals), lengths, seed and sending knobs.
         requests: the workload (consumed one request per arrival; a finite iterator that
             runs out ends the arrivals early).
-        seed: seed of the arrival schedule.
-        progress: called every ``progress_interval_s`` with a :class:`WindowProgress`.
-        stop_early: called every ``check_interval_s`` during the window and the drain with
-            the in-window requests sent so far (finished or not) and the seconds since the
-            window started; True stops the probe (``summary.stopped_early``), cancelling
-            requests in flight (error ``cancelled``).
+        hooks: progress, early stop and interrupt (``on_start`` is called right before the
+            schedule's start is fixed).
         session: an aiohttp session to reuse; by default one is opened and closed here.
-        freeze_gc: ``gc.freeze()`` for the window, so that a full garbage collection does
-            not scan the objects alive before it (a 200 ms pause was seen without).
-        send_spin_s: how long before each send time the dispatcher stops sleeping and
-            yields to the loop until it (s); 0 gives millisecond-bunched sends
-            (:func:`~tokenwatt.collect.load.arrivals.sleep_until`).
-        interrupt: called every ``check_interval_s`` in every phase, warm-up included; True
-            stops the window as ``stop_early`` does (a signal asked the run to stop).
 
     Returns:
         A :class:`WindowResult`.
@@ -321,174 +201,231 @@ async def run_window(
         ValueError: ``rate_rps`` or ``duration_s`` not positive, ``warmup_s`` negative.
         InputError: a request the API cannot take (token ids for chat).
     """
-    if not rate_rps > 0 or not duration_s > 0 or not warmup_s >= 0:
-        raise ValueError("rate_rps and duration_s must be positive and warmup_s non-negative")
-    tail_s = cfg.request_timeout_s if keep_load_until_done else 0.0
-    offsets = load_schedule(
-        rate_rps,
-        warmup_s=warmup_s,
-        duration_s=duration_s,
-        tail_s=tail_s,
-        seed=seed,
-        arrivals=cfg.arrivals,
-        profile=cfg.profile,
-    )
-    window_end_offset = warmup_s + duration_s
-    own_session = session is None
-    http = (
-        open_session(cfg.max_concurrency, keep_alive=cfg.keep_alive) if session is None else session
-    )
-    state = _Window(cfg, http)
-    loop = asyncio.get_running_loop()
-    t0 = time.perf_counter() + LEAD_S
-    wall_start = time.time() + LEAD_S + warmup_s
-    window_start = t0 + warmup_s
-    window_end = t0 + window_end_offset
-    stopped = False
+    plan.check_open_loop()
+    return await OpenWindow(cfg, plan, requests, hooks or WindowHooks(), session).run()
 
-    def window_dispatched() -> None:
-        if not state.window_dispatched:
-            state.window_dispatched = True
-            if state.window_pending == 0:
-                state.window_done.set()
 
-    async def dispatch() -> None:
+class OpenWindow:
+    """One open-loop window on this event loop (:func:`run_window` runs it): the seeded
+    schedule, the dispatch (:meth:`WindowState.dispatch`), the watch for progress, early
+    stop and interrupt, the drain, and the summary."""
+
+    def __init__(
+        self,
+        cfg: LoadConfig,
+        plan: WindowPlan,
+        requests: Iterator[RequestSpec],
+        hooks: WindowHooks,
+        session: aiohttp.ClientSession | None,
+    ) -> None:
+        self.cfg, self.plan, self.requests, self.hooks = cfg, plan, requests, hooks
+        self.offsets: npt.NDArray[np.float64] = load_schedule(
+            plan.rate_rps,
+            warmup_s=plan.warmup_s,
+            duration_s=plan.duration_s,
+            tail_s=cfg.request_timeout_s if plan.keep_load else 0.0,
+            seed=plan.seed,
+            arrivals=cfg.arrivals,
+            profile=cfg.profile,
+        )
+        self.end_offset = plan.warmup_s + plan.duration_s
+        self.own_session = session is None
+        self.http = session or open_session(cfg.max_concurrency, keep_alive=cfg.keep_alive)
+        self.state = WindowState(cfg, self.http)
+        self.stopped = False
+        self.t0 = 0.0
+        self.cap_s: float | None = None
+        self._pending_items = self._items()
+
+    @property
+    def window_start(self) -> float:
+        """The measured window's start (s, ``time.perf_counter``)."""
+        return self.t0 + self.plan.warmup_s
+
+    @property
+    def window_end(self) -> float:
+        """The measured window's end (s, ``time.perf_counter``)."""
+        return self.t0 + self.end_offset
+
+    async def run(self) -> WindowResult:
+        """Send, watch, drain and summarise the window (see :func:`run_window`)."""
+        if self.hooks.on_start is not None:
+            self.hooks.on_start()
+        self.t0 = time.perf_counter() + LEAD_S
+        wall_start = time.time() + LEAD_S + self.plan.warmup_s
+        if self.plan.freeze_gc:
+            # A full collection scans every object alive; the imports alone make that tens
+            # of milliseconds here, long enough to delay sends. Frozen objects are not
+            # scanned.
+            gc.freeze()
         try:
-            await send_all()
+            end = await self._send_and_drain()
         finally:
-            window_dispatched()
+            await self.state.sender.close()
+            if self.own_session:
+                await self.http.close()
+            if self.plan.freeze_gc:
+                gc.unfreeze()
+        at_cap = AtCap()
+        if not self.stopped:
+            at_cap = judge_at_cap(self.state.window_results, self.cap_s or 0.0)
+        summary = window_summary(
+            self.cfg,
+            self.state.window_results,
+            rate_rps=self.plan.rate_rps,
+            duration_s=self.plan.duration_s,
+            stopped=self.stopped,
+            measured_s=min(end, self.window_end) - self.window_start,
+        )
+        note_tail(
+            summary,
+            self.state.results,
+            window_end=self.window_end,
+            end=end,
+            cap_s=self.cap_s,
+            at_cap=at_cap,
+        )
+        return WindowResult(
+            summary=summary,
+            requests=self.state.results,
+            window_start_s=self.window_start,
+            window_end_s=self.window_end,
+            wall_start_unix=wall_start,
+        )
 
-    async def send_all() -> None:
-        clock = time.perf_counter
+    async def _send_and_drain(self) -> float:
+        """Dispatch, watch and wait for the window's requests; cancel whatever is still
+        running (also on errors and Ctrl-C). Returns when the window ended (s)."""
+        state, loop = self.state, asyncio.get_running_loop()
+        dispatcher = loop.create_task(
+            state.dispatch(
+                self._next_item,
+                t0=self.t0,
+                window_end_offset=self.end_offset,
+                stop=state.window_done,
+                spin_s=self.plan.send_spin_s,
+            )
+        )
+        watcher = loop.create_task(self._monitor(dispatcher))
+        dispatched = loop.create_task(state.dispatched.wait())
+        try:
+            # Until every in-window request is out (or a stop, or a callback that raised);
+            # asyncio.wait returns, rather than raises, when stop_early cancels the dispatcher.
+            await asyncio.wait({dispatched, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            _raise_failure(watcher)  # a progress or stop_early callback that raised
+            if dispatcher.done():
+                _raise_failure(dispatcher)
+            if not self.stopped:
+                # Past the window, the tail goes on until its requests end or the cap;
+                # every one of them still open then has provably missed a limit.
+                self.cap_s = window_tail_cap(self.cfg, state.window_results)
+                await self._drain(watcher, self.window_end + self.cap_s)
+            if dispatcher.done():
+                _raise_failure(dispatcher)
+            return time.perf_counter()
+        finally:
+            # At the cap, on a stop, on errors and Ctrl-C: arrivals stop, and every open
+            # request is cancelled (its connection closed, which the engine sees as an abort).
+            for task in (dispatcher, watcher, dispatched):
+                task.cancel()
+            leftover = list(state.tasks)
+            for task in leftover:
+                task.cancel()
+            await asyncio.gather(*leftover, watcher, dispatcher, dispatched, return_exceptions=True)
+
+    async def _drain(self, watcher: asyncio.Task[None], deadline: float) -> None:
+        """Wait until every in-window request has ended, the watcher stops the window, or
+        ``deadline`` (s, ``time.perf_counter``)."""
+        waiter = asyncio.get_running_loop().create_task(self.state.window_done.wait())
+        try:
+            await asyncio.wait(
+                {waiter, watcher},
+                timeout=max(deadline - time.perf_counter(), 0.0),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            waiter.cancel()
+        _raise_failure(watcher)
+
+    def _items(self) -> Iterator[Item]:
+        """The schedule's arrivals with their requests, drawn from the workload as they
+        are reached (none is drawn once the window is done, nor past the workload's end)."""
+        state, end_offset, cfg = self.state, self.end_offset, self.cfg
         last_spec: RequestSpec | None = None
         body = b""
-        for offset in offsets.tolist():
-            in_window = warmup_s <= offset < window_end_offset
-            if offset >= window_end_offset:
-                window_dispatched()
+        for seq, offset in enumerate(self.offsets.tolist()):
+            if offset >= end_offset:
+                state.mark_dispatched()
                 if state.window_done.is_set():
                     return
-            spec = next(requests, None)
+            spec = next(self.requests, None)
             if spec is None:
                 return
             if spec is not last_spec:  # the same request again (a fixed workload): reuse
                 body, last_spec = cfg.body(spec), spec
-            target = t0 + offset
-            delay = target - clock()
-            if delay > 0:
-                if offset >= window_end_offset:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(state.window_done.wait(), delay)
-                    if state.window_done.is_set():
-                        return
-                elif delay > send_spin_s:
-                    await asyncio.sleep(delay - send_spin_s)
-            res = RequestResult(
-                scheduled_s=target,
-                in_window=in_window,
-                prompt_tokens=spec.prompt_tokens or 0,
-                max_tokens=spec.max_tokens,
-                ignore_eos=cfg.ignore_eos,
-                prompt_ids_sent=spec.prompt_tokens,
-                prompt_text_tokens=spec.text_tokens,
+            yield Item(
+                seq,
+                offset,
+                self.plan.warmup_s <= offset < end_offset,
+                body,
+                spec.prompt_tokens or 0,
+                spec.max_tokens,
+                spec.prompt_tokens,
+                spec.text_tokens,
             )
-            state.results.append(res)
-            if in_window:
-                state.window_results.append(res)
-                state.window_pending += 1
-            task = loop.create_task(state.request(res, body, send_spin_s))
-            state.tasks.add(task)
-            task.add_done_callback(state.tasks.discard)
 
-    async def monitor(dispatcher: asyncio.Task[None]) -> None:
-        nonlocal stopped
+    async def _next_item(self) -> Item | None:
+        return next(self._pending_items, None)
+
+    async def _monitor(self, dispatcher: asyncio.Task[None]) -> None:
+        """Every ``check_interval_s``: progress, then the interrupt and early-stop checks;
+        a stop cancels the dispatcher and releases the drain."""
+        hooks, plan, state = self.hooks, self.plan, self.state
         next_progress = 0.0
-        total = warmup_s + duration_s
+        total = plan.warmup_s + plan.duration_s
         while True:
-            await asyncio.sleep(check_interval_s)
+            await asyncio.sleep(hooks.check_interval_s)
             now = time.perf_counter()
-            elapsed = now - t0
+            elapsed = now - self.t0
             phase: Phase = (
-                "warmup" if now < window_start else "window" if now < window_end else "drain"
+                "warmup"
+                if now < self.window_start
+                else "window"
+                if now < self.window_end
+                else "drain"
             )
-            if progress is not None and elapsed >= next_progress:
-                next_progress = elapsed + progress_interval_s
-                progress(state.snapshot(phase, rate_rps, elapsed, total))
-            if (interrupt is not None and interrupt()) or (
-                stop_early is not None
+            if hooks.progress is not None and elapsed >= next_progress:
+                next_progress = elapsed + hooks.progress_interval_s
+                hooks.progress(state.snapshot(phase, plan.rate_rps, elapsed, total))
+            if hooks.interrupted() or (
+                hooks.stop_early is not None
                 and phase != "warmup"
-                and stop_early(list(state.window_results), now - window_start)
+                and hooks.stop_early(list(state.window_results), now - self.window_start)
             ):
-                stopped = True
+                self.stopped = True
                 dispatcher.cancel()
                 state.window_done.set()
                 return
 
-    if freeze_gc:
-        # A full collection scans every object alive; the imports alone make that tens of
-        # milliseconds here, long enough to delay sends. Frozen objects are not scanned.
-        gc.freeze()
-    dispatcher = loop.create_task(dispatch())
-    watcher = loop.create_task(monitor(dispatcher))
-    try:
-        # asyncio.wait returns, rather than raises, when stop_early cancels the dispatcher.
-        await asyncio.wait({dispatcher, watcher}, return_when=asyncio.FIRST_COMPLETED)
-        _raise_failure(watcher)  # a progress or stop_early callback that raised
-        await asyncio.wait({dispatcher})
-        _raise_failure(dispatcher)
-        if not stopped:
-            # Every in-window request ends by its scheduled time + the timeout (slot wait
-            # included), so this deadline is a safety net.
-            remaining = window_end + cfg.request_timeout_s - time.perf_counter()
-            waiter = loop.create_task(state.window_done.wait())
-            try:
-                await asyncio.wait(
-                    {waiter, watcher},
-                    timeout=max(remaining, 0.0),
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-            finally:
-                waiter.cancel()
-            _raise_failure(watcher)
-        end = time.perf_counter()
-    finally:
-        # Also on errors and Ctrl-C: nothing is left running, the session is closed.
-        dispatcher.cancel()
-        watcher.cancel()
-        leftover = list(state.tasks)
-        for task in leftover:
-            task.cancel()
-        await asyncio.gather(*leftover, watcher, dispatcher, return_exceptions=True)
-        await state.sender.close()
-        if own_session:
-            await http.close()
-        if freeze_gc:
-            gc.unfreeze()
-    if not stopped:
-        drain_ran_out(state.window_results)
-    summary = window_summary(
-        cfg,
-        state.window_results,
-        rate_rps=rate_rps,
-        duration_s=duration_s,
-        stopped=stopped,
-        measured_s=min(end, window_end) - window_start,
-    )
-    return WindowResult(
-        summary=summary,
-        requests=state.results,
-        window_start_s=window_start,
-        window_end_s=window_end,
-        wall_start_unix=wall_start,
-    )
+
+def _raise_failure(task: asyncio.Task[None]) -> None:
+    if task.done() and not task.cancelled() and (problem := task.exception()) is not None:
+        raise problem
 
 
 __all__ = [
+    "CENSORED",
     "LEAD_S",
+    "AtCap",
     "LoadConfig",
+    "OpenWindow",
+    "WindowHooks",
+    "WindowPlan",
     "WindowProgress",
     "WindowResult",
-    "drain_ran_out",
+    "judge_at_cap",
+    "note_tail",
     "run_window",
     "window_summary",
+    "window_tail_cap",
 ]

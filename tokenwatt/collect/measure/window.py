@@ -28,6 +28,8 @@ from tokenwatt.collect.load.arrivals import window_request_count
 from tokenwatt.collect.load.closedloop import run_closed_window
 from tokenwatt.collect.load.loadgen import LEAD_S, LoadConfig, WindowResult, run_window
 from tokenwatt.collect.load.pool.workers import WindowPool
+from tokenwatt.collect.load.window_plan import WindowHooks
+from tokenwatt.collect.load.window_plan import WindowPlan as WindowPlan  # measure's users' name
 from tokenwatt.collect.measure.idle import NOT_IDLE_TAG, IdleGate, IdlePolicy, not_proven_reason
 from tokenwatt.collect.measure.instruments import Instruments, InstrumentWindow
 from tokenwatt.collect.measure.progress import Progress
@@ -42,30 +44,6 @@ from tokenwatt.records import (
     Spec,
     WindowSummary,
 )
-
-
-@dataclass(frozen=True, kw_only=True)
-class WindowPlan:
-    """What one window measures.
-
-    Attributes:
-        rate_rps: open-loop arrival rate (req/s; Poisson or constant as the spec's
-            ``measurement.profile`` says); unused for a closed-loop window.
-        duration_s: the measured window (s).
-        warmup_s: load before the window, not summarised (s).
-        seed: seed of the arrival schedule.
-        early_stop: stop the window once it has missed the SLO beyond doubt (open-loop
-            probes; a closed loop has no expected count to judge against and runs to its end).
-        concurrency: closed-loop clients (``measurement.profile: concurrency``); None for
-            an open-loop window.
-    """
-
-    rate_rps: float
-    duration_s: float
-    warmup_s: float
-    seed: int
-    early_stop: bool = False
-    concurrency: int | None = None
 
 
 @dataclass
@@ -199,67 +177,41 @@ class WindowRunner:
         return self.instruments.collect(win).power
 
     async def _load(self, plan: WindowPlan) -> _Loaded:
-        # Handed off right before run_window, so both count the window from the same instant
-        # (loadgen.LEAD_S after now) give or take the microseconds between the two calls.
-        win = self.instruments.begin(warmup_s=plan.warmup_s, duration_s=plan.duration_s)
-        if plan.concurrency is not None:
-            try:
-                result = await run_closed_window(
-                    self.config,
-                    concurrency=plan.concurrency,
-                    duration_s=plan.duration_s,
-                    warmup_s=plan.warmup_s,
-                    requests=self.workload,
-                    progress=self.progress.update,
-                    interrupt=self.stop.interrupted,
-                )
-            finally:
-                win.end_now()
-            return _Loaded(result=result, instruments=win)
+        """The window on this process's event loop (open or closed loop)."""
+        begin, hooks = self._hooks(plan)
         try:
-            result = await run_window(
-                self.config,
-                rate_rps=plan.rate_rps,
-                duration_s=plan.duration_s,
-                warmup_s=plan.warmup_s,
-                requests=self.workload,
-                seed=plan.seed,
-                progress=self.progress.update,
-                stop_early=self._stop_rule(plan) if plan.early_stop else None,
-                interrupt=self.stop.interrupted,
-            )
+            if plan.concurrency is not None:
+                result = await run_closed_window(self.config, plan, self.workload, hooks)
+            else:
+                result = await run_window(self.config, plan, self.workload, hooks)
         finally:
-            win.end_now()
-        return _Loaded(result=result, instruments=win)
+            begin.end_now()
+        return _Loaded(result=result, instruments=begin.window())
 
     def _load_pool(self, plan: WindowPlan) -> _Loaded:
         """:meth:`_load` with the pool's workers sending: the instruments are handed the
         window once every worker is ready, right before the shared start time is fixed."""
         assert self.pool is not None
-        win: InstrumentWindow | None = None
-
-        def begin() -> None:
-            nonlocal win
-            win = self.instruments.begin(warmup_s=plan.warmup_s, duration_s=plan.duration_s)
-
+        begin, hooks = self._hooks(plan)
         try:
-            result = self.pool.run_window(
-                self.config,
-                rate_rps=plan.rate_rps,
-                duration_s=plan.duration_s,
-                warmup_s=plan.warmup_s,
-                requests=self.workload,
-                seed=plan.seed,
-                progress=self.progress.update,
-                stop_early=self._stop_rule(plan) if plan.early_stop else None,
-                interrupt=self.stop.interrupted,
-                on_start=begin,
-            )
+            result = self.pool.run_window(self.config, plan, self.workload, hooks)
         finally:
-            if win is not None:
-                win.end_now()
-        assert win is not None
-        return _Loaded(result=result, instruments=win)
+            begin.end_now()
+        return _Loaded(result=result, instruments=begin.window())
+
+    def _hooks(self, plan: WindowPlan) -> tuple[_Begin, WindowHooks]:
+        """The window's hooks: the live display, the early stop of a probe, the signal's
+        interrupt, and the instruments handed the window right before its start is fixed
+        (so both count the window from the same instant, ``LEAD_S`` after it, give or take
+        the microseconds between the two calls)."""
+        begin = _Begin(self.instruments, plan)
+        hooks = WindowHooks(
+            progress=self.progress.update,
+            stop_early=self._stop_rule(plan) if plan.early_stop else None,
+            interrupt=self.stop.interrupted,
+            on_start=begin,
+        )
+        return begin, hooks
 
     def _stop_rule(self, plan: WindowPlan) -> Callable[[Sequence[RequestResult], float], bool]:
         from tokenwatt.analysis import missed_beyond_doubt
@@ -300,6 +252,31 @@ class WindowRunner:
         elif summary.stopped_early:
             summary.failure_reason = detail
         return summary
+
+
+class _Begin:
+    """Hands the instruments the window when called (a window's ``on_start`` hook), and
+    ends their window however the load ended."""
+
+    def __init__(self, instruments: Instruments, plan: WindowPlan) -> None:
+        self.instruments = instruments
+        self.plan = plan
+        self.win: InstrumentWindow | None = None
+
+    def __call__(self) -> None:
+        self.win = self.instruments.begin(
+            warmup_s=self.plan.warmup_s, duration_s=self.plan.duration_s
+        )
+
+    def end_now(self) -> None:
+        """End the instruments' window now, if it began."""
+        if self.win is not None:
+            self.win.end_now()
+
+    def window(self) -> InstrumentWindow:
+        """The instruments' window (the load generator called the hook before its start)."""
+        assert self.win is not None
+        return self.win
 
 
 def mark_cut(summary: WindowSummary, reason: str, *, tag: str) -> None:

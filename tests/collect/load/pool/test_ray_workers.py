@@ -35,6 +35,7 @@ from tokenwatt.cli import cli
 from tokenwatt.collect.load.arrivals import window_schedule
 from tokenwatt.collect.load.loadgen import run_window
 from tokenwatt.collect.load.pool.ray_pool import RayPool
+from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.records.window import WindowSummary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "sim"))
@@ -113,16 +114,12 @@ def test_one_actor_per_node_and_the_merged_window_equals_one_process(
     import ray
 
     rate, warmup, duration, seed = 40.0, 0.3, 2.0, 5
-    kw: dict[str, Any] = {"rate_rps": rate, "duration_s": duration, "warmup_s": warmup}
+    plan = WindowPlan(
+        rate_rps=rate, duration_s=duration, warmup_s=warmup, seed=seed, keep_load=False
+    )
     one_drawn, ray_drawn = Recorded(prompts()), Recorded(prompts())
-    one = asyncio.run(
-        run_window(
-            config(sim.endpoint), requests=one_drawn, seed=seed, keep_load_until_done=False, **kw
-        )
-    )
-    two = pool.run_window(
-        config(sim.endpoint), requests=ray_drawn, seed=seed, keep_load_until_done=False, **kw
-    )
+    one = asyncio.run(run_window(config(sim.endpoint), plan, one_drawn))
+    two = pool.run_window(config(sim.endpoint), plan, ray_drawn)
     schedule = window_schedule(rate, warmup_s=warmup, duration_s=duration, tail_s=0.0, seed=seed)
     # The same requests at the same scheduled offsets on the driver's clock, although
     # worker 1's clock is 5 s ahead.
@@ -156,9 +153,10 @@ def test_a_skewed_actor_clock_is_measured_and_sends_on_the_drivers_schedule(
     rate, duration = 40.0, 2.0
     before = time.perf_counter()
     result = pool.run_window(
-        config(sim.endpoint), rate_rps=rate, duration_s=duration, warmup_s=0.0,
-        requests=prompts(11), seed=12, keep_load_until_done=False,
-    )  # fmt: skip
+        config(sim.endpoint),
+        WindowPlan(rate_rps=rate, duration_s=duration, warmup_s=0.0, seed=12, keep_load=False),
+        prompts(11),
+    )
     after = time.perf_counter()
     lag0, lag1 = result.summary.worker_lag
     assert lag0.clock_offset_ms is not None and lag1.clock_offset_ms is not None

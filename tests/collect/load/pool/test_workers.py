@@ -27,6 +27,7 @@ from tokenwatt.collect.load.arrivals import window_schedule
 from tokenwatt.collect.load.loadgen import LoadConfig, WindowResult, run_window
 from tokenwatt.collect.load.pool.pool_window import WORKER_DIED
 from tokenwatt.collect.load.pool.workers import WorkerPool
+from tokenwatt.collect.load.window_plan import WindowHooks, WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec, chat_mix_v1
 from tokenwatt.records.request import RequestResult
 from tokenwatt.records.spec import LengthDist, SloSpec
@@ -127,14 +128,12 @@ def test_merged_window_equals_one_process_on_the_same_schedule(
     import asyncio
 
     rate, warmup, duration, seed = 40.0, 0.3, 2.0, 5
-    kw = {"rate_rps": rate, "duration_s": duration, "warmup_s": warmup, "seed": seed}
-    one_drawn, two_drawn = Recorded(prompts()), Recorded(prompts())
-    one = asyncio.run(
-        run_window(config(sim.endpoint), requests=one_drawn, keep_load_until_done=False, **kw)  # type: ignore[arg-type]
+    plan = WindowPlan(
+        rate_rps=rate, duration_s=duration, warmup_s=warmup, seed=seed, keep_load=False
     )
-    two = pool.run_window(
-        config(sim.endpoint), requests=two_drawn, keep_load_until_done=False, **kw
-    )  # type: ignore[arg-type]
+    one_drawn, two_drawn = Recorded(prompts()), Recorded(prompts())
+    one = asyncio.run(run_window(config(sim.endpoint), plan, one_drawn))
+    two = pool.run_window(config(sim.endpoint), plan, two_drawn)
     schedule = window_schedule(rate, warmup_s=warmup, duration_s=duration, tail_s=0.0, seed=seed)
     # The same requests at the same scheduled offsets, in the same order.
     assert len(one.requests) == len(two.requests) == len(schedule) > 60
@@ -184,9 +183,10 @@ def killed_mid_window(
     started = time.monotonic()
     try:
         result = pool.run_window(
-            config(endpoint), rate_rps=40.0, duration_s=3.0, warmup_s=0.0,
-            requests=prompts(), seed=2,
-        )  # fmt: skip
+            config(endpoint),
+            WindowPlan(rate_rps=40.0, duration_s=3.0, warmup_s=0.0, seed=2),
+            prompts(),
+        )
     finally:
         timer.cancel()
     assert time.monotonic() - started < WAIT_S
@@ -201,9 +201,10 @@ def killed_mid_window(
     assert lost and all(r.error == "cancelled" for r in lost)
     # The next window gets a fresh worker 1 and is whole again.
     again = pool.run_window(
-        config(endpoint), rate_rps=40.0, duration_s=1.0, warmup_s=0.0,
-        requests=prompts(3), seed=4,
-    )  # fmt: skip
+        config(endpoint),
+        WindowPlan(rate_rps=40.0, duration_s=1.0, warmup_s=0.0, seed=4),
+        prompts(3),
+    )
     assert again.summary.valid and again.summary.errors == 0
     assert not any(w.died for w in again.summary.worker_lag)
     return s, again
@@ -221,10 +222,11 @@ def test_early_stop_ends_every_worker_promptly(pool: WorkerPool, stalling: str) 
     """Requests stall at the server; the rule stops the window after 1 s of its 30 s."""
     started = time.monotonic()
     result = pool.run_window(
-        config(stalling), rate_rps=30.0, duration_s=30.0, warmup_s=0.0,
-        requests=prompts(), seed=6, stop_early=lambda _reqs, elapsed: elapsed > 1.0,
-        check_interval_s=0.1,
-    )  # fmt: skip
+        config(stalling),
+        WindowPlan(rate_rps=30.0, duration_s=30.0, warmup_s=0.0, seed=6),
+        prompts(),
+        WindowHooks(stop_early=lambda _reqs, elapsed: elapsed > 1.0, check_interval_s=0.1),
+    )
     took = time.monotonic() - started
     assert took < 15.0, took  # not the 30 s window (a busy machine's margin)
     s = result.summary
@@ -239,10 +241,11 @@ def test_early_stop_ends_every_worker_promptly(pool: WorkerPool, stalling: str) 
 def test_an_interrupt_ends_every_worker_promptly(pool: WorkerPool, stalling: str) -> None:
     asked_at = time.monotonic() + 1.0
     result = pool.run_window(
-        config(stalling), rate_rps=30.0, duration_s=30.0, warmup_s=5.0,
-        requests=prompts(), seed=7, interrupt=lambda: time.monotonic() > asked_at,
-        check_interval_s=0.1,
-    )  # fmt: skip
+        config(stalling),
+        WindowPlan(rate_rps=30.0, duration_s=30.0, warmup_s=5.0, seed=7),
+        prompts(),
+        WindowHooks(interrupt=lambda: time.monotonic() > asked_at, check_interval_s=0.1),
+    )
     assert time.monotonic() - asked_at < 10.0
     assert result.summary.stopped_early and result.summary.requests == 0  # still warming up
     assert result.requests and all(r.error == "cancelled" for r in result.requests)
@@ -256,9 +259,11 @@ def test_a_failing_callback_ends_the_window_and_is_raised(pool: WorkerPool, stal
     started = time.monotonic()
     with pytest.raises(RuntimeError, match="a bug in the rule"):
         pool.run_window(
-            config(stalling), rate_rps=30.0, duration_s=30.0, warmup_s=0.0,
-            requests=prompts(), seed=8, stop_early=broken, check_interval_s=0.1,
-        )  # fmt: skip
+            config(stalling),
+            WindowPlan(rate_rps=30.0, duration_s=30.0, warmup_s=0.0, seed=8),
+            prompts(),
+            WindowHooks(stop_early=broken, check_interval_s=0.1),
+        )
     assert time.monotonic() - started < 15.0
     assert len(pool.pids()) == 2
 
@@ -268,9 +273,8 @@ def test_a_fixed_workload_runs_out_and_the_window_still_ends(
 ) -> None:
     three = itertools.islice(prompts(), 3)
     result = pool.run_window(
-        config(sim.endpoint), rate_rps=40.0, duration_s=1.0, warmup_s=0.0,
-        requests=three, seed=3,
-    )  # fmt: skip
+        config(sim.endpoint), WindowPlan(rate_rps=40.0, duration_s=1.0, warmup_s=0.0, seed=3), three
+    )
     assert len(result.requests) == 3 and result.summary.requests == 3
     assert result.summary.completed == 3
 
@@ -291,10 +295,10 @@ def test_wire_arrivals_of_two_workers_are_exponential_at_200_per_second(pool: Wo
     try:
         rate, seconds = 200.0, 5.0
         result = pool.run_window(
-            config(endpoint), rate_rps=rate, duration_s=seconds, warmup_s=0.0,
-            requests=itertools.repeat(RequestSpec(prompt=[1, 2], max_tokens=1)), seed=21,
-            keep_load_until_done=False,
-        )  # fmt: skip
+            config(endpoint),
+            WindowPlan(rate_rps=rate, duration_s=seconds, warmup_s=0.0, seed=21, keep_load=False),
+            itertools.repeat(RequestSpec(prompt=[1, 2], max_tokens=1)),
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -305,3 +309,29 @@ def test_wire_arrivals_of_two_workers_are_exponential_at_200_per_second(pool: Wo
         pytest.skip(f"client starved of CPU: send lag p99 {lag_p99_ms:.1f} ms")
     assert stats.kstest(np.diff(sent), stats.expon(scale=1 / rate).cdf).pvalue > 0.01
     assert result.summary.errors == 0
+
+
+def test_the_workers_stop_at_the_tail_cap_and_the_parent_judges_what_is_open(
+    pool: WorkerPool, stalling: str
+) -> None:
+    """The server never answers: with a 30 s timeout the tail would go on for 30 s; the
+    cap (0.2 + 0.1 × 3 + 1 s) ends it, and every in-window request open there is a TTFT
+    miss (no first token)."""
+    cfg = LoadConfig(
+        endpoint=stalling,
+        model="tokenwatt-sim",
+        slo=SloSpec(ttft_p99_ms=200, tpot_p99_ms=100),
+        max_concurrency=64,
+        request_timeout_s=30.0,
+    )
+    plan = WindowPlan(rate_rps=20.0, duration_s=0.5, warmup_s=0.0, seed=5)
+    spec = RequestSpec(prompt=[1, 2, 3], max_tokens=4)
+    result = pool.run_window(cfg, plan, itertools.repeat(spec))
+    s = result.summary
+    assert s.tail_cap_s == pytest.approx(1.5)
+    assert s.tail_s is not None and s.tail_cap_s - 0.05 <= s.tail_s <= s.tail_cap_s + 1.5
+    assert s.requests > 0 and s.cancelled_at_cap == s.requests and s.censored == 0
+    assert s.error_kinds == {"timeout": s.requests} and not s.slo_pass
+    tail = [r for r in result.requests if not r.in_window and r.scheduled_s >= result.window_end_s]
+    assert s.tail_arrivals == len(tail) > 0
+    assert {r.error for r in tail} == {"cancelled"}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
@@ -28,13 +28,15 @@ from tokenwatt.analysis import percentile, tpot_ms, ttft_ms, worker_lags
 from tokenwatt.collect.load.loadconfig import LoadConfig
 from tokenwatt.collect.load.loadgen import (
     LEAD_S,
-    Phase,
-    WindowProgress,
-    WindowResult,
-    drain_ran_out,
+    AtCap,
+    judge_at_cap,
+    note_tail,
     window_summary,
+    window_tail_cap,
 )
-from tokenwatt.collect.load.pool.worker_proc import Item, Update, worker_job
+from tokenwatt.collect.load.pool.worker_proc import Update, worker_job
+from tokenwatt.collect.load.window_plan import Phase, WindowHooks, WindowPlan, WindowProgress
+from tokenwatt.collect.load.window_state import Item, WindowResult
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.errors import TokenwattError
 from tokenwatt.records import RequestResult, WindowSummary
@@ -94,7 +96,7 @@ class WorkerStartError(TokenwattError):
 
 
 @dataclass
-class _Seen:
+class WorkerSeen:
     """What the parent knows of one worker in this window."""
 
     counters: Update | None = None
@@ -104,7 +106,7 @@ class _Seen:
 
 
 @dataclass
-class _Merged:
+class MergedSoFar:
     """The in-window requests as the workers reported them so far."""
 
     view: dict[int, RequestResult] = field(default_factory=dict)  # placeholders, then news
@@ -121,30 +123,25 @@ class PoolWindow:
         self,
         cfg: LoadConfig,
         handles: Sequence[WorkerLink],
+        plan: WindowPlan,
         *,
         offsets: npt.NDArray[np.float64],
         requests: Iterator[RequestSpec],
-        rate_rps: float,
-        warmup_s: float,
-        duration_s: float,
-        send_spin_s: float,
-        freeze_gc: bool,
         feed_ahead_s: float,
     ) -> None:
         self.cfg = cfg
+        self.plan = plan
         self.handles = list(handles)
         self.n = len(self.handles)
         self.offsets = offsets.tolist()
         self.requests = requests
-        self.rate_rps = rate_rps
-        self.warmup_s = warmup_s
-        self.duration_s = duration_s
-        self.window_end_offset = warmup_s + duration_s
-        self.send_spin_s = send_spin_s
-        self.freeze_gc = freeze_gc
+        self.rate_rps = plan.rate_rps
+        self.warmup_s = plan.warmup_s
+        self.duration_s = plan.duration_s
+        self.window_end_offset = plan.warmup_s + plan.duration_s
         self.feed_ahead_s = feed_ahead_s
-        self.seen = [_Seen() for _ in self.handles]
-        self.merged = _Merged()
+        self.seen = [WorkerSeen() for _ in self.handles]
+        self.merged = MergedSoFar()
         self.meta: dict[int, Item] = {}  # in-window items handed out (bodies dropped)
         self.next = 0
         self.fed_all = False
@@ -153,6 +150,7 @@ class PoolWindow:
         self.t0: float | None = None
         self.wall_start = 0.0
         self.end_s = 0.0
+        self.cap_s: float | None = None  # the tail cap, once the window has ended
         self.stopped = False
 
     # --- before t0 ---
@@ -169,8 +167,8 @@ class PoolWindow:
                 k,
                 self.n,
                 window_end_offset=self.window_end_offset,
-                send_spin_s=self.send_spin_s,
-                freeze_gc=self.freeze_gc,
+                send_spin_s=self.plan.send_spin_s,
+                freeze_gc=self.plan.freeze_gc,
             )
             handle.send.send(("prepare", job))
         waiting = set(range(self.n))
@@ -270,20 +268,14 @@ class PoolWindow:
 
     # --- while it runs ---
 
-    def watch(
-        self,
-        *,
-        progress: Callable[[WindowProgress], None] | None,
-        stop_early: Callable[[Sequence[RequestResult], float], bool] | None,
-        interrupt: Callable[[], bool] | None,
-        progress_interval_s: float,
-        check_interval_s: float,
-    ) -> None:
+    def watch(self, hooks: WindowHooks) -> None:
         """Feed, merge and check until the window is over (drained, stopped, timed out)."""
         assert self.t0 is not None
+        progress, stop_early = hooks.progress, hooks.stop_early
+        check_interval_s = hooks.check_interval_s
         t0, clock = self.t0, time.perf_counter
         window_start, window_end = t0 + self.warmup_s, t0 + self.window_end_offset
-        give_up = window_end + self.cfg.request_timeout_s
+        give_up = float("inf")
         next_check, next_progress = clock() + check_interval_s, 0.0
         while True:
             self._poll(POLL_S)
@@ -295,21 +287,31 @@ class PoolWindow:
                     "warmup" if now < window_start else "window" if now < window_end else "drain"
                 )
                 if progress is not None and now - t0 >= next_progress:
-                    next_progress = now - t0 + progress_interval_s
+                    next_progress = now - t0 + hooks.progress_interval_s
                     progress(self._snapshot(phase, now - t0))
-                if (interrupt is not None and interrupt()) or (
+                if hooks.interrupted() or (
                     stop_early is not None
                     and phase != "warmup"
                     and stop_early(self._so_far(now), now - window_start)
                 ):
                     self.stopped = True
                     break
+            if now >= window_end and self.cap_s is None:
+                # Every in-window item is handed out by now: the tail's cap is known. At it
+                # the workers are told to end, which cancels what they have open.
+                self.cap_s = self._tail_cap()
+                give_up = window_end + self.cap_s
             live = [s for s in self.seen if s.failure is None]
             if not live or now >= give_up:
                 break
             if self._fed_past_window() and all(s.done for s in live):
                 break
         self.end_s = clock()
+
+    def _tail_cap(self) -> float:
+        """The tail cap (s) from the in-window requests handed out."""
+        asked = [self.merged.view[i] for i in self.meta if i in self.merged.view]
+        return window_tail_cap(self.cfg, asked)
 
     def _so_far(self, now: float) -> list[RequestResult]:
         """The in-window requests due by ``now``, finished or not (for the early stop)."""
@@ -414,8 +416,9 @@ class PoolWindow:
         for seen in self.seen:
             for index, res in seen.final or []:
                 by_index[index] = res
+        at_cap = AtCap()
         if not self.stopped:
-            drain_ran_out([r for r in by_index.values() if r.in_window])
+            at_cap = judge_at_cap([r for r in by_index.values() if r.in_window], self.cap_s or 0.0)
         for index, item in self.meta.items():
             if index not in by_index:  # its worker died before reporting it
                 by_index[index] = self.merged.full.get(index) or self._lost(index, item)
@@ -432,6 +435,14 @@ class PoolWindow:
             duration_s=self.duration_s,
             stopped=self.stopped,
             measured_s=min(self.end_s, window_end) - window_start,
+        )
+        note_tail(
+            summary,
+            requests,
+            window_end=window_end,
+            end=self.end_s,
+            cap_s=self.cap_s,
+            at_cap=at_cap,
         )
         summary.workers = self.n
         summary.worker_lag = worker_lags(window_results, [i % self.n for i in in_window], self.n)
@@ -473,8 +484,10 @@ __all__ = [
     "END_TIMEOUT_S",
     "POLL_S",
     "WORKER_DIED",
+    "MergedSoFar",
     "PoolWindow",
     "Sender",
     "WorkerLink",
+    "WorkerSeen",
     "WorkerStartError",
 ]

@@ -4,9 +4,10 @@ The parent (:class:`tokenwatt.collect.load.pool.workers.WorkerPool`) owns the sc
 and the verdict; a worker only sends. Per window it gets a :class:`WorkerJob`, then its
 arrivals as :class:`Item` batches (offset, pre-built body) a little ahead of their time,
 then the shared start time ``t0`` on ``time.perf_counter``'s clock (``CLOCK_MONOTONIC``:
-one clock for every process of the machine). It dispatches each item exactly as
-:func:`tokenwatt.collect.load.loadgen.run_window` does (the request's own task waits out the
-last 1.5 ms, the last 0.3 ms busy), on its own event loop and aiohttp session, reports
+one clock for every process of the machine). It dispatches its items with the one dispatch
+loop of :func:`tokenwatt.collect.load.loadgen.run_window`
+(:meth:`~tokenwatt.collect.load.window_state.WindowState.dispatch`: the request's own task waits
+out the last 1.5 ms, the last 0.3 ms busy), on its own event loop and aiohttp session, reports
 progress every :data:`UPDATE_INTERVAL_S`, and on ``end`` cancels what is in flight and
 returns every result. It ignores SIGINT, SIGTERM and SIGHUP (a terminal sends them to the
 whole process group): only the parent decides when a window ends; it exits when the
@@ -26,37 +27,21 @@ import dataclasses
 import gc
 import signal
 import threading
-import time
 import traceback
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any, NamedTuple
+from typing import Any
 
 from tokenwatt.analysis import send_lag_ms
 from tokenwatt.collect.load.http import open_session
 from tokenwatt.collect.load.loadconfig import LoadConfig
-from tokenwatt.collect.load.loadgen import _Window
+from tokenwatt.collect.load.window_state import Item, WindowState
 from tokenwatt.records import RequestResult
 
 UPDATE_INTERVAL_S = 0.1
 """How often a worker tells the parent what finished (s): the parent's early stop, drain
 end and live display see the worker's requests at most this late."""
-
-
-class Item(NamedTuple):
-    """One arrival handed to a worker: its place in the window's schedule (``seq``), its
-    offset from ``t0`` (s), whether it is in the measured window, its request body and
-    what the request asked for (for the served-vs-asked checks)."""
-
-    seq: int
-    offset: float
-    in_window: bool
-    body: bytes
-    prompt_tokens: int
-    max_tokens: int | None
-    prompt_ids_sent: int | None
-    prompt_text_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -117,7 +102,7 @@ def worker_main(worker: int, inbox: Connection, outbox: Connection) -> None:
             return
         if msg[0] != "prepare":
             continue  # a stray message of a window that already ended
-        state = _WorkerWindow(msg[1], inbox, outbox)
+        state = WorkerWindow(msg[1], inbox, outbox)
         error = None
         try:
             asyncio.run(state.run())
@@ -135,8 +120,8 @@ def worker_main(worker: int, inbox: Connection, outbox: Connection) -> None:
             return
 
 
-class _WorkerWindow:
-    """One window in a worker (internal)."""
+class WorkerWindow:
+    """One window in a worker: the parent's messages in, its items sent, updates out."""
 
     def __init__(self, job: WorkerJob, inbox: Connection, outbox: Connection) -> None:
         self.job = job
@@ -164,7 +149,8 @@ class _WorkerWindow:
         self.reader.start()
         cfg = self.job.cfg
         http = open_session(cfg.max_concurrency, keep_alive=cfg.keep_alive)
-        self.state = _Window(cfg, http)
+        self.state = WindowState(cfg, http)
+        self.state.on_dispatched = self.done_changed.set
         self.outbox.send(("ready", self.job.worker))
         if self.job.freeze_gc:
             gc.freeze()  # as loadgen.run_window does: no full collection scans old objects
@@ -224,51 +210,20 @@ class _WorkerWindow:
         return self.items.popleft()
 
     async def _dispatch(self) -> None:
-        try:
-            await self._send_all()
-        finally:
-            self._window_dispatched()
-
-    def _window_dispatched(self) -> None:
-        self.state.window_dispatched = True
-        self.done_changed.set()
-
-    async def _send_all(self) -> None:
         assert self.t0 is not None
-        state, spin_s, t0 = self.state, self.job.send_spin_s, self.t0
-        loop = asyncio.get_running_loop()
-        clock = time.perf_counter
-        while (item := await self._next_item()) is not None:
-            tail = item.offset >= self.job.window_end_offset
-            if tail:
-                self._window_dispatched()
-            target = t0 + item.offset
-            delay = target - clock()
-            if delay > 0:
-                if tail:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.end.wait(), delay)
-                    if self.end.is_set():
-                        return
-                elif delay > spin_s:
-                    await asyncio.sleep(delay - spin_s)
-            res = RequestResult(
-                scheduled_s=target,
-                in_window=item.in_window,
-                prompt_tokens=item.prompt_tokens,
-                max_tokens=item.max_tokens,
-                ignore_eos=self.job.cfg.ignore_eos,
-                prompt_ids_sent=item.prompt_ids_sent,
-                prompt_text_tokens=item.prompt_text_tokens,
-            )
-            state.results.append(res)
-            self.results.append((item.seq, res))
-            if item.in_window:
-                state.window_pending += 1
-                self.pending[item.seq] = res
-            task = loop.create_task(state.request(res, item.body, spin_s))
-            state.tasks.add(task)
-            task.add_done_callback(state.tasks.discard)
+        await self.state.dispatch(
+            self._next_item,
+            t0=self.t0,
+            window_end_offset=self.job.window_end_offset,
+            stop=self.end,
+            spin_s=self.job.send_spin_s,
+            on_sent=self._sent,
+        )
+
+    def _sent(self, item: Item, res: RequestResult) -> None:
+        self.results.append((item.seq, res))
+        if item.in_window:
+            self.pending[item.seq] = res
 
     async def _report(self) -> None:
         while True:
@@ -313,4 +268,12 @@ def worker_job(cfg: LoadConfig, worker: int, workers: int, **kw: Any) -> WorkerJ
     return WorkerJob(worker=worker, cfg=mine, **kw)
 
 
-__all__ = ["UPDATE_INTERVAL_S", "Item", "Update", "WorkerJob", "worker_job", "worker_main"]
+__all__ = [
+    "UPDATE_INTERVAL_S",
+    "Item",
+    "Update",
+    "WorkerJob",
+    "WorkerWindow",
+    "worker_job",
+    "worker_main",
+]

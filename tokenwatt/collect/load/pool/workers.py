@@ -43,25 +43,25 @@ import math
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
-from tokenwatt.collect.load.arrivals import SEND_SPIN_S, load_schedule
+from tokenwatt.collect.load.arrivals import load_schedule
 from tokenwatt.collect.load.loadconfig import LoadConfig
-from tokenwatt.collect.load.loadgen import WindowProgress, WindowResult
 from tokenwatt.collect.load.pool.pool_window import PoolWindow, WorkerLink
 from tokenwatt.collect.load.pool.worker_proc import worker_main
+from tokenwatt.collect.load.window_plan import WindowHooks, WindowPlan
+from tokenwatt.collect.load.window_state import WindowResult
 from tokenwatt.collect.workload.workload import (
     DEFAULT_OUTPUT_TOKENS,
     RequestSpec,
     WorkloadStream,
     lognormal_params,
 )
-from tokenwatt.records import RequestResult
 
 if TYPE_CHECKING:
     from tokenwatt.records import Spec
@@ -189,72 +189,44 @@ class WindowPool:
     def run_window(
         self,
         cfg: LoadConfig,
-        *,
-        rate_rps: float,
-        duration_s: float,
-        warmup_s: float,
+        plan: WindowPlan,
         requests: Iterator[RequestSpec],
-        seed: int,
-        progress: Callable[[WindowProgress], None] | None = None,
-        stop_early: Callable[[Sequence[RequestResult], float], bool] | None = None,
-        progress_interval_s: float = 1.0,
-        check_interval_s: float = 0.5,
-        keep_load_until_done: bool = True,
-        send_spin_s: float = SEND_SPIN_S,
-        freeze_gc: bool = True,
-        interrupt: Callable[[], bool] | None = None,
-        on_start: Callable[[], None] | None = None,
+        hooks: WindowHooks | None = None,
     ) -> WindowResult:
         """One window, as :func:`~tokenwatt.collect.load.loadgen.run_window` runs it (same
         arguments, same result), sent by the pool's workers. Blocking (no event loop).
 
-        ``on_start`` is called right before ``t0`` is fixed at ``LEAD_S`` from then, once
-        every worker is ready: where the instruments are handed the window.
+        ``hooks.on_start`` is called right before ``t0`` is fixed at ``LEAD_S`` from then,
+        once every worker is ready: where the instruments are handed the window.
 
         Raises:
             ValueError: ``rate_rps`` or ``duration_s`` not positive, ``warmup_s`` negative.
             InputError: a request the API cannot take (token ids for chat).
             WorkerStartError: a worker did not get ready within :data:`READY_TIMEOUT_S`.
         """
-        if not rate_rps > 0 or not duration_s > 0 or not warmup_s >= 0:
-            raise ValueError("rate_rps and duration_s must be positive and warmup_s non-negative")
+        plan.check_open_loop()
+        hooks = hooks or WindowHooks()
         self.start()
-        tail_s = cfg.request_timeout_s if keep_load_until_done else 0.0
         # The same schedule as loadgen.run_window computes for one process.
         offsets = load_schedule(
-            rate_rps,
-            warmup_s=warmup_s,
-            duration_s=duration_s,
-            tail_s=tail_s,
-            seed=seed,
+            plan.rate_rps,
+            warmup_s=plan.warmup_s,
+            duration_s=plan.duration_s,
+            tail_s=cfg.request_timeout_s if plan.keep_load else 0.0,
+            seed=plan.seed,
             arrivals=cfg.arrivals,
             profile=cfg.profile,
         )
         self.before_window()
         window = PoolWindow(
-            cfg,
-            self.links(),
-            offsets=offsets,
-            requests=requests,
-            rate_rps=rate_rps,
-            warmup_s=warmup_s,
-            duration_s=duration_s,
-            send_spin_s=send_spin_s,
-            freeze_gc=freeze_gc,
-            feed_ahead_s=FEED_AHEAD_S,
+            cfg, self.links(), plan, offsets=offsets, requests=requests, feed_ahead_s=FEED_AHEAD_S
         )
         try:
             window.prepare(ready_timeout_s=READY_TIMEOUT_S)
-            if on_start is not None:
-                on_start()
+            if hooks.on_start is not None:
+                hooks.on_start()
             window.go()
-            window.watch(
-                progress=progress,
-                stop_early=stop_early,
-                interrupt=interrupt,
-                progress_interval_s=progress_interval_s,
-                check_interval_s=check_interval_s,
-            )
+            window.watch(hooks)
             window.end()
         except BaseException:
             # Ctrl-C, a body the API cannot take, a callback that raised: the workers are
