@@ -132,8 +132,9 @@ class SearchWindowV3(StrictModel):
     step: Literal["probe", "repeat"]
     """probe (a window of the SLO search) or repeat (a measurement window at the found load, or a
     fixed-load window)."""
-    phase: Literal["grow", "list", "bisect"] | None = None
-    """For a probe, the search phase: grow, list or bisect; null for repeats and when unknown."""
+    phase: Literal["grow", "list", "down", "bisect"] | None = None
+    """For a probe, the search phase: grow, list, down (below a first probe that missed) or
+    bisect; null for repeats and when unknown."""
     backoff: NonNegInt | None = None
     """For a repeat, how many back-offs preceded its load (0 at the found load); null for probes and
     when unknown (records migrated from v2)."""
@@ -305,6 +306,17 @@ class ConfigV3(ConfigDetail):
         description="What the run cost on a rented instance (tokenwatt cloud session), from "
         "the run record: instance type, price per hour, the run's share of the session's "
         "bill; null for a run not measured in a cloud session.",
+    )
+    result_status: Literal["measured", "none_met", "inconclusive"] = Field(
+        default="measured",
+        description="The run's result status (run record result.outcome()): measured; "
+        "none_met (no load met the SLO down to the search's floor, a measured finding); "
+        "inconclusive (not measured: no goodput figure, no comparison, no capacity credit). "
+        "Reports made before it was kept read as measured.",
+    )
+    result_reason: str | None = Field(
+        default=None,
+        description="Why the result is none_met or inconclusive, in words; null when measured.",
     )
     latency_at_operating_point: LatencyDistributionV3 | None = Field(
         default=None,
