@@ -125,7 +125,9 @@ from tokenwatt.records.suite import (
     suite_bytes,
 )
 from tokenwatt.records.window import (
+    NOT_SUSTAINED_PREFIX,
     RETRIED_PREFIX,
+    UNCLEAN_PREFIX,
     WORKER_DIED_PREFIX,
     ErrorSample,
     LatencyMs,
@@ -135,6 +137,7 @@ from tokenwatt.records.window import (
     WindowSummary,
     WorkerLag,
     retried,
+    untrusted_reason,
 )
 
 ReportRecord = ReportV3
@@ -156,10 +159,12 @@ __all__ = [
     "PORT_PLACEHOLDER",
     "REQUEST_FILE_MAX_LINE_BYTES",
     "REQUEST_FILE_SUFFIX",
+    "NOT_SUSTAINED_PREFIX",
     "RETRIED_PREFIX",
     "SIM_ENGINE_NAME",
     "SIM_VERSION",
     "STATED_FIELDS",
+    "UNCLEAN_PREFIX",
     "WORKER_DIED_PREFIX",
     "AccuracyResult",
     "AccuracySuiteV1",
@@ -260,6 +265,7 @@ __all__ = [
     "read_request_rows",
     "request_log_path",
     "retried",
+    "untrusted_reason",
     "run_unstated",
     "schema_files",
     "schema_text",

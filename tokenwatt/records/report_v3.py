@@ -235,6 +235,9 @@ class ConfigV3(ConfigDetail):
     run stopped early; ``incomplete_reason`` says why.
     """
 
+    repeats: NonNegInt  # type: ignore[assignment]
+    """Repeats at the found load (repeats_detail); 0 for a configuration whose result is not
+    measured (result_status none_met or inconclusive), which has no found load."""
     search: list[SearchWindowV3] = Field(default_factory=list)
     """Every window the run measured, probes and repeats, in the order measured."""
     whole_search: bool = False
@@ -332,6 +335,8 @@ class ReportV3(ReportV1):
     model_config = ConfigDict(json_schema_extra=require_schema_version)
     schema_version: Literal[3] = 3  # type: ignore[assignment]
     """Version of the report format (3)."""
+    runs: NonNegInt  # type: ignore[assignment]
+    """The most repeats any configuration had at its found load (0 when none was measured)."""
     configs: list[ConfigV3] = Field(min_length=1)  # type: ignore[assignment]
     """The configurations measured, each with its whole SLO search; exactly one has role baseline.
     """
