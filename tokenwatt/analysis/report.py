@@ -15,7 +15,6 @@ from tokenwatt.analysis.efficiency import delta_pct
 from tokenwatt.analysis.gate import GateVerdict, gate_drop_text, gate_verdict
 from tokenwatt.analysis.intervals import Interval
 from tokenwatt.analysis.number_text import change_pct, signed, trimmed
-from tokenwatt.analysis.report_setup import status_words
 from tokenwatt.analysis.repeat_stats import (
     config_tokens_per_joule,
     config_tokens_per_joule_above_idle,
@@ -25,6 +24,7 @@ from tokenwatt.analysis.repeat_stats import (
     repeat_goodputs,
     repeat_tpjs,
 )
+from tokenwatt.analysis.report_setup import status_words
 from tokenwatt.records import ConfigV3, MeanCI, ReportV3
 
 # Stored deltas and spreads carry one decimal; a difference below this is rounding.

@@ -412,7 +412,7 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
         key = slug(run.label)
         if key == "baseline" or sum(1 for r in tuned if slug(r.run.label) == key) > 1:
             key = f"{key}-{tuned.index(item) + 1}"
-    status, reason = run.result.outcome()
+    status, status_reason = run.result.outcome()
     measured = status == "measured"
     mbu = run.mbu if measured else None
     details = [_repeat(r) for r in repeats]
@@ -424,7 +424,7 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
         node_power_kw=round(mean_w / 1000.0, 3) if mean_w and mean_w >= 0.5 else None,
         goodput_tok_s=round(run.result.goodput_tok_s, 1) if measured else 0.0,
         result_status=status,
-        result_reason=reason,
+        result_reason=status_reason,
         ttft_p99_ms=round(_worst(r.window.ttft_ms.p99 for r in repeats) or 0.0, 1),
         tpot_p99_ms=round(_worst(r.window.tpot_ms.p99 for r in repeats) or 0.0, 1),
         slo_pass_count=sum(1 for r in repeats if r.window.slo_pass),

@@ -235,7 +235,7 @@ class ConfigV3(ConfigDetail):
     run stopped early; ``incomplete_reason`` says why.
     """
 
-    repeats: NonNegInt  # type: ignore[assignment]
+    repeats: NonNegInt
     """Repeats at the found load (repeats_detail); 0 for a configuration whose result is not
     measured (result_status none_met or inconclusive), which has no found load."""
     search: list[SearchWindowV3] = Field(default_factory=list)
@@ -335,7 +335,7 @@ class ReportV3(ReportV1):
     model_config = ConfigDict(json_schema_extra=require_schema_version)
     schema_version: Literal[3] = 3  # type: ignore[assignment]
     """Version of the report format (3)."""
-    runs: NonNegInt  # type: ignore[assignment]
+    runs: NonNegInt
     """The most repeats any configuration had at its found load (0 when none was measured)."""
     configs: list[ConfigV3] = Field(min_length=1)  # type: ignore[assignment]
     """The configurations measured, each with its whole SLO search; exactly one has role baseline.
