@@ -432,8 +432,8 @@ class SweepSpec(StrictModel):
         default=False,
         description="True: no SLO search. One window of measurement.window_s is measured "
         "at each of 'rates' (or 'concurrencies' for the closed loop), every one of them, in "
-        "order, with no bisection, repeats or back-off; the result is the highest load "
-        "whose window met the SLO. What `tokenwatt collect --rate/--rates/--concurrency` "
+        "order, with no bisection, repeats or back-off; the result is the load with the "
+        "highest goodput among those whose window met the SLO. What `tokenwatt collect --rate/--rates/--concurrency` "
         "writes.",
     )
 
