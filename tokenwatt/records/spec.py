@@ -433,8 +433,8 @@ class SweepSpec(StrictModel):
         description="True: no SLO search. One window of measurement.window_s is measured "
         "at each of 'rates' (or 'concurrencies' for the closed loop), every one of them, in "
         "order, with no bisection, repeats or back-off; the result is the load with the "
-        "highest goodput among those whose window met the SLO. What `tokenwatt collect --rate/--rates/--concurrency` "
-        "writes.",
+        "highest goodput among those whose window met the SLO. What `tokenwatt collect "
+        "--rate/--rates/--concurrency` writes.",
     )
 
     @model_validator(mode="after")

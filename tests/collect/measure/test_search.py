@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tokenwatt.collect.measure.probe_policy import ProbePolicy
 from tokenwatt.collect.measure.search import (
     Phase,
     ProbeOutcome,
-    ProbePolicy,
     SearchOptions,
     measure_repeats,
     monotonicity_warnings,

@@ -17,11 +17,11 @@ from typing import Any
 from tokenwatt.analysis import client_bound_warning
 from tokenwatt.collect.measure.fixed_loads import measure_fixed
 from tokenwatt.collect.measure.load_search import backed_off_concurrency, concurrency_search
+from tokenwatt.collect.measure.probe_policy import ProbePolicy
 from tokenwatt.collect.measure.request_log import RequestLogWriter, log_window
 from tokenwatt.collect.measure.search import (
     Phase,
     ProbeOutcome,
-    ProbePolicy,
     RepeatTrace,
     SearchOptions,
     SearchTrace,
