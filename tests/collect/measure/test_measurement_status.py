@@ -29,6 +29,9 @@ class Progress:
 
 
 class Stop:
+    def interrupted(self) -> bool:
+        return False
+
     def raise_if_requested(self) -> None:
         return None
 

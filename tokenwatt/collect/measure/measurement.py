@@ -213,7 +213,8 @@ class Measurement:
         elif self._client_lagged(summary):
             why = f"{RETRIED_PREFIX} (send-lag p99 {summary.send_lag_p99_ms:.0f} ms)"
             said = f"the client lagged (send-lag p99 {summary.send_lag_p99_ms:.0f} ms)"
-        elif (unclean := untrusted_reason(summary)) is not None:
+        elif not self.runner.stop.interrupted() and (unclean := untrusted_reason(summary)):
+            # (A window a signal cut is kept as it is: the run stops after storing it.)
             why = f"{UNCLEAN_PREFIX} ({unclean})"
             said = f"the window could not be measured cleanly ({unclean})"
         else:
