@@ -39,10 +39,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenwatt.collect.measure.probe_policy import ProbePolicy
 from tokenwatt.collect.measure.search import (
     Phase,
     ProbeOutcome,
-    ProbePolicy,
     SearchOptions,
     slo_search,
 )

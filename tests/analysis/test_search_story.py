@@ -111,7 +111,8 @@ CASES = [
         STORY,
         "The search found 45 req/s, but the first repeat there (#5) missed p99 TTFT "
         "(530 ms > 500 ms); backed off to 38.25 req/s, where the first repeat (#6) missed p99 TPOT "
-        "(55.2 ms > 50 ms); no rate met the SLO in every repeat, so goodput is 0.",
+        "(55.2 ms > 50 ms); no rate met the SLO in every repeat, so the result is inconclusive: "
+        "the boundary did not repeat.",
         id="back-offs-ran-out",
     ),
     pytest.param(
@@ -122,7 +123,7 @@ CASES = [
         STORY,
         "The search found 45 req/s, but the first repeat there (#5) missed p99 TTFT "
         "(1,250 ms > 500 ms) and p99 TPOT (62 ms > 50 ms); no rate met the SLO in every "
-        "repeat, so goodput is 0.",
+        "repeat, so the result is inconclusive: the boundary did not repeat.",
         id="no-back-off-allowed-both-limits",
     ),
     pytest.param(

@@ -124,6 +124,8 @@ def test_json_prints_the_same_and_the_report_file_is_unchanged(
         "label": "vllm-default",
         "role": "baseline",
         "goodput_tok_s": 4572.3,
+        "result_status": "measured",
+        "result_reason": None,
         "goodput_ci_tok_s": {"low": 4220.3, "high": 4924.3},
         "goodput_delta_pct": None,
         "tokens_per_joule": pytest.approx((4600 + 4544.6) / (640 + 634)),

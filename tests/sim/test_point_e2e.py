@@ -103,7 +103,8 @@ def test_concurrency_without_a_spec_runs_closed_loop_windows(
     assert [w.concurrency for w in windows] == [1, 3]
     assert all(w.profile == "concurrency" and w.send_lag_p99_ms is None for w in windows)
     assert all(w.rate_rps == pytest.approx(w.requests / w.duration_s) for w in windows)
-    # Both meet the loose limits; the result is the higher load, at the rate it measured.
+    # Both meet the loose limits; the result is the higher goodput (3 clients), at the rate
+    # it measured.
     assert record.result is not None and record.result.slo_pass_count == 2
     assert record.result.concurrency == 3
     assert record.result.rate_rps == windows[1].rate_rps
@@ -173,7 +174,10 @@ def test_a_fixed_rate_run_is_reported_as_fixed_loads(sim: SimProcess, tmp_path: 
     assert "| #2 load 2 of 2: 8 req/s | 8.00 |" in page
     assert "repeat 1" not in page
     assert "no SLO search was run" in page
-    assert "Fixed loads, no SLO search: 2 of 2 windows met the SLO, the highest at 8 req/s." in page
+    assert (
+        "Fixed loads, no SLO search: 2 of 2 windows met the SLO, the highest goodput at 8 req/s."
+        in page
+    )
 
 
 def test_a_fixed_concurrency_run_speaks_in_clients(sim: SimProcess, tmp_path: Path) -> None:
@@ -189,4 +193,4 @@ def test_a_fixed_concurrency_run_speaks_in_clients(sim: SimProcess, tmp_path: Pa
     ]
     assert "| #1 load 1 of 2: 1 client | 1 clients · " in page
     assert "| #2 load 2 of 2: 3 clients | 3 clients · " in page
-    assert "the highest at 3 clients (" in page
+    assert "the highest goodput at 3 clients (" in page

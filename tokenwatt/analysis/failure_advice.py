@@ -41,7 +41,7 @@ an error object instead of one, or no text), ``connection`` (no connection, or d
 LOAD_CAUSES: frozenset[Cause] = frozenset({"latency", "timeout", "rate_limited"})
 """Causes that a lower rate or a looser SLO can help."""
 
-RATE_ADVICE = re.compile(r"; lower sweep\.start_\w+ or relax the SLO$")
+RATE_ADVICE = re.compile(r"; relax the SLO or measure another configuration$")
 """The search's own advice at the end of its "every probe missed the SLO" warning
 (``measure/search.py``, ``measure/load_search.py``), replaced by :func:`fit_search_warning`
 when the cause is not the load."""
@@ -128,11 +128,11 @@ def advice(cause: Cause, kind: str, endpoint: str) -> str:
         )
     if cause == "timeout":
         return (
-            "requests got no answer within measurement.request_timeout_s under load: lower "
-            "sweep.start_rps or relax the SLO (a server that answers none at any rate is "
-            "stuck: check its log)"
+            "requests got no answer within measurement.request_timeout_s under load: relax "
+            "the SLO or measure another configuration (the search already went down to its "
+            "floor; a server that answers none at any rate is stuck: check its log)"
         )
-    return "lower sweep.start_rps or relax the SLO"
+    return "relax the SLO or measure another configuration"
 
 
 def run_cause(windows: Sequence[WindowSummary]) -> tuple[Cause, str] | None:
@@ -159,7 +159,7 @@ def cause_notes(windows: Sequence[WindowSummary], endpoint: str) -> list[str]:
 
 
 def fit_search_warning(warning: str, windows: Sequence[WindowSummary], endpoint: str) -> str:
-    """The search's warning with its closing "lower sweep.start_rps or relax the SLO"
+    """The search's warning with its closing "relax the SLO or measure another configuration"
     (:data:`RATE_ADVICE`) replaced by the fix of the run's most common cause when that is
     not the load's; unchanged otherwise."""
     found = run_cause(windows)

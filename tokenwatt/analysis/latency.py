@@ -56,6 +56,7 @@ from tokenwatt.analysis.window_checks import (
     sustained_check,
 )
 from tokenwatt.records import (
+    NOT_SUSTAINED_PREFIX,
     LatencyMs,
     Percentiles,
     RequestResult,
@@ -424,7 +425,7 @@ def _record_checks(summary: WindowSummary, served: Served, sustained: Sustained)
         invalid.append(f"served other than asked: {served.flagged} of {served.judged} requests")
     if sustained.sustained is False:
         invalid.append(
-            f"not sustained: the server started requests at "
+            f"{NOT_SUSTAINED_PREFIX}: the server started requests at "
             f"{100 * (sustained.start_ratio or 0.0):.0f}% and completed them at "
             f"{100 * (sustained.completion_ratio or 0.0):.0f}% of the rate they arrived (the "
             f"last ended {sustained.drain_s} s after the last arrival)"

@@ -24,6 +24,7 @@ from tokenwatt.analysis.repeat_stats import (
     repeat_goodputs,
     repeat_tpjs,
 )
+from tokenwatt.analysis.report_setup import status_words
 from tokenwatt.records import ConfigV3, MeanCI, ReportV3
 
 # Stored deltas and spreads carry one decimal; a difference below this is rounding.
@@ -64,6 +65,9 @@ class ConfigAnalysis:
     ``capacity`` None for the baseline. ``usd_per_million_tokens``: dollars per million
     output tokens at the found goodput (None without a cloud cost); ``kwh_per_million_tokens``
     likewise in kWh (None without power); see :mod:`tokenwatt.analysis.cost`.
+    ``measured``: the configuration's result is measured (``result_status``); when it or the
+    baseline's is not (none met, inconclusive), there is no goodput change
+    (``goodput_delta_pct`` None) and no capacity figure: not measured is never −100%.
     """
 
     config: ConfigV3
@@ -71,7 +75,7 @@ class ConfigAnalysis:
     mean_power_w: float | None
     tokens_per_joule: float | None
     tokens_per_joule_above_idle: float | None
-    goodput_delta_pct: float
+    goodput_delta_pct: float | None
     tokens_per_joule_delta_pct: float | None
     gate: GateVerdict | None
     slo_met_every_repeat: bool
@@ -81,6 +85,16 @@ class ConfigAnalysis:
     tokens_per_joule_delta_ci_pct: Interval | None = None
     usd_per_million_tokens: float | None = None
     kwh_per_million_tokens: float | None = None
+    measured: bool = True
+
+    @property
+    def status_text(self) -> str | None:
+        """The configuration's result in words when it is not measured (``inconclusive
+        (REASON): …`` or ``no load met the SLO (REASON)``), else None."""
+        if self.measured:
+            return None
+        cfg = self.config
+        return status_words(cfg.result_status, cfg.result_reason)
 
 
 @dataclass(frozen=True)
@@ -137,13 +151,16 @@ def analyse_report(report: ReportV3) -> ReportAnalysis:
 def _config_analysis(report: ReportV3, cfg: ConfigV3, base_tpj: float | None) -> ConfigAnalysis:
     base = report.baseline()
     is_base = cfg is base
-    power_w = cfg.node_power_kw * 1000.0 if cfg.node_power_kw else None
-    tpj = config_tokens_per_joule(cfg)
+    measured = cfg.result_status == "measured"
+    # Only two measured results compare: an inconclusive one is no 0 to set against.
+    compared = measured and base.result_status == "measured" and base.goodput_tok_s > 0
+    power_w = cfg.node_power_kw * 1000.0 if cfg.node_power_kw and measured else None
+    tpj = config_tokens_per_joule(cfg) if measured else None
     gate = _gate(cfg, base, report.accuracy.threshold_pts)
     slo_ok = cfg.slo_pass_count == cfg.repeats
-    goodput_delta = None if is_base else _delta(cfg, base, repeat_goodputs)
+    goodput_delta = None if is_base or not compared else _delta(cfg, base, repeat_goodputs)
     cap = None
-    if not is_base and base.goodput_tok_s > 0:
+    if not is_base and compared:
         cap = capacity(
             cards=report.fleet.cards,
             baseline_goodput_tok_s=base.goodput_tok_s,
@@ -170,17 +187,22 @@ def _config_analysis(report: ReportV3, cfg: ConfigV3, base_tpj: float | None) ->
             else None
         ),
         goodput_delta_pct=(
-            delta_pct(cfg.goodput_tok_s, base.goodput_tok_s) if base.goodput_tok_s else 0.0
+            delta_pct(cfg.goodput_tok_s, base.goodput_tok_s)
+            if compared
+            else (0.0 if is_base and measured else None)
         ),
         tokens_per_joule_delta_pct=(
-            delta_pct(tpj, base_tpj) if tpj is not None and base_tpj else None
+            delta_pct(tpj, base_tpj) if tpj is not None and base_tpj and compared else None
         ),
         gate=gate,
         slo_met_every_repeat=slo_ok,
         capacity=cap,
         goodput_ci=goodput_interval(cfg.repeats_detail),
         goodput_delta_ci_pct=goodput_delta,
-        tokens_per_joule_delta_ci_pct=None if is_base else _delta(cfg, base, repeat_tpjs),
+        tokens_per_joule_delta_ci_pct=(
+            None if is_base or not compared else _delta(cfg, base, repeat_tpjs)
+        ),
+        measured=measured,
     )
 
 
@@ -273,7 +295,7 @@ def conclusion(analysis: ReportAnalysis, cards: int) -> str:
     band (:func:`gain_interval_sentence`)."""
     sentences = []
     for c in analysis.tuned:
-        sentences.append(_sentence(c, cards))
+        sentences.append(_sentence(c, cards, analysis.baseline))
         extra = gain_interval_sentence(c, analysis.variance_band_pct)
         if extra:
             sentences.append(extra)
@@ -315,9 +337,16 @@ def gain_interval_sentence(c: ConfigAnalysis, band_pct: float) -> str | None:
     return f"Its goodput gain's 95% interval over the repeats is {span}."
 
 
-def _sentence(c: ConfigAnalysis, cards: int) -> str:
+def _sentence(c: ConfigAnalysis, cards: int, base: ConfigAnalysis | None = None) -> str:
     cap = c.capacity
     label = c.config.label
+    if c.status_text is not None:
+        return f"{label} is {c.status_text}; no capacity figure and no saving claimed."
+    if cap is None and base is not None and base.status_text is not None:
+        return (
+            f"{label} cannot be compared: the baseline {base.config.label} is "
+            f"{base.status_text}; no capacity figure and no saving claimed."
+        )
     if cap is None:
         return f"{label} has no baseline goodput to compare with, so no capacity figure."
     gain = f"{change_pct(cap.gain_pct)} goodput"

@@ -49,9 +49,13 @@ def final_repeats(run: RunRecord) -> list[Repeat]:
 
     A window the collector measured again because the client lagged
     (:func:`tokenwatt.records.window.retried`) is left out: its verdict was replaced by the
-    next window's, as the run's own ``result`` counts it.
+    next window's, as the run's own ``result`` counts it. A run whose result is not measured
+    (``none_met`` or ``inconclusive``: :meth:`~tokenwatt.records.SearchResult.outcome`) has
+    no found load, so none: its windows stay in the search, never a figure.
     """
     if not run.repeats:
+        return []
+    if run.result is not None and run.result.outcome()[0] != "measured":
         return []
     if run.spec.sweep.fixed:
         return _fixed_operating_point(run)
@@ -72,9 +76,10 @@ def no_result_reason(run: RunRecord) -> str:
 
 
 def _fixed_operating_point(run: RunRecord) -> list[Repeat]:
-    """A fixed-load run's (``sweep.fixed``) window at its result: the highest listed load
-    whose window met the SLO (clients for a closed loop, else the rate); none when no load
-    met it. Its other windows are other loads, not repeats of this one."""
+    """A fixed-load run's (``sweep.fixed``) window at its result: the load with the highest
+    goodput among those whose window met the SLO (clients for a closed loop, else the
+    rate); none when no load met it. Its other windows are other loads, not repeats of this
+    one."""
     result = run.result
     if result is None or result.slo_pass_count == 0:
         return []
@@ -338,6 +343,15 @@ def _gate_doubt(acc: ConfigAccuracyV2, threshold: float) -> str:
     )
 
 
+def status_words(status: str, reason: str | None) -> str:
+    """A result that is not measured, in words: ``inconclusive: REASON`` (not measured, no
+    figure) or ``no load met the SLO: REASON`` (a measured finding)."""
+    why = f" ({reason})" if reason else ""
+    if status == "none_met":
+        return f"no load met the SLO{why}"
+    return f"inconclusive{why}: not measured, so no goodput figure"
+
+
 def summary_text(ordered: Sequence[RunInput], configs: Sequence[ConfigV3]) -> str:
     """A factual summary: mode, hardware, windows, SLO and each goodput change, with the
     accuracy gate's verdict beside it (a configuration that fails the gate earns no capacity
@@ -360,7 +374,12 @@ def summary_text(ordered: Sequence[RunInput], configs: Sequence[ConfigV3]) -> st
     )
     base = configs[0]
     threshold = spec.accuracy.max_drop_pts
+    for cfg in configs:
+        if cfg.result_status != "measured":
+            text += f" {cfg.label}: {status_words(cfg.result_status, cfg.result_reason)}."
     for cfg in configs[1:]:
+        if cfg.result_status != "measured" or base.result_status != "measured":
+            continue
         if base.goodput_tok_s > 0:
             change = 100.0 * (cfg.goodput_tok_s - base.goodput_tok_s) / base.goodput_tok_s
             text += f" {cfg.label}: SLO goodput {change_pct(change)} against {base.label}"

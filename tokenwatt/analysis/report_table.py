@@ -37,6 +37,8 @@ def capacity_credit(c: ConfigAnalysis) -> str:
     if c.is_baseline:
         return "baseline"
     cap = c.capacity
+    if c.status_text is not None:
+        return f"none: {c.status_text}"
     if cap is None:
         return "none: no baseline goodput to compare with"
     if cap.credited:
@@ -55,6 +57,8 @@ def config_row(c: ConfigAnalysis) -> dict[str, Any]:
         "label": cfg.label,
         "role": cfg.effective_role,
         "goodput_tok_s": cfg.goodput_tok_s,
+        "result_status": cfg.result_status,
+        "result_reason": cfg.result_reason,
         "goodput_ci_tok_s": None if ci is None else {"low": ci.low, "high": ci.high},
         "goodput_delta_pct": None if c.is_baseline else c.goodput_delta_pct,
         "tokens_per_joule": c.tokens_per_joule,
@@ -99,7 +103,13 @@ def no_interval_reason(repeats: int, slo_pass_count: int) -> str | None:
 
 def goodput_cell(row: dict[str, Any]) -> str:
     """``goodput [low–high]`` (tok/s) for the table, or ``goodput [no interval: why]``
-    (:func:`no_interval_reason`)."""
+    (:func:`no_interval_reason`); ``inconclusive`` or ``none met the SLO`` for a result that
+    is not measured (no figure)."""
+    status = row.get("result_status", "measured")
+    if status == "inconclusive":
+        return "inconclusive"
+    if status == "none_met":
+        return "no load met the SLO"
     text = f"{row['goodput_tok_s']:,.1f}"
     ci = row["goodput_ci_tok_s"]
     if ci is not None:

@@ -26,7 +26,14 @@ from tokenwatt.analysis.run_warnings import (
 )
 from tokenwatt.analysis.search_story import explain_run
 from tokenwatt.analysis.window_labels import WindowLabel, request_label, run_labels
-from tokenwatt.records import LatencyMs, Percentiles, RunRecord, WindowSummary, retried
+from tokenwatt.records import (
+    UNCLEAN_PREFIX,
+    LatencyMs,
+    Percentiles,
+    RunRecord,
+    WindowSummary,
+    retried,
+)
 
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 """The latency fields shown, each as p50/p90/p99 (ms)."""
@@ -34,6 +41,8 @@ LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 
 def verdict(w: WindowSummary) -> str:
     """The window's verdict in words: meets, misses (why), invalid (why) or retried."""
+    if retried(w) and (w.failure_reason or "").startswith(UNCLEAN_PREFIX):
+        return f"retried: not measured cleanly ({w.invalid_reason}); the next window counts"
     if retried(w) and w.valid:
         return "retried: the client lagged; the next window's verdict counts"
     if not w.valid:

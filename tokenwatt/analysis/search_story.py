@@ -11,7 +11,8 @@ report's ``configs[].search``), one sentence out. The cases, in the words they p
 - a repeat missed and the rate backed off: "The search found 45 req/s, but the second
   repeat there (#8) missed p99 TTFT (530 ms > 500 ms); backed off to 38.25 req/s, which met the
   SLO in 2 of 2 repeats." (one "backed off to …, where the first repeat …" per back-off);
-- the back-offs ran out: "…; no rate met the SLO in every repeat, so goodput is 0.";
+- the back-offs ran out: "…; no rate met the SLO in every repeat, so the result is
+  inconclusive: the boundary did not repeat.";
 - no probe met the SLO: "No rate met the SLO: the lowest probe, at 1 req/s (#1), missed
   p99 TPOT (62.4 ms > 50 ms).";
 - the run stopped early: before any window, during the search ("The run stopped during the
@@ -131,7 +132,8 @@ def _noun(w: SearchWindowV3) -> str:
 
 def explain_fixed(windows: Sequence[SearchWindowV3], story: SearchStory) -> str:
     """The sentence for a fixed-load run (``sweep.fixed``): no search, one window a load;
-    the highest load that met the SLO, and how the lowest load that missed it missed."""
+    the load with the highest goodput among those that met the SLO (the result), and how
+    the lowest load that missed it missed."""
     story = _numbered(windows, story)
     used = [w for w in windows if not w.remeasured]
     if not used:
@@ -140,7 +142,8 @@ def explain_fixed(windows: Sequence[SearchWindowV3], story: SearchStory) -> str:
     missed = [w for w in used if not w.slo_pass]
     head = f"Fixed loads, no SLO search: {len(met)} of {len(used)} windows met the SLO"
     if met:
-        head += f", the highest at {load_text(met[-1])}"
+        best = max(met, key=lambda w: w.goodput_tok_s or 0.0)
+        head += f", the highest goodput at {load_text(best)}"
     if missed:
         first = missed[0]
         head += f"; at {load_text(first)} the window{story.ref(first)} {miss_text(first, story)}"
@@ -403,7 +406,10 @@ def _tail(last: Sequence[SearchWindowV3], story: SearchStory) -> str:
     if any(not w.slo_pass for w in last):
         if not story.complete:
             return f"; the run stopped before backing off ({_stop_reason(story)}), so goodput is 0"
-        return f"; no {_noun(last[0])} met the SLO in every repeat, so goodput is 0"
+        return (
+            f"; no {_noun(last[0])} met the SLO in every repeat, so the result is "
+            "inconclusive: the boundary did not repeat"
+        )
     if _full(last, story):
         return _stopped_after(story)
     return ""

@@ -182,7 +182,7 @@ def summarise(
         accuracy=AccuracySuiteV1(
             suite=spec.accuracy.name, threshold_pts=spec.accuracy.max_drop_pts
         ),
-        runs=max(c.repeats for c in configs),
+        runs=max(c.repeats for c in configs),  # 0 when no configuration was measured
         variance_band_pct=round(max(bands), 2),
         fleet=FleetV1(cards=cards),
         configs=configs,
@@ -308,6 +308,8 @@ def _run_problems(item: RunInput, *, demo: bool) -> list[Problem]:
         )
     if run.result is None:
         problems.append(Problem(name, "result", no_result_reason(run)))
+    elif run.result.outcome()[0] != "measured":
+        return problems  # reported as inconclusive or none met: no repeats to check
     repeats = final_repeats(run)
     # A fixed-load run without a result stopped early: the result problem says so.
     if not repeats and not (run.spec.sweep.fixed and run.result is None):
@@ -410,7 +412,9 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
         key = slug(run.label)
         if key == "baseline" or sum(1 for r in tuned if slug(r.run.label) == key) > 1:
             key = f"{key}-{tuned.index(item) + 1}"
-    mbu = run.mbu
+    status, status_reason = run.result.outcome()
+    measured = status == "measured"
+    mbu = run.mbu if measured else None
     details = [_repeat(r) for r in repeats]
     return ConfigV3(
         key=key,
@@ -418,7 +422,9 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
         engine=_engine_text(run),
         mbu_pct=round(mbu.mbu_pct, 1) if mbu is not None and mbu.mbu_pct <= 100 else None,
         node_power_kw=round(mean_w / 1000.0, 3) if mean_w and mean_w >= 0.5 else None,
-        goodput_tok_s=round(run.result.goodput_tok_s, 1),
+        goodput_tok_s=round(run.result.goodput_tok_s, 1) if measured else 0.0,
+        result_status=status,
+        result_reason=status_reason,
         ttft_p99_ms=round(_worst(r.window.ttft_ms.p99 for r in repeats) or 0.0, 1),
         tpot_p99_ms=round(_worst(r.window.tpot_ms.p99 for r in repeats) or 0.0, 1),
         slo_pass_count=sum(1 for r in repeats if r.window.slo_pass),

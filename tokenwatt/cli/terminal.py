@@ -195,8 +195,11 @@ def result_line(record: RunRecord) -> str:
         if record.spec.sweep.fixed:
             return "result: none (the run stopped before its loads were measured)"
         return "result: none (the search did not finish)"
-    if r.rate_rps == 0:
-        return "result: no rate met the SLO; goodput 0"
+    status, reason = r.outcome()
+    if status == "inconclusive":
+        return f"inconclusive: {reason}"
+    if status == "none_met":
+        return f"result: {reason or 'no load met the SLO'}"
     return (
         f"result: {r.rate_rps:.4g} req/s, goodput {r.goodput_tok_s:,.1f} tok/s "
         f"({passes_text(record)})"

@@ -90,6 +90,7 @@ from tokenwatt.records.run import (
     PromptStats,
     Repeat,
     RequestsLog,
+    ResultStatus,
     RunRecord,
     SearchResult,
     ToolInfo,
@@ -125,7 +126,9 @@ from tokenwatt.records.suite import (
 )
 from tokenwatt.records.window import (
     NOT_IDLE_PREFIX,
+    NOT_SUSTAINED_PREFIX,
     RETRIED_PREFIX,
+    UNCLEAN_PREFIX,
     WORKER_DIED_PREFIX,
     ErrorSample,
     LatencyMs,
@@ -135,6 +138,7 @@ from tokenwatt.records.window import (
     WindowSummary,
     WorkerLag,
     retried,
+    untrusted_reason,
 )
 
 ReportRecord = ReportV3
@@ -154,6 +158,7 @@ __all__ = [
     "NEWEST_REPORT_VERSION",
     "NOT_IDLE_PREFIX",
     "NOT_STATED",
+    "NOT_SUSTAINED_PREFIX",
     "PORT_PLACEHOLDER",
     "REQUEST_FILE_MAX_LINE_BYTES",
     "REQUEST_FILE_SUFFIX",
@@ -161,6 +166,7 @@ __all__ = [
     "SIM_ENGINE_NAME",
     "SIM_VERSION",
     "STATED_FIELDS",
+    "UNCLEAN_PREFIX",
     "WORKER_DIED_PREFIX",
     "AccuracyResult",
     "AccuracySuiteV1",
@@ -217,6 +223,7 @@ __all__ = [
     "ReportV3",
     "RequestResult",
     "RequestsLog",
+    "ResultStatus",
     "RunFileV2",
     "RunInput",
     "RunRecord",
@@ -267,6 +274,7 @@ __all__ = [
     "spec_path",
     "suite_bytes",
     "unstated_fields",
+    "untrusted_reason",
     "unused_fields",
     "v1_to_v2",
     "v2_to_v3",

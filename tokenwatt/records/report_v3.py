@@ -132,8 +132,9 @@ class SearchWindowV3(StrictModel):
     step: Literal["probe", "repeat"]
     """probe (a window of the SLO search) or repeat (a measurement window at the found load, or a
     fixed-load window)."""
-    phase: Literal["grow", "list", "bisect"] | None = None
-    """For a probe, the search phase: grow, list or bisect; null for repeats and when unknown."""
+    phase: Literal["grow", "list", "down", "bisect"] | None = None
+    """For a probe, the search phase: grow, list, down (below a first probe that missed) or
+    bisect; null for repeats and when unknown."""
     backoff: NonNegInt | None = None
     """For a repeat, how many back-offs preceded its load (0 at the found load); null for probes and
     when unknown (records migrated from v2)."""
@@ -234,6 +235,9 @@ class ConfigV3(ConfigDetail):
     run stopped early; ``incomplete_reason`` says why.
     """
 
+    repeats: NonNegInt
+    """Repeats at the found load (repeats_detail); 0 for a configuration whose result is not
+    measured (result_status none_met or inconclusive), which has no found load."""
     search: list[SearchWindowV3] = Field(default_factory=list)
     """Every window the run measured, probes and repeats, in the order measured."""
     whole_search: bool = False
@@ -306,6 +310,17 @@ class ConfigV3(ConfigDetail):
         "the run record: instance type, price per hour, the run's share of the session's "
         "bill; null for a run not measured in a cloud session.",
     )
+    result_status: Literal["measured", "none_met", "inconclusive"] = Field(
+        default="measured",
+        description="The run's result status (run record result.outcome()): measured; "
+        "none_met (no load met the SLO down to the search's floor, a measured finding); "
+        "inconclusive (not measured: no goodput figure, no comparison, no capacity credit). "
+        "Reports made before it was kept read as measured.",
+    )
+    result_reason: str | None = Field(
+        default=None,
+        description="Why the result is none_met or inconclusive, in words; null when measured.",
+    )
     latency_at_operating_point: LatencyDistributionV3 | None = Field(
         default=None,
         description="TTFT and TPOT distributions (quantiles) over the requests of the "
@@ -320,6 +335,8 @@ class ReportV3(ReportV1):
     model_config = ConfigDict(json_schema_extra=require_schema_version)
     schema_version: Literal[3] = 3  # type: ignore[assignment]
     """Version of the report format (3)."""
+    runs: NonNegInt
+    """The most repeats any configuration had at its found load (0 when none was measured)."""
     configs: list[ConfigV3] = Field(min_length=1)  # type: ignore[assignment]
     """The configurations measured, each with its whole SLO search; exactly one has role baseline.
     """

@@ -209,12 +209,13 @@ class EngineMetrics(StrictModel):
 
 
 class Probe(StrictModel):
-    """One SLO-search probe (``phase``: grow, list, bisect)."""
+    """One SLO-search probe (``phase``: grow, list, down, bisect)."""
 
-    phase: Literal["grow", "list", "bisect"]
+    phase: Literal["grow", "list", "down", "bisect"]
     """The search phase that chose the probe's load: grow (from the start load, multiplied by the
-    growth factor until a miss), list (the spec's sweep.rates) or bisect (between the highest pass
-    and the lowest miss)."""
+    growth factor until a miss), list (the spec's sweep.rates), down (the first probe missed: the
+    load divided by the growth factor until a pass or the floor) or bisect (between the highest
+    pass and the lowest miss)."""
     window: WindowSummary
     """What the probe's window measured, with its SLO verdict."""
     metrics: EngineMetrics | None = None
@@ -262,6 +263,13 @@ class MbuResult(StrictModel):
     GPUs) × 100; above 100 points at a wrong rated bandwidth or model geometry."""
 
 
+ResultStatus = Literal["measured", "none_met", "inconclusive"]
+"""What a run's result is: ``measured`` (a load met the SLO and the result stands on clean
+windows), ``none_met`` (a measured finding: no load met the SLO, down to the search's floor or
+among the listed loads) or ``inconclusive`` (the result would rest on windows that cannot be
+trusted, or the found boundary did not repeat: not measured, no number)."""
+
+
 class SearchResult(StrictModel):
     """The outcome of the SLO search and the repeats (rate in req/s, goodput in tok/s)."""
 
@@ -288,9 +296,42 @@ class SearchResult(StrictModel):
     concurrency: PosInt | None = Field(
         default=None,
         description="For a closed-loop run (measurement.profile: concurrency): the number "
-        "of clients found (or, for fixed loads, the highest that met the SLO); rate_rps is "
-        "then the rate measured at it. Null for open-loop runs and when none met the SLO.",
+        "of clients found (or, for fixed loads, the one with the highest goodput among "
+        "those that met the SLO); rate_rps is then the rate measured at it. Null for "
+        "open-loop runs and when none met the SLO.",
     )
+    status: ResultStatus | None = Field(
+        default=None,
+        description="measured: the result stands on clean windows; none_met: no load met "
+        "the SLO (down to the search's floor, or among the listed loads), a measured "
+        "finding; inconclusive: the result would rest on windows that cannot be trusted or "
+        "the found boundary did not repeat, so rate and goodput are no measurement. Null in "
+        "records written before it was kept: read by outcome() (measured when goodput is "
+        "above 0, else inconclusive).",
+    )
+    status_reason: str | None = Field(
+        default=None,
+        description="Why the result is none_met or inconclusive, in words; null when measured.",
+    )
+    floor_rps: PosFloat | None = Field(
+        default=None,
+        description="The lowest load the search would probe (req/s; clients in a closed "
+        "loop) when its first probe missed: sweep.min_rps, else start_rps / 64 but not "
+        "below 0.1 req/s. Null for fixed loads and in older records.",
+    )
+
+    def outcome(self) -> tuple[ResultStatus, str | None]:
+        """(status, reason) of the result; for records written before ``status`` was kept,
+        measured when the goodput is above 0, else inconclusive: such a search stopped at
+        its first miss without looking below it, or its repeats never met the SLO."""
+        if self.status is not None:
+            return self.status, self.status_reason
+        if self.goodput_tok_s > 0:
+            return "measured", None
+        return "inconclusive", (
+            "recorded before results had a status: no load met the SLO, and the search "
+            "then did not look below its first probe"
+        )
 
 
 class DatasetStats(StrictModel):

@@ -410,6 +410,13 @@ class SweepSpec(StrictModel):
     """Factor by which the probe rate grows while probes meet the SLO (above 1)."""
     max_rps: PosFloat
     """Highest rate the search probes (req/s)."""
+    min_rps: PosFloat | None = Field(
+        default=None,
+        description="Lowest rate the search probes (req/s) when its first probe misses: it "
+        "goes down by the growth factor until a probe passes or this floor misses too (then "
+        "no rate meets the SLO). Null: start_rps / 64, but not below 0.1 req/s (nor above "
+        "start_rps).",
+    )
     bisect_steps: NonNegInt
     """Bisection probes between the last rate that met the SLO and the first that missed it."""
     backoff: float = Field(gt=0, lt=1)
@@ -431,9 +438,9 @@ class SweepSpec(StrictModel):
         default=False,
         description="True: no SLO search. One window of measurement.window_s is measured "
         "at each of 'rates' (or 'concurrencies' for the closed loop), every one of them, in "
-        "order, with no bisection, repeats or back-off; the result is the highest load "
-        "whose window met the SLO. What `tokenwatt collect --rate/--rates/--concurrency` "
-        "writes.",
+        "order, with no bisection, repeats or back-off; the result is the load with the "
+        "highest goodput among those whose window met the SLO. What `tokenwatt collect "
+        "--rate/--rates/--concurrency` writes.",
     )
 
     @model_validator(mode="after")
@@ -443,6 +450,12 @@ class SweepSpec(StrictModel):
                 "start_rps",
                 f"start_rps ({self.start_rps:g}) exceeds max_rps ({self.max_rps:g}); "
                 "the search would start above its ceiling",
+            )
+        if self.min_rps is not None and self.min_rps > self.start_rps:
+            raise FieldValueError(
+                "min_rps",
+                f"min_rps ({self.min_rps:g}) exceeds start_rps ({self.start_rps:g}); the floor "
+                "of the search must lie below its start",
             )
         if self.rates is not None:
             if not self.rates:

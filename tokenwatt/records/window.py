@@ -417,11 +417,38 @@ started without proof that the engine was idle (a backlog of an earlier window m
 loaded it): the window is kept, invalid (``invalid_reason`` says which check failed), and
 it has no verdict."""
 
+UNCLEAN_PREFIX = "not clean"
+"""Start of ``failure_reason`` of a window that the collector measured again because it
+could not be trusted (:func:`untrusted_reason`): kept, invalid, its verdict not used."""
+
+NOT_SUSTAINED_PREFIX = "not sustained"
+"""Start of the ``invalid_reason`` sentence of a window whose server did not keep up with
+the rate (:func:`tokenwatt.analysis.latency.summarise_window`)."""
+
 
 def retried(window: WindowSummary) -> bool:
     """True for a window that was measured again because the client lagged, one of its
-    worker processes died or the engine was not proven idle at its start (its verdict was
-    replaced by the next window's; see :data:`RETRIED_PREFIX`, :data:`WORKER_DIED_PREFIX`,
-    :data:`NOT_IDLE_PREFIX`)."""
-    prefixes = (RETRIED_PREFIX, WORKER_DIED_PREFIX, NOT_IDLE_PREFIX)
+    worker processes died, the engine was not proven idle at its start, or it could not be
+    trusted for another reason (its verdict was replaced by the next window's; see
+    :data:`RETRIED_PREFIX`, :data:`WORKER_DIED_PREFIX`, :data:`NOT_IDLE_PREFIX`,
+    :data:`UNCLEAN_PREFIX`)."""
+    prefixes = (RETRIED_PREFIX, WORKER_DIED_PREFIX, NOT_IDLE_PREFIX, UNCLEAN_PREFIX)
     return (window.failure_reason or "").startswith(prefixes)
+
+
+def untrusted_reason(window: WindowSummary) -> str | None:
+    """Why a window's verdict cannot be used for the SLO boundary, or None when it can.
+
+    A valid window's verdict can. So can an invalid one whose only reason is that the
+    server did not sustain the rate (:data:`NOT_SUSTAINED_PREFIX`): that is the overload
+    the search looks for, a miss. Any other reason — the engine not proven idle before it,
+    the window cut short, the server serving other than was asked — says nothing about the
+    load, so a boundary must not rest on it (methods/goodput.md, "Inconclusive").
+    """
+    if window.valid:
+        return None
+    reasons = [r.strip() for r in (window.invalid_reason or "").split("; ") if r.strip()]
+    other = [r for r in reasons if not r.startswith(NOT_SUSTAINED_PREFIX)]
+    if reasons and not other:
+        return None
+    return "; ".join(other) or "the window is invalid"

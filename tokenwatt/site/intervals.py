@@ -25,7 +25,7 @@ from tokenwatt.analysis import (
 )
 from tokenwatt.records import LatencyMsV3, QuantileCI
 from tokenwatt.site.escape import trusted
-from tokenwatt.site.fmt import num, signed_pct, signed_pct_span, span
+from tokenwatt.site.fmt import DASH, num, signed_pct, signed_pct_span, span
 
 NOT_BEYOND_DOUBT = "not beyond doubt"
 
@@ -50,7 +50,12 @@ def p99_cell(value: float, limit: float, ci: QuantileCI | None) -> Markup:
 
 
 def goodput_cell(c: ConfigAnalysis) -> Markup:
-    """Goodput (tok/s) with the 95% interval of the repeats' mean."""
+    """Goodput (tok/s) with the 95% interval of the repeats' mean; for a result that is not
+    measured, what it is instead (inconclusive, or no load met the SLO), no number."""
+    if not c.measured:
+        if c.config.result_status == "none_met":
+            return trusted("no load met the SLO")
+        return trusted("**inconclusive**")
     cell = num(c.config.goodput_tok_s)
     ci = c.goodput_ci
     if ci is not None:
@@ -70,6 +75,8 @@ def goodput_delta_cell(c: ConfigAnalysis) -> Markup:
     """Δ goodput against the baseline (%) with its 95% Welch interval."""
     if c.is_baseline:
         return trusted("baseline")
+    if c.goodput_delta_pct is None:
+        return trusted("not compared") if c.measured else DASH
     return signed_pct(c.goodput_delta_pct) + _delta_ci(c.goodput_delta_ci_pct)
 
 

@@ -98,8 +98,16 @@ def _headline(report: ReportV3, analysis: ReportAnalysis, names: list[str]) -> l
                 "kwh_mtok": num(c.kwh_per_million_tokens, 3),
                 "mbu": pct(cfg.mbu_pct),
                 "power": num(c.mean_power_w, 0),
-                "ttft": p99_cell(cfg.ttft_p99_ms, report.slo.ttft_p99_ms, cfg.ttft_p99_ci_ms),
-                "tpot": p99_cell(cfg.tpot_p99_ms, report.slo.tpot_p99_ms, cfg.tpot_p99_ci_ms),
+                "ttft": (
+                    p99_cell(cfg.ttft_p99_ms, report.slo.ttft_p99_ms, cfg.ttft_p99_ci_ms)
+                    if c.measured
+                    else DASH
+                ),
+                "tpot": (
+                    p99_cell(cfg.tpot_p99_ms, report.slo.tpot_p99_ms, cfg.tpot_p99_ci_ms)
+                    if c.measured
+                    else DASH
+                ),
                 "slo_passes": trusted(f"{cfg.slo_pass_count} / {cfg.repeats}"),
                 "accuracy": DASH if acc is None else pct(acc.score),
                 "accuracy_delta": (
@@ -120,15 +128,22 @@ def outcome_brief(analysis: ReportAnalysis, limit: int = 3) -> str:
     """
     tuned = analysis.tuned
     if not tuned:
-        return "baseline only"
-    clauses = [_outcome_clause(c) for c in tuned[:limit]]
+        base = analysis.baseline
+        return "baseline only" if base.measured else f"baseline only, {_brief_status(base)}"
+    clauses = [_outcome_clause(c, analysis.baseline) for c in tuned[:limit]]
     if len(tuned) > limit:
         clauses.append(f"+{len(tuned) - limit} more")
     return "; ".join(clauses)
 
 
-def _outcome_clause(c: ConfigAnalysis) -> str:
+def _outcome_clause(c: ConfigAnalysis, base: ConfigAnalysis) -> str:
     cap = c.capacity
+    if c.config.result_status == "inconclusive":
+        return f"{c.config.label}: inconclusive, not measured → no saving claimed"
+    if c.config.result_status == "none_met":
+        return f"{c.config.label}: no load met the SLO → no saving"
+    if cap is None and base.config.result_status != "measured":
+        return f"{c.config.label}: baseline {_brief_status(base)}, not compared"
     if cap is None:
         return f"{c.config.label}: no baseline goodput to compare"
     parts = [f"{change_pct(cap.gain_pct)} goodput"]
@@ -147,6 +162,27 @@ def _outcome_clause(c: ConfigAnalysis) -> str:
     else:
         result = "no saving"
     return f"{c.config.label}: {', '.join(parts)} → {result}"
+
+
+def _brief_status(c: ConfigAnalysis) -> str:
+    """A result that is not measured in two words: inconclusive, or none met the SLO."""
+    return "inconclusive" if c.config.result_status == "inconclusive" else "met no SLO load"
+
+
+def status_notes(analysis: ReportAnalysis, names: list[str]) -> list[dict[str, str]]:
+    """One admonition per configuration whose result is not measured: its name, the
+    admonition's kind (``warning`` for inconclusive, ``note`` for none met) and the words
+    (:attr:`~tokenwatt.analysis.ConfigAnalysis.status_text`)."""
+    return [
+        {
+            "name": name,
+            "kind": "warning" if c.config.result_status == "inconclusive" else "note",
+            "title": "Inconclusive" if c.config.result_status == "inconclusive" else "No load met",
+            "text": c.status_text or "",
+        }
+        for name, c in zip(names, analysis.configs, strict=True)
+        if not c.measured
+    ]
 
 
 _WORDS = re.compile(r"[^\W_]+")
@@ -380,6 +416,7 @@ def render_report(
         "cloud_rows": cloud_rows(report, names),
         "cloud_totals": cloud_totals(report),
         "capacity": _capacity_rows(analysis, names),
+        "status_notes": status_notes(analysis, names),
         "accuracy_stats": _accuracy_stats(analysis, names, report.accuracy.threshold_pts),
         "conclusion": conclusion(analysis, report.fleet.cards),
         "charts": chart_specs(report, analysis, names),

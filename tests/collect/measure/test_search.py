@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tokenwatt.collect.measure.probe_policy import ProbePolicy
 from tokenwatt.collect.measure.search import (
     Phase,
     ProbeOutcome,
-    ProbePolicy,
     SearchOptions,
     measure_repeats,
     monotonicity_warnings,
@@ -85,13 +85,23 @@ def test_explicit_rates_list_is_walked_until_a_miss() -> None:
     assert (trace.last_pass_rps, trace.first_miss_rps) == (10, 12.5)
 
 
-def test_every_probe_failing_warns_and_finds_nothing() -> None:
-    probe = Boundary(0.5)
+def test_every_probe_failing_down_to_the_floor_is_none_met() -> None:
+    probe = Boundary(0.05)
     trace = slo_search(probe, sweep())
-    assert probe.calls == [(2, "grow")]
+    # start 2 req/s, floor max(2 / 64, 0.1) = 0.1: halved until the floor, probed last.
+    assert probe.calls == [
+        (2, "grow"),
+        (1, "down"),
+        (0.5, "down"),
+        (0.25, "down"),
+        (0.125, "down"),
+        (0.1, "down"),
+    ]
     assert trace.found_rps is None
+    assert trace.none_met and trace.inconclusive is None
+    assert trace.floor_rps == 0.1
     assert len(trace.warnings) == 1
-    assert "every probe missed" in trace.warnings[0]
+    assert "every probe missed the SLO, down to the floor of 0.1 req/s" in trace.warnings[0]
 
 
 def test_non_monotonic_pass_fail_warns_when_a_repeat_misses_where_a_probe_passed() -> None:

@@ -11,19 +11,21 @@ fills ``record.result``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tokenwatt.analysis import client_bound_warning, fit_search_warning
 from tokenwatt.collect.measure.fixed_loads import measure_fixed
 from tokenwatt.collect.measure.idle import IDLE_RETRIES, NOT_IDLE_TAG
 from tokenwatt.collect.measure.load_search import backed_off_concurrency, concurrency_search
+from tokenwatt.collect.measure.probe_policy import ProbePolicy
 from tokenwatt.collect.measure.request_log import RequestLogWriter, log_window
 from tokenwatt.collect.measure.search import (
     Phase,
     ProbeOutcome,
-    ProbePolicy,
+    RepeatTrace,
     SearchOptions,
+    SearchTrace,
     measure_repeats,
     monotonicity_warnings,
     slo_search,
@@ -33,12 +35,15 @@ from tokenwatt.collect.measure.window import WindowOutcome, WindowPlan, WindowRu
 from tokenwatt.errors import EngineError
 from tokenwatt.records import (
     NOT_IDLE_PREFIX,
+    UNCLEAN_PREFIX,
     Probe,
     Repeat,
+    ResultStatus,
     RunRecord,
     SearchResult,
     Spec,
     WindowSummary,
+    untrusted_reason,
 )
 
 FAST_WARMUP_AFTER_PASS = 10 / 45
@@ -138,13 +143,16 @@ class Measurement:
     def _measured(
         self, step: str, plan: WindowPlan, store: Callable[[WindowOutcome], None]
     ) -> ProbeOutcome:
-        """One window; a miss that the client's own lag or a dead worker process may explain
-        is measured again once (:meth:`_mark_retry`), and a window that started with the
-        engine not proven idle up to :data:`IDLE_RETRIES` times (:meth:`_mark_not_idle`).
+        """One window; a miss that the client's own lag or a dead worker process may explain,
+        or a window that cannot be trusted for another reason, is measured again once
+        (:meth:`_mark_retry`), and a window that started with the engine not proven idle up to
+        :data:`IDLE_RETRIES` times (:meth:`_mark_not_idle`).
 
         Every window is stored (the retried ones marked :data:`RETRIED_PREFIX`,
-        :data:`WORKER_DIED_PREFIX` or :data:`NOT_IDLE_PREFIX`); the verdict is the last's,
-        the GPU time is all of theirs.
+        :data:`WORKER_DIED_PREFIX`, :data:`NOT_IDLE_PREFIX` or :data:`UNCLEAN_PREFIX`); the
+        verdict is the last's, the GPU time is all of theirs. When the window counted still
+        cannot be trusted, the outcome's ``untrusted`` says why (the search then ends
+        inconclusive).
         """
         spent: ProbeOutcome | None = None
         lag_retried, idle_retries = False, 0
@@ -156,9 +164,12 @@ class Measurement:
             spent = cost if spent is None else _plus(spent, cost)
             self._note(step, plan, outcome)
             retry = False
-            if summary.failure_reason == NOT_IDLE_TAG and idle_retries < IDLE_RETRIES:
-                idle_retries += 1
-                retry = self._mark_not_idle(step, summary, idle_retries)
+            if summary.failure_reason == NOT_IDLE_TAG:
+                # Its own bounded tries, each after a longer wait; the last one's stays
+                # invalid and untrusted (the result is then inconclusive).
+                if idle_retries < IDLE_RETRIES:
+                    idle_retries += 1
+                    retry = self._mark_not_idle(step, summary, idle_retries)
             elif not lag_retried and not summary.slo_pass:
                 retry = lag_retried = self._mark_retry(step, summary)
             self._warn_client_bound(summary)
@@ -174,7 +185,7 @@ class Measurement:
             if not retry:
                 break
         assert spent is not None
-        return spent
+        return replace(spent, untrusted=untrusted_reason(summary))
 
     def _check_engine_after(self, summary: WindowSummary) -> None:
         """Ask whether the engine is still there; when it is gone, the stored window was
@@ -208,7 +219,9 @@ class Measurement:
         """Whether a missed window is measured again, and if so mark it: the client lagged
         (its own lateness may explain the miss) or a worker process died in it (a fault of
         the instrument, no verdict on the server). Its failure reason then starts with
-        :data:`RETRIED_PREFIX` or :data:`WORKER_DIED_PREFIX`."""
+        :data:`RETRIED_PREFIX` or :data:`WORKER_DIED_PREFIX`; or it cannot be trusted for
+        another reason (:func:`~tokenwatt.records.untrusted_reason`: not proven idle, cut
+        short, served other than asked), marked :data:`UNCLEAN_PREFIX`."""
         dead = [w.worker for w in summary.worker_lag if w.died]
         if dead:
             why = f"{WORKER_DIED_PREFIX} (worker {', '.join(map(str, dead))})"
@@ -216,6 +229,10 @@ class Measurement:
         elif self._client_lagged(summary):
             why = f"{RETRIED_PREFIX} (send-lag p99 {summary.send_lag_p99_ms:.0f} ms)"
             said = f"the client lagged (send-lag p99 {summary.send_lag_p99_ms:.0f} ms)"
+        elif not self.runner.stop.interrupted() and (unclean := untrusted_reason(summary)):
+            # (A window a signal cut is kept as it is: the run stops after storing it.)
+            why = f"{UNCLEAN_PREFIX} ({unclean})"
+            said = f"the window could not be measured cleanly ({unclean})"
         else:
             return False
         self.progress.note(f"{step}: {said}; this window's verdict is not used, measuring again")
@@ -286,7 +303,8 @@ class Measurement:
         return self._measured(f"repeat {index + 1}/{m.repeats}", plan, store)
 
     def run(self) -> None:
-        """The SLO search, then the repeats at the rate it found; fills ``record.result``."""
+        """The SLO search, then the repeats at the rate it found; fills ``record.result``
+        with its status (measured, none_met or inconclusive, methods/goodput.md)."""
         spec, rec = self.spec, self.record
         if spec.sweep.fixed:
             measure_fixed(self)
@@ -310,42 +328,80 @@ class Measurement:
             repeats=0,
             gpu_seconds=trace.gpu_seconds,
             gpu_seconds_saved=trace.gpu_seconds_saved,
-            warnings=warnings,
+            warnings=list(trace.warnings),
+            floor_rps=trace.floor_rps,
         )
-        rec.result = result
         if trace.found_rps is None:
+            status, reason = self._search_status(trace)
+            rec.result = result.model_copy(update={"status": status, "status_reason": reason})
+            self.progress.note(f"{status.replace('_', ' ')}: {reason}")
             return
+        # Until the repeats end (an interrupted run keeps this): no measurement yet.
+        unfinished = "the repeats at the found load did not finish"
+        rec.result = result.model_copy(
+            update={"status": "inconclusive", "status_reason": unfinished}
+        )
         s = spec.sweep
         reps = measure_repeats(
             self.repeat, trace.found_rps, spec.measurement.repeats, s.backoff, s.max_backoffs
         )
+        rec.result = self._repeats_result(result, trace, reps)
+        if rec.result.status_reason:
+            self.progress.note(f"inconclusive: {rec.result.status_reason}")
+
+    @property
+    def _unit(self) -> str:
+        return "clients" if self.closed else "req/s"
+
+    def _search_status(self, trace: SearchTrace) -> tuple[ResultStatus, str]:
+        """Status and reason of a search that found no load to repeat at."""
+        if trace.inconclusive is not None:
+            return "inconclusive", trace.inconclusive
+        if trace.none_met:
+            lowest = min(p.rate_rps for p in trace.steps)
+            return "none_met", f"no load met the SLO, down to {lowest:g} {self._unit}"
+        return "inconclusive", "the search measured no window"
+
+    def _repeats_result(
+        self, result: SearchResult, trace: SearchTrace, reps: RepeatTrace
+    ) -> SearchResult:
+        """The result after the repeats: measured at the rate every repeat met, else
+        inconclusive (a repeat not measured cleanly, or the boundary did not repeat)."""
+        rec, unit = self.record, self._unit
         points = [(p.rate_rps, p.outcome.passed) for p in trace.steps]
         repeat_points = [(p.rate_rps, p.outcome.passed) for p in reps.steps]
-        unit = "clients" if self.closed else "req/s"
         more = monotonicity_warnings(points, repeat_points, unit=unit)
-        extra = [w for w in more if w not in warnings]
+        warnings = result.warnings + [w for w in more if w not in result.warnings]
         final = [r for r in rec.repeats if r.backoff == reps.backoffs and not retried(r.window)]
         passing = [r for r in final if r.window.slo_pass]
-        goodput = repeats_goodput(final, confirmed=reps.rate_rps is not None)
-        if reps.rate_rps is None:
-            extra.append("no repeat met the SLO after the last back-off; goodput is 0")
-        rate = reps.rate_rps or 0.0
+        reason: str | None = reps.inconclusive
+        if reason is None and reps.rate_rps is None:
+            last = reps.steps[-1].rate_rps if reps.steps else trace.found_rps
+            reason = (
+                f"the boundary did not repeat: search probes met the SLO at "
+                f"{trace.found_rps:g} {unit}, but no repeat did there nor after "
+                f"{reps.backoffs} back-off(s), down to {last:g} {unit}"
+            )
+        measured = reason is None
+        rate = reps.rate_rps if measured and reps.rate_rps is not None else 0.0
         clients = None
-        if self.closed and reps.rate_rps is not None:
+        if self.closed and measured:
             # The closed loop's rate is what the passing repeats measured at the clients found.
-            clients = backed_off_concurrency(reps.rate_rps)
+            clients = backed_off_concurrency(rate)
             rate = sum(r.window.rate_rps for r in passing) / max(len(passing), 1)
-        rec.result = result.model_copy(
+        return result.model_copy(
             update={
                 "rate_rps": rate,
                 "concurrency": clients,
-                "goodput_tok_s": goodput,
+                "goodput_tok_s": repeats_goodput(final, confirmed=measured),
                 "slo_pass_count": len(passing),
                 "repeats": len(final),
                 "backoffs": reps.backoffs,
                 "gpu_seconds": trace.gpu_seconds + reps.gpu_seconds,
                 "gpu_seconds_saved": trace.gpu_seconds_saved + reps.gpu_seconds_saved,
-                "warnings": warnings + extra,
+                "warnings": warnings,
+                "status": "measured" if measured else "inconclusive",
+                "status_reason": reason,
             }
         )
 
@@ -363,7 +419,8 @@ def _plus(a: ProbeOutcome, b: ProbeOutcome) -> ProbeOutcome:
 
 def repeats_goodput(final: list[Repeat], *, confirmed: bool) -> float:
     """The run's goodput (tok/s): the mean goodput of the final repeats, all of which met
-    the SLO; 0 when the back-offs ran out without a rate whose every repeat met it.
+    the SLO; 0 (no measurement: the result is inconclusive) when the back-offs ran out
+    without a rate whose every repeat met it.
 
     methods/goodput.md: goodput is taken at the highest rate whose windows meet the SLO. When the
     last back-off still had a miss there is no such rate, so a passing window measured

@@ -6,8 +6,11 @@ whether it met the SLO and how many GPU-seconds it cost. That keeps the algorith
 with scripted callbacks and its cost measurable without a GPU.
 
 Default behaviour is exactly the search of methods/goodput.md: grow from ``start_rps`` by ``growth``
-until a probe misses or ``max_rps`` is reached (or walk the explicit ``rates`` list), then
-bisect ``bisect_steps`` times between the last pass and the first miss. Options in
+until a probe misses or ``max_rps`` is reached (or walk the explicit ``rates`` list); when the
+very first probe misses, go down by ``growth`` until a probe passes or the floor
+(:func:`search_floor`) misses too; then bisect ``bisect_steps`` times between the last pass
+and the first miss. A probe whose window cannot be trusted (``ProbeOutcome.untrusted``)
+ends the search as inconclusive: no boundary may rest on it. Options in
 :class:`SearchOptions` change that only when asked for (see their docstrings).
 """
 
@@ -20,7 +23,34 @@ from typing import Literal
 
 from tokenwatt.records import SweepSpec
 
-Phase = Literal["grow", "list", "bisect"]
+Phase = Literal["grow", "list", "down", "bisect"]
+
+FLOOR_DIVISOR = 64.0
+"""Without ``sweep.min_rps`` the floor of the search is ``start_rps / 64`` (six halvings at a
+growth of 2) …"""
+FLOOR_MIN_RPS = 0.1
+"""… but not below 0.1 req/s: a window of a minute at a lower rate holds a handful of
+requests, too few for a p99 (and never above ``start_rps`` itself)."""
+
+
+def search_floor(sweep: SweepSpec) -> float:
+    """The lowest rate (req/s) the search probes when its first probe misses:
+    ``sweep.min_rps``, else ``start_rps / 64`` but not below 0.1 req/s, never above the first
+    rate probed (``start_rps``, or the first of ``sweep.rates``)."""
+    first = sweep.rates[0] if sweep.rates else sweep.start_rps
+    if sweep.min_rps is not None:
+        return min(sweep.min_rps, first)
+    return min(first, max(sweep.start_rps / FLOOR_DIVISOR, FLOOR_MIN_RPS))
+
+
+class UntrustedWindow(Exception):  # noqa: N818 - a signal inside the search, not an error
+    """Raised by :func:`recorder`'s wrapper when a window cannot be trusted; the searches
+    catch it and end inconclusive (``load``: the window's load; ``reason``: why)."""
+
+    def __init__(self, load: float, reason: str) -> None:
+        super().__init__(reason)
+        self.load = load
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -35,6 +65,9 @@ class ProbeOutcome:
         saved_s: planned window seconds *not* spent because the probe missed the SLO beyond
             doubt and stopped early (s).
         stopped_early: the window was cut short by the early-stop rule.
+        untrusted: why the window's verdict cannot be used (it is invalid for a reason
+            other than the server's own overload: not proven idle, cut short, served other
+            than asked), after any measuring again; None for a verdict the search may use.
     """
 
     passed: bool
@@ -42,6 +75,7 @@ class ProbeOutcome:
     window_s: float = 0.0
     saved_s: float = 0.0
     stopped_early: bool = False
+    untrusted: str | None = None
 
     @property
     def gpu_s(self) -> float:
@@ -105,64 +139,31 @@ class SearchTrace(_StepCost):
         first_miss_rps: the lowest missing rate above ``last_pass_rps`` (req/s), or None when
             nothing missed up to ``max_rps``.
         warnings: plain sentences, e.g. non-monotonic pass/fail or every probe failing.
+        floor_rps: the lowest load the search would go down to (req/s, or clients).
+        inconclusive: why the search could not conclude (a window it would rest on could
+            not be trusted); None when it concluded.
     """
 
     steps: list[ProbeStep] = field(default_factory=list)
     last_pass_rps: float | None = None
     first_miss_rps: float | None = None
     warnings: list[str] = field(default_factory=list)
+    floor_rps: float | None = None
+    inconclusive: str | None = None
 
     @property
     def found_rps(self) -> float | None:
         """The rate the repeats are measured at: the last pass (req/s), or None."""
-        return self.last_pass_rps
+        return None if self.inconclusive is not None else self.last_pass_rps
+
+    @property
+    def none_met(self) -> bool:
+        """True when the search concluded that no load meets the SLO: every probe missed,
+        the floor included, and none was untrusted."""
+        return self.inconclusive is None and bool(self.steps) and self.last_pass_rps is None
 
 
 ProbeFn = Callable[[float, Phase], ProbeOutcome]
-
-
-@dataclass(frozen=True)
-class ProbePolicy:
-    """How long a probe warms up and measures (s), from its phase and the verdicts so far.
-
-    The defaults reproduce methods/goodput.md: every probe warms up for ``warmup_s`` and measures
-    ``window_s``. The options cut GPU time where a verdict is rarely in doubt; a probe
-    callback (the collector's, or the benchmark's model) asks :meth:`plan` before each
-    probe.
-
-    Attributes:
-        warmup_s: warm-up before a probe (s).
-        window_s: the search window (s).
-        warmup_after_pass_s: warm-up (s) when the previous probe passed: the engine is
-            already loaded near the new rate and has no backlog to drain. None: always
-            ``warmup_s``.
-        scout_window_s: a shorter window (s) for probes whose verdict is not close: grow
-            probes, and bisection probes while the bracket (first miss / last pass − 1)
-            is wider than ``scout_until_rel``. None: always ``window_s``.
-        scout_until_rel: see ``scout_window_s`` (a fraction, e.g. 0.25).
-    """
-
-    warmup_s: float
-    window_s: float
-    warmup_after_pass_s: float | None = None
-    scout_window_s: float | None = None
-    scout_until_rel: float = 0.25
-
-    def plan(self, phase: Phase, history: list[tuple[float, bool]]) -> tuple[float, float]:
-        """(warm-up s, window s) for the next probe, given (rate, passed) of earlier ones."""
-        warmup = self.warmup_s
-        if history and history[-1][1] and self.warmup_after_pass_s is not None:
-            warmup = min(warmup, self.warmup_after_pass_s)
-        window = self.window_s
-        if self.scout_window_s is not None:
-            passes = [r for r, ok in history if ok]
-            misses = [r for r, ok in history if not ok]
-            wide = True
-            if phase == "bisect" and passes and misses:
-                wide = min(misses) / max(passes) - 1 > self.scout_until_rel
-            if wide:
-                window = min(window, self.scout_window_s)
-        return warmup, window
 
 
 def slo_search(
@@ -172,8 +173,12 @@ def slo_search(
 
     Grow phase: probe ``start_rps``, ``start_rps × growth``, … until a probe misses or the
     next rate would pass ``max_rps`` (``max_rps`` itself is then probed once), or walk
-    ``sweep.rates`` until a miss. Bisect phase: ``bisect_steps`` times, probe the midpoint
-    of (last pass, first miss) and move the bound it lands on. Source: methods/goodput.md.
+    ``sweep.rates`` until a miss. Down phase, when the first probe missed: divide the rate
+    by ``growth`` until a probe passes, the floor (:func:`search_floor`) probed last; a
+    miss there concludes that no rate meets the SLO (``trace.none_met``). Bisect phase:
+    ``bisect_steps`` times, probe the midpoint of (last pass, first miss) and move the
+    bound it lands on. A window that cannot be trusted ends the search inconclusive
+    (``trace.inconclusive``). Source: methods/goodput.md.
 
     Args:
         probe: runs one window at a rate; called as ``probe(rate_rps, phase)``. It may raise
@@ -186,13 +191,10 @@ def slo_search(
         when every probe failed.
     """
     opts = options or SearchOptions()
-    trace = SearchTrace()
+    trace = SearchTrace(floor_rps=search_floor(sweep))
 
     run = recorder(probe, trace)
     start = min(opts.start_rps or sweep.start_rps, sweep.max_rps)
-    last_pass, first_miss = bracket(
-        run, sweep.rates, start, lambda r: min(r * sweep.growth, sweep.max_rps), sweep.max_rps
-    )
 
     def more(lo: float, hi: float, steps: int) -> bool:
         if steps >= opts.max_bisect_steps:
@@ -204,21 +206,48 @@ def slo_search(
     def midpoint(lo: float, hi: float) -> float:
         return math.sqrt(lo * hi) if opts.geometric_bisect else (lo + hi) / 2
 
-    if last_pass is not None and first_miss is not None:
-        last_pass, first_miss = bisect(run, last_pass, first_miss, midpoint, more)
+    def search() -> tuple[float | None, float | None]:
+        last_pass, first_miss = bracket(
+            run, sweep.rates, start, lambda r: min(r * sweep.growth, sweep.max_rps), sweep.max_rps
+        )
+        if last_pass is None and first_miss is not None:
+            floor = min(search_floor(sweep), first_miss)
+            last_pass, first_miss = descend(run, first_miss, lambda r: r / sweep.growth, floor)
+        if last_pass is not None and first_miss is not None:
+            last_pass, first_miss = bisect(run, last_pass, first_miss, midpoint, more)
+        return last_pass, first_miss
 
-    trace.last_pass_rps = last_pass
-    trace.first_miss_rps = first_miss
-    trace.warnings.extend(_warnings(trace.steps))
+    conclude(trace, search)
+    if trace.inconclusive is None:
+        trace.warnings.extend(_warnings(trace.steps, trace.floor_rps, "req/s"))
     return trace
 
 
+def conclude(trace: SearchTrace, search: Callable[[], tuple[float | None, float | None]]) -> None:
+    """Run ``search`` (which returns (last pass, first miss)) into ``trace``; a window it
+    cannot trust (:class:`UntrustedWindow`) leaves the trace inconclusive, with no bounds."""
+    try:
+        trace.last_pass_rps, trace.first_miss_rps = search()
+    except UntrustedWindow as exc:
+        trace.last_pass_rps = trace.first_miss_rps = None
+        trace.inconclusive = (
+            f"the window at {exc.load:g} could not be measured cleanly ({exc.reason}), and "
+            "the boundary would rest on it"
+        )
+
+
 def recorder(probe: ProbeFn, trace: SearchTrace) -> Callable[[float, Phase], bool]:
-    """``probe`` wrapped to append each step to ``trace`` and return whether it passed."""
+    """``probe`` wrapped to append each step to ``trace`` and return whether it passed.
+
+    Raises:
+        UntrustedWindow: the probe's window cannot be trusted (``outcome.untrusted``).
+    """
 
     def run(load: float, phase: Phase) -> bool:
         outcome = probe(load, phase)
         trace.steps.append(ProbeStep(load, phase, outcome))
+        if outcome.untrusted is not None:
+            raise UntrustedWindow(load, outcome.untrusted)
         return outcome.passed
 
     return run
@@ -253,6 +282,24 @@ def bracket(
     return last_pass, load
 
 
+def descend(
+    run: Callable[[float, Phase], bool],
+    first_miss: float,
+    down: Callable[[float], float],
+    floor: float,
+) -> tuple[float | None, float]:
+    """The down phase, after a first probe that missed: probe ``down(load)`` (never below
+    ``floor``; the floor itself is probed once) until one passes. Returns (the pass, or None
+    when the floor missed too; the lowest miss above it). Shared by both searches."""
+    lowest_miss = first_miss
+    while lowest_miss > floor:
+        load = max(down(lowest_miss), floor)
+        if run(load, "down"):
+            return load, lowest_miss
+        lowest_miss = load
+    return None, lowest_miss
+
+
 def bisect(
     run: Callable[[float, Phase], bool],
     lo: float,
@@ -273,14 +320,18 @@ def bisect(
     return lo, hi
 
 
-def _warnings(steps: list[ProbeStep]) -> list[str]:
+def _warnings(steps: list[ProbeStep], floor: float | None, unit: str) -> list[str]:
     """All-probes-failed and non-monotonic warnings for the search's own probes."""
     if steps and not any(s.outcome.passed for s in steps):
+        lowest = min(s.rate_rps for s in steps)
+        where = f"{lowest:g} {unit}"
+        if floor is not None and lowest <= floor:
+            where = f"the floor of {where}"
         return [
-            f"every probe missed the SLO (lowest rate tried: "
-            f"{min(s.rate_rps for s in steps):g} req/s); lower sweep.start_rps or relax the SLO"
+            f"every probe missed the SLO, down to {where}: no load meets it; "
+            "relax the SLO or measure another configuration"
         ]
-    return monotonicity_warnings([(s.rate_rps, s.outcome.passed) for s in steps])
+    return monotonicity_warnings([(s.rate_rps, s.outcome.passed) for s in steps], unit=unit)
 
 
 def monotonicity_warnings(
@@ -357,11 +408,14 @@ class RepeatTrace(_StepCost):
         rate_rps: the rate at which every repeat passed (req/s), or None when the back-offs
             ran out first.
         backoffs: how many times the rate was multiplied by ``backoff``.
+        inconclusive: why the repeats stopped without a verdict (a window that could not be
+            measured cleanly); None otherwise.
     """
 
     steps: list[RepeatStep] = field(default_factory=list)
     rate_rps: float | None = None
     backoffs: int = 0
+    inconclusive: str | None = None
 
 
 MeasureFn = Callable[[float, int, int], ProbeOutcome]
@@ -375,7 +429,8 @@ def measure_repeats(
     When a repeat misses the SLO, the rate is multiplied by ``backoff`` (< 1) and all
     ``repeats`` windows are measured again at the new rate, at most ``max_backoffs`` times
     (methods/goodput.md). The remaining repeats at a rate that already missed are not
-    run: they could not rescue it.
+    run: they could not rescue it. A window that cannot be trusted (``untrusted``) stops
+    the repeats: ``inconclusive`` says why, ``rate_rps`` stays None.
 
     Args:
         measure: runs one window; called as ``measure(rate_rps, repeat_index, backoff_count)``.
@@ -403,6 +458,12 @@ def measure_repeats(
         for index in range(repeats):
             outcome = measure(rate, index, backoffs)
             trace.steps.append(RepeatStep(rate, index, backoffs, outcome))
+            if outcome.untrusted is not None:
+                trace.inconclusive = (
+                    f"repeat {index + 1} at {rate:g} could not be measured cleanly "
+                    f"({outcome.untrusted})"
+                )
+                return trace
             if not outcome.passed:
                 all_passed = False
                 break
