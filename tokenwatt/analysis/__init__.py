@@ -90,6 +90,7 @@ from tokenwatt.analysis.power import (
     trapezoid_energy_j,
     window_tokens_per_joule,
 )
+from tokenwatt.analysis.power_band import Resolution
 from tokenwatt.analysis.repeat_stats import config_tokens_per_joule, repeat_tokens_per_joule
 from tokenwatt.analysis.report import (
     ConfigAnalysis,
@@ -162,6 +163,7 @@ __all__ = [
     "PairedVerdict",
     "ParameterCounts",
     "ReportAnalysis",
+    "Resolution",
     "ScoredAnswer",
     "SessionTotal",
     "StepBytes",

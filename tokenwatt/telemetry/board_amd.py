@@ -68,6 +68,10 @@ class AmdSmiSource:
 
     name = "amdsmi"
     scope: PowerScope = "board"
+    counter_step_j: float | None = None
+    """The energy counter's step (J): the coarsest ``counter_resolution`` seen (µJ → J)."""
+    counter_wrap_j: float | None = None
+    """The counter's modulus (J): 2^64 ticks of its resolution."""
 
     def __init__(
         self,
@@ -143,7 +147,11 @@ class AmdSmiSource:
         resolution_uj = _number(info.get("counter_resolution"))
         if _number(ticks) is None or resolution_uj is None:
             raise ReadError("energy counter answered N/A")
-        return float(ticks) * resolution_uj / 1e6
+        # amdsmi_get_energy_count: a uint64 accumulator of ticks of counter_resolution µJ.
+        step_j = resolution_uj / 1e6
+        self.counter_step_j = max(self.counter_step_j or 0.0, step_j)
+        self.counter_wrap_j = 2.0**64 * step_j
+        return float(ticks) * step_j
 
     def _probe_counter(self) -> bool:
         try:

@@ -104,6 +104,10 @@ class NvmlSource:
 
     name = "nvml"
     scope: PowerScope = "board"
+    counter_step_j = 1e-3
+    """nvmlDeviceGetTotalEnergyConsumption counts whole millijoules (J per step)."""
+    counter_wrap_j = 2.0**64 / 1000.0
+    """The counter is an unsigned long long of mJ: it wraps at 2^64 mJ (J)."""
 
     def __init__(
         self,
