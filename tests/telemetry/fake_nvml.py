@@ -69,7 +69,8 @@ class FakeGpu:
     counter_reset_at: float | None = None
     counter_wrap_mj: int = 2**64
     counter_extra_w: float = 0.0
-    processes: dict[int, int] = field(default_factory=dict)
+    processes: tuple[int, ...] = ()
+    """PIDs of the compute processes running on the GPU (its CUDA contexts)."""
     lost_at: float | None = None
     event_reasons_supported: bool = True
     memory_total: int = 85_520_809_984
@@ -203,6 +204,10 @@ class FakeNvml:
                 raise nvml_error(real.NVML_ERROR_FUNCTION_NOT_FOUND)
             return gpu.reasons(state.now())
 
+        def nvmlDeviceGetComputeRunningProcesses(handle: Any) -> list[Any]:
+            gpu = state._gpu(handle)
+            return [types.SimpleNamespace(pid=pid, usedGpuMemory=0) for pid in gpu.processes]
+
         def nvmlDeviceGetCurrentClocksThrottleReasons(handle: Any) -> int:
             gpu = state._gpu(handle)
             return gpu.reasons(state.now())
@@ -226,6 +231,7 @@ class FakeNvml:
             nvmlDeviceGetTemperature,
             nvmlDeviceGetCurrentClocksEventReasons,
             nvmlDeviceGetCurrentClocksThrottleReasons,
+            nvmlDeviceGetComputeRunningProcesses,
         ):
             setattr(mod, fn.__name__, fn)
         mod.FAKE_FUNCTIONS = [  # type: ignore[attr-defined]

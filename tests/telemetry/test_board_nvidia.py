@@ -156,7 +156,7 @@ def test_visible_devices_errors(clock: ManualClock) -> None:
     fake = FakeNvml([_gpu(0)], now=clock.now)
     with pytest.raises(TelemetryError, match="NVML sees 1"):
         NvmlSource(environ={"CUDA_VISIBLE_DEVICES": "3"}, nvml=fake.module)
-    with pytest.raises(TelemetryError, match="no NVIDIA GPU"):
+    with pytest.raises(TelemetryError, match="NVML: no GPU to measure"):
         NvmlSource(environ={"CUDA_VISIBLE_DEVICES": ""}, nvml=fake.module)
 
 

@@ -178,7 +178,7 @@ def _collect(opts: CollectOptions, stop: GracefulStop) -> RunRecord:
         sim_name = SIM_VERSION.split()[0]
         is_sim_engine = (info.engine_version or "").startswith(sim_name)
         rec.simulated = spec.hardware.adapter == "sim" or is_sim_engine
-        meter = _open_meter(spec, rec)
+        meter = _open_meter(spec, rec, engine.pgid if engine is not None else None)
         workers = closed_loop_workers(spec, resolve_workers(spec, stream))
         if spec.measurement.workers == "auto" and spec.measurement.ray_address is None:
             print(_auto_workers_line(workers, spec), file=sys.stderr, flush=True)
@@ -219,7 +219,7 @@ def _auto_workers_line(workers: int, spec: Spec) -> str:
     return f"workers: auto chose {workers} load-generator {noun} ({why})"
 
 
-def _open_meter(spec: Spec, rec: RunRecord) -> PowerMeter | None:
+def _open_meter(spec: Spec, rec: RunRecord, engine_pgid: int | None) -> PowerMeter | None:
     """The spec's power meter, or None (noted in ``rec.not_covered``; a meter the spec asks
     for that cannot be opened is also a warning on stderr before the first window, so the
     run is not mistaken for one that measures energy)."""
@@ -229,7 +229,7 @@ def _open_meter(spec: Spec, rec: RunRecord) -> PowerMeter | None:
     from tokenwatt.telemetry import open_meter
 
     try:
-        return open_meter(spec, sim_endpoint=spec.engine.endpoint)
+        return open_meter(spec, sim_endpoint=spec.engine.endpoint, engine_pgid=engine_pgid)
     except TelemetryError as exc:
         note = f"{METER_NOT_OPENED} ({exc})"
         rec.not_covered.append(note)

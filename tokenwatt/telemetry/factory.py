@@ -11,16 +11,22 @@ from tokenwatt.errors import TelemetryError
 from tokenwatt.records import Spec
 from tokenwatt.telemetry.base import HardwareIdentity, PowerSource
 from tokenwatt.telemetry.clock import Clock
+from tokenwatt.telemetry.gpu_selection import engine_pids_from
 from tokenwatt.telemetry.meter import PowerMeter
 
 
-def _source_for(spec: Spec, sim_endpoint: str | None, environ: Mapping[str, str]) -> PowerSource:
+def _source_for(
+    spec: Spec,
+    sim_endpoint: str | None,
+    environ: Mapping[str, str],
+    engine_pids: frozenset[int] | None = None,
+) -> PowerSource:
     power, hardware = spec.power, spec.hardware
     if power.source == "board":
         if hardware.adapter == "nvidia":
             from tokenwatt.telemetry.board_nvidia import NvmlSource
 
-            return NvmlSource(environ=environ, gpus=hardware.gpus)
+            return NvmlSource(environ=environ, gpus=hardware.gpus, engine_pids=engine_pids)
         if hardware.adapter == "amd":
             from tokenwatt.telemetry.board_amd import AmdSmiSource
 
@@ -118,6 +124,7 @@ def open_meter(
     sim_endpoint: str | None = None,
     clock: Clock | None = None,
     environ: Mapping[str, str] | None = None,
+    engine_pgid: int | None = None,
 ) -> PowerMeter:
     """Open the power meter the spec's ``power`` and ``hardware`` sections ask for.
 
@@ -133,12 +140,14 @@ def open_meter(
         clock: the sampler's clock (tests inject a manual one).
         environ: environment (default ``os.environ``): ``CUDA_VISIBLE_DEVICES`` and the
             variable named by ``power.password_env``.
+        engine_pgid: the launched engine's process group; board power is then read from
+            the GPUs running its processes (:mod:`tokenwatt.telemetry.gpu_selection`).
 
     Raises:
         TelemetryError: the source cannot be opened (no driver, MIG, bad credentials …).
     """
     env = os.environ if environ is None else environ
-    source = _source_for(spec, sim_endpoint, env)
+    source = _source_for(spec, sim_endpoint, env, engine_pids_from(engine_pgid))
     if spec.hardware.gpus is not None and source.scope != "board":
         # A node or module reading covers every device: the selection cannot apply to it.
         source.notes.append(

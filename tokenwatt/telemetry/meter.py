@@ -16,7 +16,7 @@ from types import TracebackType
 
 from tokenwatt.analysis import Resolution, summarise_power_window
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records import PowerSample, PowerWindow
+from tokenwatt.records import MeasuredDevice, PowerSample, PowerWindow
 from tokenwatt.telemetry.base import (
     MAX_READING_W,
     DeviceLostError,
@@ -26,6 +26,7 @@ from tokenwatt.telemetry.base import (
     WindowSeriesSource,
 )
 from tokenwatt.telemetry.clock import Clock, SystemClock
+from tokenwatt.telemetry.gpu_selection import Selection
 
 _SAME_INSTANT_S = 1e-3
 """A final reading closer than this (s) to the thread's last sample would duplicate it."""
@@ -67,6 +68,18 @@ def source_resolution(source: PowerSource) -> Resolution:
         counter_step_j=number("counter_step_j"),
         counter_wrap_j=number("counter_wrap_j"),
         reading_interval_s=number("reading_interval_s"),
+    )
+
+
+def with_devices(window: PowerWindow, source: PowerSource) -> PowerWindow:
+    """The window with the source's measured devices and how they were chosen (a source
+    with a ``selection``, :class:`~tokenwatt.telemetry.gpu_selection.Selection`)."""
+    selection = getattr(source, "selection", None)
+    if not isinstance(selection, Selection):
+        return window
+    devices = [MeasuredDevice(uuid=d.uuid, name=d.name, bus_id=d.bus_id) for d in selection.devices]
+    return window.model_copy(
+        update={"measured_devices": devices, "device_selection": selection.method}
     )
 
 
@@ -181,6 +194,7 @@ class PowerMeter:
             accelerators=self._accelerators,
         )
         self._t0 = None
+        window = with_devices(window, self.source)
         if isinstance(self.source, WindowSeriesSource) and window.samples:
             window = self._series_timeline(window)
         return window
