@@ -70,7 +70,7 @@ def test_gpu_lost_and_visible_devices(clock: ManualClock) -> None:
     meter.close()
     assert not w.valid and any("device lost" in r for r in w.invalid_reasons)
     fake = FakeAmdSmi([FakeAmdGpu()], now=clock.now)
-    with pytest.raises(TelemetryError, match="amdsmi sees 1"):
+    with pytest.raises(TelemetryError, match="AMD SMI sees 1"):
         AmdSmiSource(environ={"HIP_VISIBLE_DEVICES": "1"}, amdsmi=fake.module)
     assert fake.initialised == 0
 

@@ -208,6 +208,36 @@ def _cross_check(
     return ([reason] if reason else []), []
 
 
+def _energy(
+    counter: CounterEnergy | None,
+    integral_j: float | None,
+    sample_mean_w: float | None,
+    sample_span_s: float,
+    *,
+    duration_s: float,
+    notes: list[str],
+) -> tuple[Literal["counter", "integrated"] | None, float | None, float | None]:
+    """The window's energy method, energy (J) and mean power (W); a coverage note is
+    appended to ``notes`` when the readings span less than the window."""
+    method: Literal["counter", "integrated"] | None
+    if counter is not None:
+        method, energy_j, span_s = "counter", counter.energy_j, counter.span_s
+        mean_w = energy_j / span_s if energy_j is not None and span_s > 0 else sample_mean_w
+    else:
+        method = "integrated" if integral_j is not None else None
+        energy_j, mean_w, span_s = integral_j, sample_mean_w, sample_span_s
+    if energy_j is not None and mean_w is not None and 0 < span_s < duration_s:
+        # Readings that cover only part of the window (a slow source's first reading lands
+        # late) would charge the whole window's tokens to part of its energy.
+        energy_j = mean_w * duration_s
+        if span_s < COVERAGE_NOTE * duration_s:
+            notes.append(
+                f"readings cover {span_s:.1f} s of the {duration_s:.1f} s window: energy is "
+                "their mean power × the window"
+            )
+    return method, energy_j, mean_w
+
+
 def summarise_power_window(
     samples: Sequence[PowerSample],
     *,
@@ -291,22 +321,9 @@ def summarise_power_window(
     reasons += agree_reasons
     notes += agree_notes
 
-    method: Literal["counter", "integrated"] | None
-    if counter is not None:
-        method, energy_j, span_s = "counter", counter.energy_j, counter.span_s
-        mean_w = energy_j / span_s if energy_j is not None and span_s > 0 else sample_mean_w
-    else:
-        method = "integrated" if integral_j is not None else None
-        energy_j, mean_w, span_s = integral_j, sample_mean_w, sample_span_s
-    if energy_j is not None and mean_w is not None and 0 < span_s < duration_s:
-        # Readings that cover only part of the window (a slow source's first reading lands
-        # late) would charge the whole window's tokens to part of its energy.
-        energy_j = mean_w * duration_s
-        if span_s < COVERAGE_NOTE * duration_s:
-            notes.append(
-                f"readings cover {span_s:.1f} s of the {duration_s:.1f} s window: energy is "
-                "their mean power × the window"
-            )
+    method, energy_j, mean_w = _energy(
+        counter, integral_j, sample_mean_w, sample_span_s, duration_s=duration_s, notes=notes
+    )
     # The samples' energy is the yardstick: a counter too coarse to move has counted 0 J.
     yardstick_j = sample_mean_w * duration_s if sample_mean_w else energy_j
     reasons += resolution_problems(

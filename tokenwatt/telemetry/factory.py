@@ -30,7 +30,7 @@ def _source_for(
         if hardware.adapter == "amd":
             from tokenwatt.telemetry.board_amd import AmdSmiSource
 
-            return AmdSmiSource(environ=environ, gpus=hardware.gpus)
+            return AmdSmiSource(environ=environ, gpus=hardware.gpus, engine_pids=engine_pids)
         if hardware.adapter == "sim":
             from tokenwatt.telemetry.sim import SimSource
 
@@ -58,10 +58,33 @@ def _source_for(
     if power.source == "prometheus":
         from tokenwatt.telemetry.prometheus import PrometheusSource
 
-        return PrometheusSource(power, gpus=spec.hardware.gpus)
+        uuids = _engine_uuids(spec, environ, engine_pids)
+        return PrometheusSource(power, gpus=None if uuids else spec.hardware.gpus, uuids=uuids)
     from tokenwatt.telemetry.null import NullSource
 
     return NullSource()
+
+
+def _engine_uuids(
+    spec: Spec, environ: Mapping[str, str], engine_pids: frozenset[int] | None
+) -> list[str] | None:
+    """The UUIDs of the GPUs running the launched engine, as NVML on this host sees them,
+    for an exporter's ``UUID`` label; None without an engine, NVML, or a process match."""
+    if not engine_pids or spec.hardware.adapter != "nvidia":
+        return None
+    try:
+        from tokenwatt.telemetry.board_nvidia import NvmlSource
+
+        local = NvmlSource(environ=environ, gpus=spec.hardware.gpus, engine_pids=engine_pids)
+    except TelemetryError:
+        return None
+    try:
+        selection = local.selection
+        if selection is None or selection.method != "engine processes":
+            return None
+        return [d.uuid for d in selection.devices]
+    finally:
+        local.close()
 
 
 def _board_identity(spec: Spec, environ: Mapping[str, str]) -> HardwareIdentity | None:

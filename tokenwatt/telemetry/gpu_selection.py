@@ -88,10 +88,13 @@ def _by_visible(
     var: str,
     library: str,
 ) -> tuple[list[GpuDevice], list[str]]:
-    """The GPUs a visible-devices list names, in its order, and notes on the order used."""
+    """The GPUs a visible-devices list names, in its order, and notes on the order used.
+
+    ``CUDA_DEVICE_ORDER`` applies to CUDA only; HIP enumerates in PCI bus order."""
     notes: list[str] = []
     order = environ.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
-    if any(e.isdigit() for e in entries) and order != "PCI_BUS_ID":
+    cuda = var == "CUDA_VISIBLE_DEVICES"
+    if cuda and any(e.isdigit() for e in entries) and order != "PCI_BUS_ID":
         if len({d.name for d in found}) > 1:
             raise TelemetryError(
                 f"{var} gives indices but CUDA_DEVICE_ORDER is {order} (fastest first) over "
@@ -121,6 +124,21 @@ def _by_visible(
             raise TelemetryError(f"{var} entry {entry} matches {len(hits)} GPUs in {library}")
         chosen.append(hits[0])
     return chosen, notes
+
+
+def _by_spec(
+    pool: Sequence[GpuDevice], gpus: Sequence[int] | None, library: str
+) -> list[GpuDevice] | None:
+    """The spec's ``hardware.gpus`` positions among ``pool``; None when unset."""
+    if gpus is None:
+        return None
+    bad = [g for g in gpus if g >= len(pool)]
+    if bad:
+        raise TelemetryError(
+            f"hardware.gpus {list(gpus)} asks for GPU(s) {bad}, but only {len(pool)} "
+            f"are visible to {library}"
+        )
+    return [pool[g] for g in gpus]
 
 
 def select_gpus(
@@ -153,16 +171,7 @@ def select_gpus(
     if visible is not None:
         by_env, env_notes = _by_visible(found, visible, environ, visible_var, library)
         notes += env_notes
-    pool = by_env if by_env is not None else list(found)
-    by_spec: list[GpuDevice] | None = None
-    if gpus is not None:
-        bad = [g for g in gpus if g >= len(pool)]
-        if bad:
-            raise TelemetryError(
-                f"hardware.gpus {list(gpus)} asks for GPU(s) {bad}, but only {len(pool)} "
-                f"are visible to {library}"
-            )
-        by_spec = [pool[g] for g in gpus]
+    by_spec = _by_spec(by_env if by_env is not None else list(found), gpus, library)
     by_proc: list[GpuDevice] | None = None
     if engine_pids:
         by_proc = [d for d in found if d.pids & engine_pids] or None
