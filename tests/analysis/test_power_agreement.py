@@ -91,3 +91,17 @@ def test_an_ipmi_node_reading_in_milliwatts_is_named() -> None:
     )  # fmt: skip
     assert not w.valid
     assert "likely milliwatts read as watts: 3200.0 W if mW" in w.invalid_reasons[0]
+
+
+def test_the_disagreement_reaches_the_terminal_with_both_figures() -> None:
+    from tests.runs_factory import make_run
+    from tokenwatt.analysis import power_warnings
+
+    run = make_run(powers_w=(640.0, 900.0))
+    refused = summarise_power_window(
+        trace(900.0, 1200.0), duration_s=30, source="nvml", scope="board"
+    )
+    run.repeats[1].power = refused
+    [line] = [n for n in power_warnings(run) if "invalid in" in n]
+    assert "invalid in 1 of 2 repeats" in line
+    assert "energy counter says 1200.0 W" in line and "integrate to 900.0 W" in line
