@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from tokenwatt.analysis.power import summarise_power_window
-from tokenwatt.analysis.power_validity import (
+from tokenwatt.analysis.power_band import (
     CEILING_FACTOR,
     FLOOR_W_PER_DEVICE,
-    plausibility_problems,
+    GENERIC_DEVICE_MAX_W,
+    plausible_band,
 )
+from tokenwatt.analysis.power_validity import plausibility_problems
 from tokenwatt.records.power import PowerSample, PowerScope, PowerWindow
 
 
@@ -46,10 +48,12 @@ def test_a_counter_frozen_while_power_reads_300_w_invalidates_the_window() -> No
     w = window(steady(300.0, counter_step_j=0.0))
     assert not w.valid
     reasons = w.invalid_reasons
-    assert reasons == [
+    assert reasons[0] == (
         "energy counter of gpu0 did not move over 10.0 s while power read 300 W on average: "
         "window energy not used"
-    ]
+    )
+    # The counter against the samples says the same from the other side.
+    assert reasons[1].startswith("energy counter says 0.0 W on average but the power samples")
 
 
 def test_a_moving_counter_at_the_same_power_is_valid() -> None:
@@ -73,25 +77,33 @@ def test_an_h100_reading_1_5_w_under_load_is_below_the_floor() -> None:
     )
 
 
+def problems(samples: list[PowerSample], devices: int, limit: float | None) -> list[str]:
+    band = plausible_band("board", devices=devices, power_limit_w=limit)
+    return plausibility_problems(samples, devices=devices, band=band)
+
+
 def test_the_floor_scales_with_the_device_count() -> None:
     # 8 W summed over four boards is 2 W each: implausible; on one board it is allowed.
-    assert plausibility_problems(steady(8.0), devices=4, power_limit_w=None)
-    assert plausibility_problems(steady(8.0), devices=1, power_limit_w=None) == []
+    assert problems(steady(8.0), 4, None)
+    assert problems(steady(8.0), 1, None) == []
 
 
 def test_readings_above_1_3x_the_power_limit_are_invalid_and_below_are_not() -> None:
     limit = 700.0
-    ok = plausibility_problems(steady(limit * CEILING_FACTOR - 1), devices=1, power_limit_w=limit)
-    high = plausibility_problems(steady(1000.0), devices=1, power_limit_w=limit)
+    ok = problems(steady(limit * CEILING_FACTOR - 1), 1, limit)
+    high = problems(steady(1000.0), 1, limit)
     assert ok == []
     assert high == [
-        "11 power readings above 1.3× the power limit of 700 W (highest 1000.0 W): "
-        "power figure not used"
+        "11 power readings above the plausible ceiling of 910 W (1.3× the power limit of "
+        "700 W; highest 1000.0 W): power figure not used"
     ]
 
 
-def test_no_ceiling_without_a_known_limit() -> None:
-    assert plausibility_problems(steady(5000.0), devices=1, power_limit_w=None) == []
+def test_without_a_known_limit_the_generic_board_ceiling_applies() -> None:
+    # No source kind is exempt: an unknown limit means the largest board's, not no ceiling.
+    assert problems(steady(1.3 * GENERIC_DEVICE_MAX_W - 1), 1, None) == []
+    high = problems(steady(5000.0), 1, None)
+    assert len(high) == 1 and "no known power limit" in high[0]
 
 
 def test_modelled_power_has_no_band_but_still_no_negative_readings() -> None:
@@ -102,4 +114,4 @@ def test_modelled_power_has_no_band_but_still_no_negative_readings() -> None:
 def test_the_limit_reaches_the_record_through_summarize_window() -> None:
     w = window(steady(1000.0, counter_step_j=1000.0), power_limit_w=700.0)
     assert not w.valid
-    assert "above 1.3× the power limit of 700 W" in w.invalid_reasons[0]
+    assert "(1.3× the power limit of 700 W;" in w.invalid_reasons[0]

@@ -71,6 +71,9 @@ class FakeAmdGpu:
     ppt_active: Callable[[float], bool] = lambda t: False
     lost_at: float | None = None
     compute_partition: str = "SPX"
+    uuid: str = ""
+    """Its UUID; empty: one made from the BDF."""
+    processes: tuple[int, ...] = ()
 
 
 class FakeAmdSmi:
@@ -112,6 +115,13 @@ class FakeAmdSmi:
 
         def amdsmi_get_gpu_device_bdf(processor_handle: Any) -> str:
             return st._gpu(processor_handle).bdf
+
+        def amdsmi_get_gpu_device_uuid(processor_handle: Any) -> str:
+            gpu = st._gpu(processor_handle)
+            return gpu.uuid or "GPU-" + gpu.bdf.replace(":", "").replace(".", "")
+
+        def amdsmi_get_gpu_process_list(processor_handle: Any) -> list[dict[str, Any]]:
+            return [{"name": "python3", "pid": p} for p in st._gpu(processor_handle).processes]
 
         def amdsmi_get_gpu_asic_info(processor_handle: Any) -> dict[str, Any]:
             return {"market_name": st._gpu(processor_handle).market_name, "vendor_id": "0x1002"}
@@ -180,6 +190,8 @@ class FakeAmdSmi:
             amdsmi_get_gpu_vram_usage,
             amdsmi_get_power_info,
             amdsmi_get_energy_count,
+            amdsmi_get_gpu_device_uuid,
+            amdsmi_get_gpu_process_list,
             amdsmi_get_clock_info,
             amdsmi_get_temp_metric,
             amdsmi_get_violation_status,

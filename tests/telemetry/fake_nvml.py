@@ -47,7 +47,10 @@ class FakeGpu:
     """One scripted GPU whose true power follows ``trace`` over the fake clock's time (s).
 
     The energy counter is the trace's exact integral plus ``counter_offset_mj``;
-    ``counter_reset_at`` makes it restart from zero at that time (a driver reload).
+    ``counter_reset_at`` makes it restart from zero at that time (a driver reload); the
+    value wraps at ``counter_wrap_mj`` (NVML's counter is an unsigned 64-bit mJ count);
+    ``counter_extra_w`` is power the counter counts but the power reading does not (the
+    module counter of a GH200/GB200 superchip, which includes the CPU and its memory).
     """
 
     name: str = "NVIDIA H100 80GB HBM3"
@@ -64,6 +67,10 @@ class FakeGpu:
     reasons: Callable[[float], int] = lambda t: 0
     counter_offset_mj: float = 5.0e9
     counter_reset_at: float | None = None
+    counter_wrap_mj: int = 2**64
+    counter_extra_w: float = 0.0
+    processes: tuple[int, ...] = ()
+    """PIDs of the compute processes running on the GPU (its CUDA contexts)."""
     lost_at: float | None = None
     event_reasons_supported: bool = True
     memory_total: int = 85_520_809_984
@@ -74,11 +81,16 @@ class FakeGpu:
         """True power at time t (W)."""
         return self.trace.power_w(t)
 
-    def energy_mj(self, t: float, t_origin: float) -> float:
-        """Counter value (mJ) at time t."""
+    def energy_mj(self, t: float, t_origin: float) -> int:
+        """Counter value (mJ) at time t, an integer modulo ``counter_wrap_mj``."""
         if self.counter_reset_at is not None and t >= self.counter_reset_at:
-            return 1000.0 * self.trace.energy_j(self.counter_reset_at, t)
-        return self.counter_offset_mj + 1000.0 * self.trace.energy_j(t_origin, t)
+            return int(1000.0 * self._energy_j(self.counter_reset_at, t))
+        return (
+            int(self.counter_offset_mj) + int(1000.0 * self._energy_j(t_origin, t))
+        ) % self.counter_wrap_mj
+
+    def _energy_j(self, a: float, b: float) -> float:
+        return self.trace.energy_j(a, b) + self.counter_extra_w * (b - a)
 
 
 class FakeNvml:
@@ -156,7 +168,7 @@ class FakeNvml:
             gpu = state._gpu(handle)
             if not gpu.energy_supported:
                 raise nvml_error(real.NVML_ERROR_NOT_SUPPORTED)
-            return int(gpu.energy_mj(state.now(), state.t_origin))
+            return gpu.energy_mj(state.now(), state.t_origin)
 
         def nvmlDeviceGetFieldValues(handle: Any, fieldIds: list[Any]) -> Any:  # noqa: N803
             gpu = state._gpu(handle)
@@ -192,6 +204,10 @@ class FakeNvml:
                 raise nvml_error(real.NVML_ERROR_FUNCTION_NOT_FOUND)
             return gpu.reasons(state.now())
 
+        def nvmlDeviceGetComputeRunningProcesses(handle: Any) -> list[Any]:
+            gpu = state._gpu(handle)
+            return [types.SimpleNamespace(pid=pid, usedGpuMemory=0) for pid in gpu.processes]
+
         def nvmlDeviceGetCurrentClocksThrottleReasons(handle: Any) -> int:
             gpu = state._gpu(handle)
             return gpu.reasons(state.now())
@@ -215,6 +231,7 @@ class FakeNvml:
             nvmlDeviceGetTemperature,
             nvmlDeviceGetCurrentClocksEventReasons,
             nvmlDeviceGetCurrentClocksThrottleReasons,
+            nvmlDeviceGetComputeRunningProcesses,
         ):
             setattr(mod, fn.__name__, fn)
         mod.FAKE_FUNCTIONS = [  # type: ignore[attr-defined]

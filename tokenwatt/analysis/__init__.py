@@ -91,6 +91,7 @@ from tokenwatt.analysis.power import (
     trapezoid_energy_j,
     window_tokens_per_joule,
 )
+from tokenwatt.analysis.power_band import Resolution
 from tokenwatt.analysis.repeat_stats import config_tokens_per_joule, repeat_tokens_per_joule
 from tokenwatt.analysis.report import (
     ConfigAnalysis,
@@ -163,6 +164,7 @@ __all__ = [
     "PairedVerdict",
     "ParameterCounts",
     "ReportAnalysis",
+    "Resolution",
     "ScoredAnswer",
     "SessionTotal",
     "StepBytes",

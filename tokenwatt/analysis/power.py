@@ -26,6 +26,14 @@ from typing import Literal
 
 import numpy as np
 
+from tokenwatt.analysis.power_agreement import (
+    MIN_CHECK_SAMPLES,
+    MIN_CHECK_SPAN_S,
+    CounterEnergy,
+    counter_energy,
+    disagreement,
+)
+from tokenwatt.analysis.power_band import Resolution, plausible_band, resolution_problems
 from tokenwatt.analysis.power_validity import plausibility_problems
 from tokenwatt.records import PowerMethod, PowerSample, PowerScope, PowerWindow
 
@@ -97,28 +105,6 @@ def sample_gaps(
     return [(a, b) for a, b in itertools.pairwise(edges) if b - a > max_gap_s]
 
 
-def counter_problems(samples: Sequence[PowerSample]) -> list[str]:
-    """Reasons to distrust energy counters: a device whose counter went backwards.
-
-    A decrease means the driver was reloaded or the counter was reset; the window's energy
-    cannot be recovered from it (methods/energy.md).
-    """
-    problems: list[str] = []
-    last: dict[str, tuple[float, float]] = {}
-    for s in samples:
-        if s.counters_j is None:
-            continue
-        for dev, value in s.counters_j.items():
-            if dev in last and value < last[dev][1]:
-                drop = last[dev][1] - value
-                problems.append(
-                    f"energy counter of {dev} went backwards by {drop:.1f} J at t={s.t_s:.1f} s "
-                    "(driver reload or counter reset); window energy not used"
-                )
-            last[dev] = (s.t_s, value)
-    return problems
-
-
 def throttle_counts(samples: Iterable[PowerSample]) -> dict[str, int]:
     """For each throttle reason, how many counted samples had it set (sorted by name)."""
     counts: Counter[str] = Counter()
@@ -181,27 +167,75 @@ def _thin(n: int, max_points: int) -> list[int]:
     return sorted({round(i * step) for i in range(max_points)})
 
 
-def _counter_energy(
-    samples: Sequence[PowerSample],
-) -> tuple[float | None, float, list[str]]:
-    """Counter energy (J), the span it covers (s), and reasons it cannot be used."""
-    with_counters = [s for s in samples if s.counters_j is not None]
-    if not with_counters:
-        return None, 0.0, []
-    first, last = with_counters[0], with_counters[-1]
-    assert first.counters_j is not None and last.counters_j is not None
-    reasons = counter_problems(with_counters)
-    missing = sorted(set(first.counters_j) ^ set(last.counters_j))
-    if missing:
-        reasons.append(
-            "energy counter missing at the window's start or end for " + ", ".join(missing)
-        )
-    if reasons or last is first:
-        if last is first and not reasons:
-            reasons.append("only one energy counter reading in the window")
-        return None, 0.0, reasons
-    energy = sum(last.counters_j[d] - first.counters_j[d] for d in first.counters_j)
-    return energy, last.t_s - first.t_s, []
+def _sample_means(
+    powered: Sequence[PowerSample],
+) -> tuple[float | None, float | None, float]:
+    """The samples' trapezoid integral (J), their time-weighted mean (W) and span (s)."""
+    times = [s.t_s for s in powered]
+    watts = [float(s.power_w) for s in powered if s.power_w is not None]
+    if len(powered) >= 2 and times[-1] > times[0]:
+        integral = trapezoid_energy_j(times, watts)
+        return integral, integral / (times[-1] - times[0]), times[-1] - times[0]
+    return None, (watts[0] if watts else None), 0.0
+
+
+def _cross_check(
+    counter: CounterEnergy | None,
+    sample_mean_w: float | None,
+    powered: Sequence[PowerSample],
+    *,
+    source: str,
+    devices: int | None,
+) -> tuple[list[str], list[str]]:
+    """Reasons (a disagreement) and notes (too short to compare) from counter vs samples."""
+    if counter is None or counter.energy_j is None or sample_mean_w is None:
+        return [], []
+    span = powered[-1].t_s - powered[0].t_s if powered else 0.0
+    if counter.span_s <= 0:
+        return [], []
+    if span < MIN_CHECK_SPAN_S or len(powered) < MIN_CHECK_SAMPLES:
+        return [], [
+            f"energy counter not cross-checked against the power samples: {len(powered)} "
+            f"samples over {span:.1f} s (at least {MIN_CHECK_SAMPLES} over "
+            f"{MIN_CHECK_SPAN_S:g} s needed)"
+        ]
+    reason = disagreement(
+        counter_mean_w=counter.energy_j / counter.span_s,
+        sample_mean_w=sample_mean_w,
+        source=source,
+        devices=devices,
+    )
+    return ([reason] if reason else []), []
+
+
+def _energy(
+    counter: CounterEnergy | None,
+    integral_j: float | None,
+    sample_mean_w: float | None,
+    sample_span_s: float,
+    *,
+    duration_s: float,
+    notes: list[str],
+) -> tuple[Literal["counter", "integrated"] | None, float | None, float | None]:
+    """The window's energy method, energy (J) and mean power (W); a coverage note is
+    appended to ``notes`` when the readings span less than the window."""
+    method: Literal["counter", "integrated"] | None
+    if counter is not None:
+        method, energy_j, span_s = "counter", counter.energy_j, counter.span_s
+        mean_w = energy_j / span_s if energy_j is not None and span_s > 0 else sample_mean_w
+    else:
+        method = "integrated" if integral_j is not None else None
+        energy_j, mean_w, span_s = integral_j, sample_mean_w, sample_span_s
+    if energy_j is not None and mean_w is not None and 0 < span_s < duration_s:
+        # Readings that cover only part of the window (a slow source's first reading lands
+        # late) would charge the whole window's tokens to part of its energy.
+        energy_j = mean_w * duration_s
+        if span_s < COVERAGE_NOTE * duration_s:
+            notes.append(
+                f"readings cover {span_s:.1f} s of the {duration_s:.1f} s window: energy is "
+                "their mean power × the window"
+            )
+    return method, energy_j, mean_w
 
 
 def summarise_power_window(
@@ -217,21 +251,25 @@ def summarise_power_window(
     max_gap_s: float = MAX_SAMPLE_GAP_S,
     max_timeline_points: int = MAX_TIMELINE_POINTS,
     power_limit_w: float | None = None,
+    resolution: Resolution | None = None,
+    accelerators: int | None = None,
 ) -> PowerWindow:
     """Turn one window's samples into the run record's :class:`PowerWindow`.
 
     Energy (J): the counters' difference when every sample set carries counters for every
-    device (``energy_method="counter"``), else the trapezoid integral of the power samples
-    (``"integrated"``). Mean power (W): energy / the span the counters cover when the counter
-    is used, else the trapezoid integral / the span of the power samples (a time-weighted
-    mean). When the readings span less than the window, the energy is that mean × the
-    window's length (noted below 99% coverage), so the window's tokens are never divided by
-    the energy of part of it. The window is invalid (figures kept for inspection, never
-    patched) when a counter went backwards, a power-sample gap exceeds ``max_gap_s``, the
-    device was lost (``lost_reason``), there were no power samples, or a reading is
-    implausible (negative, outside the device's plausible band, a counter frozen while power
-    is drawn; see
-    :func:`~tokenwatt.analysis.power_validity.plausibility_problems`).
+    device (``energy_method="counter"``; wrap-arounds of a known modulus added back), else
+    the trapezoid integral of the power samples (``"integrated"``). Mean power (W): energy /
+    the span the counters cover when the counter is used, else the trapezoid integral / the
+    span of the power samples (a time-weighted mean). When the readings span less than the
+    window, the energy is that mean × the window's length (noted below 99% coverage), so the
+    window's tokens are never divided by the energy of part of it. The window is invalid
+    (figures kept for inspection, never patched) when a counter was reset, the counter and
+    the samples disagree beyond the source's tolerance
+    (:mod:`~tokenwatt.analysis.power_agreement`), a power-sample gap exceeds ``max_gap_s``,
+    the device was lost (``lost_reason``), there were no power samples, a reading is
+    implausible (:func:`~tokenwatt.analysis.power_validity.plausibility_problems`), or the
+    source's resolution is too coarse for the window
+    (:func:`~tokenwatt.analysis.power_band.resolution_problems`).
 
     Args:
         samples: the readings, baseline (``counted=False``) first; any order is accepted.
@@ -242,79 +280,83 @@ def summarise_power_window(
         devices: number of devices summed over.
         lost_reason: set when the device disappeared mid-window.
         notes: remarks that do not invalidate the window.
-        power_limit_w: the devices' summed power limit (W) when known; readings above
-            1.3× it are implausible (:mod:`tokenwatt.analysis.power_validity`).
+        power_limit_w: the accelerators' summed power limit (W) when known; it sets the
+            plausible band of any scope (:func:`~tokenwatt.analysis.power_band.plausible_band`).
+        resolution: the source's counter step, counter modulus and reading interval.
+        accelerators: how many accelerators a node or module reading includes (for its
+            band); None: ``devices`` for board readings, unknown for node readings.
 
     Raises:
         ValueError: ``duration_s`` not positive.
     """
     if not duration_s > 0:
         raise ValueError(f"window duration must be positive, got {duration_s} s")
+    res = resolution or Resolution()
     ordered = sorted(samples, key=lambda s: s.t_s)
     counted = [s for s in ordered if s.counted]
     powered = [s for s in ordered if s.power_w is not None]
-    reasons: list[str] = []
-    if lost_reason:
-        reasons.append(lost_reason)
-
-    times = [s.t_s for s in powered]
-    watts = [float(s.power_w) for s in powered if s.power_w is not None]
+    reasons = [lost_reason] if lost_reason else []
     if not powered:
         reasons.append("no power samples in the window")
-    for a, b in sample_gaps(times, duration_s, max_gap_s):
+    for a, b in sample_gaps([s.t_s for s in powered], duration_s, max_gap_s):
         reasons.append(
             f"gap of {b - a:.1f} s between power samples ({a:.1f}–{b:.1f} s after the start; "
             f"limit {max_gap_s:g} s): power figure not used"
         )
-
-    integral_j: float | None = None
-    sample_mean_w: float | None = None
-    if len(powered) >= 2 and times[-1] > times[0]:
-        integral_j = trapezoid_energy_j(times, watts)
-        sample_mean_w = integral_j / (times[-1] - times[0])
-    elif powered:
-        sample_mean_w = watts[0]
-
-    reasons += plausibility_problems(
-        ordered, devices=devices, power_limit_w=power_limit_w, check_band=scope != "sim"
+    integral_j, sample_mean_w, sample_span_s = _sample_means(powered)
+    band = plausible_band(
+        scope,
+        devices=accelerators if accelerators is not None or scope != "board" else devices,
+        power_limit_w=power_limit_w,
     )
-    counter_j, counter_span_s, counter_reasons = _counter_energy(ordered)
-    has_counters = any(s.counters_j is not None for s in ordered)
-    reasons.extend(counter_reasons)
-
-    energy_j: float | None
-    method: Literal["counter", "integrated"] | None
-    mean_w: float | None
-    if has_counters:
-        method = "counter"
-        energy_j = counter_j
-        mean_w = (
-            counter_j / counter_span_s if counter_j is not None and counter_span_s > 0 else None
-        )
-        if mean_w is None:
-            mean_w = sample_mean_w
-    else:
-        method = "integrated" if integral_j is not None else None
-        energy_j = integral_j
-        mean_w = sample_mean_w
-
+    reasons += plausibility_problems(ordered, devices=devices, band=band)
+    counter = counter_energy(ordered, wrap_j=res.counter_wrap_j)
     notes = list(notes)
-    span_s = counter_span_s if has_counters else (times[-1] - times[0] if times else 0.0)
-    if energy_j is not None and mean_w is not None and 0 < span_s < duration_s:
-        # Readings that cover only part of the window (a slow source's first reading lands
-        # late) would charge the whole window's tokens to part of its energy.
-        energy_j = mean_w * duration_s
-        if span_s < COVERAGE_NOTE * duration_s:
-            notes.append(
-                f"readings cover {span_s:.1f} s of the {duration_s:.1f} s window: energy is "
-                "their mean power × the window"
-            )
+    if counter is not None:
+        reasons.extend(counter.reasons)
+        notes.extend(counter.notes)
+    agree_reasons, agree_notes = _cross_check(
+        counter, sample_mean_w, powered, source=source, devices=devices
+    )
+    reasons += agree_reasons
+    notes += agree_notes
 
+    method, energy_j, mean_w = _energy(
+        counter, integral_j, sample_mean_w, sample_span_s, duration_s=duration_s, notes=notes
+    )
+    # The samples' energy is the yardstick: a counter too coarse to move has counted 0 J.
+    yardstick_j = sample_mean_w * duration_s if sample_mean_w else energy_j
+    reasons += resolution_problems(
+        powered, res, duration_s=duration_s, energy_j=yardstick_j, used_counter=method == "counter"
+    )
+    return _window(
+        counted, powered, reasons, notes, duration_s=duration_s, source=source, scope=scope,
+        mean_w=mean_w, energy_j=energy_j, method=method, power_method=power_method,
+        devices=devices, max_timeline_points=max_timeline_points,
+    )  # fmt: skip
+
+
+def _window(
+    counted: Sequence[PowerSample],
+    powered: Sequence[PowerSample],
+    reasons: list[str],
+    notes: list[str],
+    *,
+    duration_s: float,
+    source: str,
+    scope: PowerScope,
+    mean_w: float | None,
+    energy_j: float | None,
+    method: Literal["counter", "integrated"] | None,
+    power_method: PowerMethod | None,
+    devices: int | None,
+    max_timeline_points: int,
+) -> PowerWindow:
+    """The record of a summarised window: figures, reasons, notes, timeline and clocks."""
     keep = _thin(len(powered), max_timeline_points)
-    timeline = [(round(powered[i].t_s, 3), round(watts[i], 2)) for i in keep]
+    timeline = [(round(powered[i].t_s, 3), round(float(powered[i].power_w or 0), 2)) for i in keep]
     timeline_throttle = [sorted(powered[i].throttle) for i in keep]
     temps = [s.temperature_c for s in counted if s.temperature_c is not None]
-
     return PowerWindow(
         source=source,
         scope=scope,

@@ -11,13 +11,9 @@ readings are out of range or missing, and Zeus and InferenceX discard windows wh
 counter does not advance. The thresholds are deliberately wide, so that only readings
 that cannot be physical are refused:
 
-- **floor**: :data:`FLOOR_W_PER_DEVICE` per device. Idle data-centre accelerators draw tens
-  of watts (an idle H100 SXM about 70 W, an L4 about 16 W), so a reading under 5 W per board
-  is a broken sensor or a wrong unit, not a quiet GPU;
-- **ceiling**: :data:`CEILING_FACTOR` × the power limit (summed over the devices) where the
-  limit is known (NVML's enforced power limit, amdsmi's power cap, or the spec). Boards
-  briefly exceed their limit by a few percent in instant readings; 30% above it is not
-  physical for any board we know;
+- **band**: a floor and a ceiling for every source kind, from the devices and their power
+  limits (:mod:`tokenwatt.analysis.power_band`), naming the likely unit of a reading off by
+  about 1,000;
 - **frozen counter**: a device's energy counter that does not move over a window of at least
   :data:`FROZEN_MIN_SPAN_S` while the power readings say the board draws at least the floor.
 """
@@ -26,13 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tokenwatt.analysis.power_band import (
+    CEILING_FACTOR,
+    FLOOR_W_PER_DEVICE,
+    Band,
+    band_problems,
+)
 from tokenwatt.records import PowerSample
-
-FLOOR_W_PER_DEVICE = 5.0
-"""Lowest plausible board power per device (W); see the module docstring."""
-
-CEILING_FACTOR = 1.3
-"""Highest plausible reading as a multiple of the (summed) power limit."""
 
 FROZEN_MIN_SPAN_S = 1.0
 """A counter is judged frozen only over at least this many seconds of readings (s)."""
@@ -47,39 +43,6 @@ def negative_readings(samples: Sequence[PowerSample]) -> list[str]:
         f"{len(negative)} power readings were negative (lowest {min(negative):.1f} W): "
         "power figure not used"
     ]
-
-
-def out_of_band(
-    samples: Sequence[PowerSample],
-    *,
-    floor_w: float | None,
-    power_limit_w: float | None,
-) -> list[str]:
-    """Reasons for readings below ``floor_w`` or above :data:`CEILING_FACTOR` × the limit.
-
-    Args:
-        samples: the window's readings (power summed over the devices, W).
-        floor_w: lowest plausible summed reading (W), or None for no floor.
-        power_limit_w: the devices' summed power limit (W), or None when unknown.
-    """
-    reasons: list[str] = []
-    watts = [s.power_w for s in samples if s.power_w is not None and s.power_w >= 0]
-    if floor_w is not None:
-        low = [w for w in watts if w < floor_w]
-        if low:
-            reasons.append(
-                f"{len(low)} power readings below the plausible floor of {floor_w:g} W "
-                f"(lowest {min(low):.1f} W): power figure not used"
-            )
-    if power_limit_w is not None and power_limit_w > 0:
-        ceiling = CEILING_FACTOR * power_limit_w
-        high = [w for w in watts if w > ceiling]
-        if high:
-            reasons.append(
-                f"{len(high)} power readings above {CEILING_FACTOR:g}× the power limit of "
-                f"{power_limit_w:g} W (highest {max(high):.1f} W): power figure not used"
-            )
-    return reasons
 
 
 def frozen_counters(samples: Sequence[PowerSample], *, floor_w: float) -> list[str]:
@@ -117,22 +80,20 @@ def plausibility_problems(
     samples: Sequence[PowerSample],
     *,
     devices: int | None,
-    power_limit_w: float | None,
-    check_band: bool = True,
+    band: Band | None,
 ) -> list[str]:
     """Every plausibility reason for one window's readings (empty when all look physical).
 
     Args:
         samples: the window's readings, in time order.
         devices: how many devices the readings sum over (None: one).
-        power_limit_w: the summed power limit (W), or None when unknown (no ceiling).
-        check_band: False for modelled power (the simulator), which has no physical band.
+        band: the plausible band (:func:`~tokenwatt.analysis.power_band.plausible_band`), or
+            None for modelled power (the simulator), which has no physical band.
     """
-    floor_w = FLOOR_W_PER_DEVICE * max(devices or 1, 1)
     reasons = negative_readings(samples)
-    if check_band:
-        reasons += out_of_band(samples, floor_w=floor_w, power_limit_w=power_limit_w)
-    reasons += frozen_counters(samples, floor_w=floor_w)
+    if band is not None:
+        reasons += band_problems(samples, band)
+    reasons += frozen_counters(samples, floor_w=FLOOR_W_PER_DEVICE * max(devices or 1, 1))
     return reasons
 
 
@@ -142,6 +103,5 @@ __all__ = [
     "FROZEN_MIN_SPAN_S",
     "frozen_counters",
     "negative_readings",
-    "out_of_band",
     "plausibility_problems",
 ]

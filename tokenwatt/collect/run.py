@@ -207,7 +207,9 @@ def execute(plan: RunPlan, reporter: Reporter, stop: GracefulStop) -> RunRecord:
         launched_engine(plan.spec, opts.out, plan.api_key) as engine,
     ):
         rec, stream, info = _start_record(plan, engine, reporter)
-        _instrumented(plan, rec, stream, info, reporter, stop)
+        # The launched engine's process group: its GPUs by the processes on them.
+        pgid = engine.pgid if engine is not None else None
+        _instrumented(plan, rec, stream, info, reporter, stop, engine_pgid=pgid)
     return rec
 
 
@@ -258,11 +260,13 @@ def _instrumented(
     info: EngineInfo,
     reporter: Reporter,
     stop: GracefulStop,
+    *,
+    engine_pgid: int | None = None,
 ) -> None:
     """The power meter, the load generator's workers and the instruments, opened once for
     the run, around :func:`_measure`."""
     spec, api_key = rec.spec, plan.api_key
-    meter = _open_meter(spec, rec, reporter)
+    meter = _open_meter(spec, rec, reporter, engine_pgid)
     workers = closed_loop_workers(spec, resolve_workers(spec, stream))
     if spec.measurement.workers == "auto" and spec.measurement.ray_address is None:
         reporter.line(_auto_workers_line(workers, spec))
@@ -302,7 +306,9 @@ def _auto_workers_line(workers: int, spec: Spec) -> str:
     return f"workers: auto chose {workers} load-generator {noun} ({why})"
 
 
-def _open_meter(spec: Spec, rec: RunRecord, reporter: Reporter) -> PowerMeter | None:
+def _open_meter(
+    spec: Spec, rec: RunRecord, reporter: Reporter, engine_pgid: int | None
+) -> PowerMeter | None:
     """The spec's power meter, or None (noted in ``rec.not_covered``; a meter the spec asks
     for that cannot be opened is also reported as a warning before the first window, so
     the run is not mistaken for one that measures energy)."""
@@ -312,7 +318,7 @@ def _open_meter(spec: Spec, rec: RunRecord, reporter: Reporter) -> PowerMeter | 
     from tokenwatt.telemetry import open_meter
 
     try:
-        return open_meter(spec, sim_endpoint=spec.engine.endpoint)
+        return open_meter(spec, sim_endpoint=spec.engine.endpoint, engine_pgid=engine_pgid)
     except TelemetryError as exc:
         note = f"{METER_NOT_OPENED} ({exc})"
         rec.not_covered.append(note)

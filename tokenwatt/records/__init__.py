@@ -38,7 +38,13 @@ from tokenwatt.records.mode import (
     unused_fields,
     value_text,
 )
-from tokenwatt.records.power import PowerMethod, PowerSample, PowerScope, PowerWindow
+from tokenwatt.records.power import (
+    MeasuredDevice,
+    PowerMethod,
+    PowerSample,
+    PowerScope,
+    PowerWindow,
+)
 from tokenwatt.records.report_v1 import (
     AccuracySuiteV1,
     ConfigV1,
@@ -198,6 +204,7 @@ __all__ = [
     "MbuBreakdownV2",
     "MbuResult",
     "MeanCI",
+    "MeasuredDevice",
     "MeasurementSpec",
     "ModeOverride",
     "ModelSpec",

@@ -52,6 +52,17 @@ class PowerSample:
     counted: bool = True
 
 
+class MeasuredDevice(StrictModel):
+    """One device whose power a window sums."""
+
+    uuid: str
+    """The device's UUID (NVML ``GPU-…``), or its PCI bus id where no UUID is read (AMD SMI)."""
+    name: str
+    """The model name the driver reports (e.g. NVIDIA H100 80GB HBM3)."""
+    bus_id: str
+    """PCI bus id (domain:bus:device.function), lower case."""
+
+
 class PowerWindow(StrictModel):
     """Power over one window, summed over GPUs (or the node, per ``scope``).
 
@@ -108,3 +119,10 @@ class PowerWindow(StrictModel):
     """How many devices (GPUs, or series for Prometheus) the figures are summed over."""
     notes: list[str] = Field(default_factory=list)
     """Remarks that do not invalidate the window (fallbacks used, reads that failed)."""
+    measured_devices: list[MeasuredDevice] = Field(default_factory=list)
+    """The devices measured (UUID, name, bus id), in the order read; empty where the source
+    cannot name them (node-level readings, records before this field)."""
+    device_selection: str | None = None
+    """How the devices were chosen: engine processes (the GPUs running the launched engine's
+    PIDs), CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES, spec hardware.gpus, or all visible;
+    null where the source does not choose devices."""

@@ -27,6 +27,7 @@ from tokenwatt.errors import TelemetryError
 from tokenwatt.records import PowerMethod, PowerSample, PowerScope
 from tokenwatt.telemetry.base import DeviceLostError, HardwareIdentity, ReadError
 from tokenwatt.telemetry.board import board_identity, import_binding, merge_reading
+from tokenwatt.telemetry.gpu_selection import GpuDevice, Selection, select_gpus
 
 VIOLATION_REASONS: tuple[tuple[str, str], ...] = (
     ("active_ppt_pwr", "ppt_power"),
@@ -61,6 +62,8 @@ class AmdSmiSource:
         environ: the environment (``HIP_VISIBLE_DEVICES`` / ``ROCR_VISIBLE_DEVICES``).
         gpus: positions among the visible GPUs (spec ``hardware.gpus``); None = all.
         amdsmi: the ``amdsmi`` module (tests inject a fake with the same names).
+        engine_pids: the launched engine's PIDs; the GPUs running them are measured
+            (:mod:`tokenwatt.telemetry.gpu_selection`).
 
     Raises:
         TelemetryError: amdsmi missing or failing to initialise, or no GPU selected.
@@ -68,6 +71,10 @@ class AmdSmiSource:
 
     name = "amdsmi"
     scope: PowerScope = "board"
+    counter_step_j: float | None = None
+    """The energy counter's step (J): the coarsest ``counter_resolution`` seen (µJ → J)."""
+    counter_wrap_j: float | None = None
+    """The counter's modulus (J): 2^64 ticks of its resolution."""
 
     def __init__(
         self,
@@ -75,6 +82,7 @@ class AmdSmiSource:
         environ: Mapping[str, str],
         gpus: Sequence[int] | None = None,
         amdsmi: ModuleType | None = None,
+        engine_pids: frozenset[int] | None = None,
     ) -> None:
         if amdsmi is None:
             amdsmi = import_binding(
@@ -84,13 +92,14 @@ class AmdSmiSource:
             )
         self.smi = amdsmi
         self.notes: list[str] = []
+        self.selection: Selection | None = None
         self._closed = False
         try:
             self.smi.amdsmi_init()
         except self.smi.AmdSmiException as exc:
             raise TelemetryError(f"amdsmi did not initialise: {exc}") from exc
         try:
-            self._handles, self._ids = self._select(environ, gpus)
+            self._handles, self._ids = self._select(environ, gpus, engine_pids)
             self._check_partitions()
             self._has_counter = self._probe_counter()
             self._power_key = self._probe_power_key()
@@ -110,32 +119,62 @@ class AmdSmiSource:
             self.notes.append("energy integrated from power samples: no energy counter")
 
     def _select(
-        self, environ: Mapping[str, str], gpus: Sequence[int] | None
+        self,
+        environ: Mapping[str, str],
+        gpus: Sequence[int] | None,
+        engine_pids: frozenset[int] | None,
     ) -> tuple[list[Any], list[str]]:
         smi = self.smi
         found = sorted(
             (
-                (str(smi.amdsmi_get_gpu_device_bdf(h)).lower(), h)
+                GpuDevice(
+                    uuid=self._uuid(h) or str(smi.amdsmi_get_gpu_device_bdf(h)).lower(),
+                    name=str(smi.amdsmi_get_gpu_asic_info(h).get("market_name", "unknown")),
+                    bus_id=str(smi.amdsmi_get_gpu_device_bdf(h)).lower(),
+                    handle=h,
+                    pids=self._pids(h) if engine_pids else frozenset(),
+                )
                 for h in smi.amdsmi_get_processor_handles()
             ),
-            key=lambda d: d[0],
+            key=lambda d: d.bus_id,
         )
-        visible = environ.get("HIP_VISIBLE_DEVICES", environ.get("ROCR_VISIBLE_DEVICES"))
-        chosen = found
-        if visible is not None:
-            idx = [int(x) for x in visible.split(",") if x.strip().isdigit()]
-            if any(i >= len(found) for i in idx):
-                raise TelemetryError(
-                    f"visible devices {visible!r}, but amdsmi sees {len(found)} GPU(s)"
-                )
-            chosen = [found[i] for i in idx]
-        if gpus is not None:
-            if any(g >= len(chosen) for g in gpus):
-                raise TelemetryError(f"hardware.gpus {list(gpus)}, but only {len(chosen)} visible")
-            chosen = [chosen[g] for g in gpus]
-        if not chosen:
-            raise TelemetryError("no AMD GPU to measure")
-        return [h for _, h in chosen], [bdf for bdf, _ in chosen]
+        var = "HIP_VISIBLE_DEVICES" if "HIP_VISIBLE_DEVICES" in environ else "ROCR_VISIBLE_DEVICES"
+        raw = environ.get(var)
+        # Every entry counts: one that is neither an index nor a UUID is an error, never
+        # silently skipped (that would measure a different set of GPUs).
+        visible = None if raw is None else [x.strip() for x in raw.split(",") if x.strip()]
+        for entry in visible or []:
+            if not (entry.isdigit() or entry.startswith("GPU-")):
+                raise TelemetryError(f"AMD SMI cannot apply {var} entry {entry!r}")
+        self.selection = select_gpus(
+            found,
+            visible=visible,
+            visible_var=var,
+            environ=environ,
+            gpus=gpus,
+            engine_pids=engine_pids,
+            library="AMD SMI",
+        )
+        self.notes.extend(self.selection.notes)
+        chosen = self.selection.devices
+        return [d.handle for d in chosen], [d.bus_id for d in chosen]
+
+    def _uuid(self, handle: Any) -> str | None:
+        """``amdsmi_get_gpu_device_uuid``, or None where the library lacks it."""
+        try:
+            return str(self.smi.amdsmi_get_gpu_device_uuid(handle))
+        except (AttributeError, self.smi.AmdSmiException):
+            return None
+
+    def _pids(self, handle: Any) -> frozenset[int]:
+        """PIDs of the GPU's processes (``amdsmi_get_gpu_process_list``: dicts with ``pid``)."""
+        try:
+            listed = self.smi.amdsmi_get_gpu_process_list(handle)
+        except (AttributeError, self.smi.AmdSmiException):
+            return frozenset()
+        return frozenset(
+            int(p["pid"]) for p in listed if isinstance(p, Mapping) and _number(p.get("pid"))
+        )
 
     def _energy_j(self, handle: Any) -> float:
         info = self.smi.amdsmi_get_energy_count(handle)
@@ -143,7 +182,11 @@ class AmdSmiSource:
         resolution_uj = _number(info.get("counter_resolution"))
         if _number(ticks) is None or resolution_uj is None:
             raise ReadError("energy counter answered N/A")
-        return float(ticks) * resolution_uj / 1e6
+        # amdsmi_get_energy_count: a uint64 accumulator of ticks of counter_resolution µJ.
+        step_j = resolution_uj / 1e6
+        self.counter_step_j = max(self.counter_step_j or 0.0, step_j)
+        self.counter_wrap_j = 2.0**64 * step_j
+        return float(ticks) * step_j
 
     def _probe_counter(self) -> bool:
         try:

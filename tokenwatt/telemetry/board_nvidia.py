@@ -12,10 +12,10 @@ Per GPU and per reading:
 - clock-event (throttle) reasons: ``nvmlDeviceGetCurrentClocksEventReasons``, or
   ``nvmlDeviceGetCurrentClocksThrottleReasons`` on drivers that predate the new name.
 
-Device selection follows ``CUDA_VISIBLE_DEVICES`` (indices and ``GPU-…`` UUID prefixes), with
-indices counted in PCI bus order — the order CUDA uses when ``CUDA_DEVICE_ORDER=PCI_BUS_ID``,
-which is how multi-GPU servers are normally run. MIG is refused: board power cannot be split
-between MIG slices.
+Device selection (:mod:`tokenwatt.telemetry.gpu_selection`): the GPUs running the launched
+engine's processes, else ``CUDA_VISIBLE_DEVICES`` (UUID prefixes, or indices read with
+``CUDA_DEVICE_ORDER``), narrowed by the spec's ``hardware.gpus``. MIG is refused: board power
+cannot be split between MIG slices.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from tokenwatt.errors import TelemetryError
 from tokenwatt.records import PowerMethod, PowerSample, PowerScope
 from tokenwatt.telemetry.base import DeviceLostError, HardwareIdentity, ReadError
 from tokenwatt.telemetry.board import board_identity, import_binding, merge_reading
+from tokenwatt.telemetry.gpu_selection import GpuDevice, Selection, select_gpus
 
 THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
     (0x0000000000000001, "gpu_idle"),
@@ -97,6 +98,8 @@ class NvmlSource:
         environ: the environment (for ``CUDA_VISIBLE_DEVICES``).
         gpus: positions among the visible GPUs to measure (spec ``hardware.gpus``); None = all.
         nvml: the ``pynvml`` module (tests inject a fake with the same names).
+        engine_pids: the launched engine's PIDs; the GPUs running them are measured
+            (:mod:`tokenwatt.telemetry.gpu_selection`).
 
     Raises:
         TelemetryError: NVML missing or not initialising, no GPUs, a bad selection, or MIG.
@@ -104,6 +107,10 @@ class NvmlSource:
 
     name = "nvml"
     scope: PowerScope = "board"
+    counter_step_j = 1e-3
+    """nvmlDeviceGetTotalEnergyConsumption counts whole millijoules (J per step)."""
+    counter_wrap_j = 2.0**64 / 1000.0
+    """The counter is an unsigned long long of mJ: it wraps at 2^64 mJ (J)."""
 
     def __init__(
         self,
@@ -111,6 +118,7 @@ class NvmlSource:
         environ: Mapping[str, str],
         gpus: Sequence[int] | None = None,
         nvml: ModuleType | None = None,
+        engine_pids: frozenset[int] | None = None,
     ) -> None:
         if nvml is None:
             nvml = import_binding(
@@ -120,6 +128,7 @@ class NvmlSource:
             )
         self.nv = nvml
         self.notes: list[str] = []
+        self.selection: Selection | None = None
         self._closed = False
         try:
             self.nv.nvmlInit()
@@ -128,7 +137,7 @@ class NvmlSource:
                 f"NVML did not initialise ({exc}); is the NVIDIA driver loaded?"
             ) from exc
         try:
-            self._handles, self._ids = self._select(environ, gpus)
+            self._handles, self._ids = self._select(environ, gpus, engine_pids)
             self._check_mig()
             self._has_counter = self._probe_counter()
             self._instant = self._probe_instant()
@@ -156,50 +165,45 @@ class NvmlSource:
 
     # -- setup -------------------------------------------------------------------------
     def _select(
-        self, environ: Mapping[str, str], gpus: Sequence[int] | None
+        self,
+        environ: Mapping[str, str],
+        gpus: Sequence[int] | None,
+        engine_pids: frozenset[int] | None,
     ) -> tuple[list[Any], list[str]]:
         nv = self.nv
-        found: list[tuple[str, str, Any]] = []
+        found: list[GpuDevice] = []
         for i in range(nv.nvmlDeviceGetCount()):
             handle = nv.nvmlDeviceGetHandleByIndex(i)
-            bus = _text(nv.nvmlDeviceGetPciInfo(handle).busId).lower()
-            found.append((bus, _text(nv.nvmlDeviceGetUUID(handle)), handle))
-        found.sort(key=lambda d: d[0])
-        visible = parse_visible_devices(environ.get("CUDA_VISIBLE_DEVICES"))
-        chosen = found
-        if visible is not None:
-            chosen = []
-            for entry in visible:
-                if entry.startswith("MIG-"):
-                    raise TelemetryError(
-                        f"CUDA_VISIBLE_DEVICES names a MIG slice ({entry}): board power cannot "
-                        "be attributed to a MIG slice; benchmark on whole GPUs"
-                    )
-                if entry.isdigit():
-                    if int(entry) >= len(found):
-                        raise TelemetryError(
-                            f"CUDA_VISIBLE_DEVICES names GPU {entry}, but NVML sees "
-                            f"{len(found)} GPU(s)"
-                        )
-                    chosen.append(found[int(entry)])
-                else:
-                    hits = [d for d in found if d[1].startswith(entry)]
-                    if len(hits) != 1:
-                        raise TelemetryError(
-                            f"CUDA_VISIBLE_DEVICES entry {entry} matches {len(hits)} GPUs"
-                        )
-                    chosen.append(hits[0])
-        if gpus is not None:
-            bad = [g for g in gpus if g >= len(chosen)]
-            if bad:
-                raise TelemetryError(
-                    f"hardware.gpus {list(gpus)} asks for GPU(s) {bad}, but only {len(chosen)} "
-                    "are visible"
+            found.append(
+                GpuDevice(
+                    uuid=_text(nv.nvmlDeviceGetUUID(handle)),
+                    name=_text(nv.nvmlDeviceGetName(handle)),
+                    bus_id=_text(nv.nvmlDeviceGetPciInfo(handle).busId).lower(),
+                    handle=handle,
+                    pids=self._compute_pids(handle) if engine_pids else frozenset(),
                 )
-            chosen = [chosen[g] for g in gpus]
-        if not chosen:
-            raise TelemetryError("no NVIDIA GPU to measure (check CUDA_VISIBLE_DEVICES)")
-        return [d[2] for d in chosen], [d[1] for d in chosen]
+            )
+        found.sort(key=lambda d: d.bus_id)
+        self.selection = select_gpus(
+            found,
+            visible=parse_visible_devices(environ.get("CUDA_VISIBLE_DEVICES")),
+            visible_var="CUDA_VISIBLE_DEVICES",
+            environ=environ,
+            gpus=gpus,
+            engine_pids=engine_pids,
+        )
+        self.notes.extend(self.selection.notes)
+        chosen = self.selection.devices
+        return [d.handle for d in chosen], [d.uuid for d in chosen]
+
+    def _compute_pids(self, handle: Any) -> frozenset[int]:
+        """PIDs of a GPU's compute processes (``nvmlDeviceGetComputeRunningProcesses``)."""
+        try:
+            return frozenset(
+                int(p.pid) for p in self.nv.nvmlDeviceGetComputeRunningProcesses(handle)
+            )
+        except self.nv.NVMLError:
+            return frozenset()
 
     def _check_mig(self) -> None:
         nv = self.nv

@@ -11,20 +11,26 @@ from tokenwatt.errors import TelemetryError
 from tokenwatt.records import Spec
 from tokenwatt.telemetry.base import HardwareIdentity, PowerSource
 from tokenwatt.telemetry.clock import Clock
+from tokenwatt.telemetry.gpu_selection import engine_pids_from
 from tokenwatt.telemetry.meter import PowerMeter
 
 
-def _source_for(spec: Spec, sim_endpoint: str | None, environ: Mapping[str, str]) -> PowerSource:
+def _source_for(
+    spec: Spec,
+    sim_endpoint: str | None,
+    environ: Mapping[str, str],
+    engine_pids: frozenset[int] | None = None,
+) -> PowerSource:
     power, hardware = spec.power, spec.hardware
     if power.source == "board":
         if hardware.adapter == "nvidia":
             from tokenwatt.telemetry.board_nvidia import NvmlSource
 
-            return NvmlSource(environ=environ, gpus=hardware.gpus)
+            return NvmlSource(environ=environ, gpus=hardware.gpus, engine_pids=engine_pids)
         if hardware.adapter == "amd":
             from tokenwatt.telemetry.board_amd import AmdSmiSource
 
-            return AmdSmiSource(environ=environ, gpus=hardware.gpus)
+            return AmdSmiSource(environ=environ, gpus=hardware.gpus, engine_pids=engine_pids)
         if hardware.adapter == "sim":
             from tokenwatt.telemetry.sim import SimSource
 
@@ -52,10 +58,33 @@ def _source_for(spec: Spec, sim_endpoint: str | None, environ: Mapping[str, str]
     if power.source == "prometheus":
         from tokenwatt.telemetry.prometheus import PrometheusSource
 
-        return PrometheusSource(power, gpus=spec.hardware.gpus)
+        uuids = _engine_uuids(spec, environ, engine_pids)
+        return PrometheusSource(power, gpus=None if uuids else spec.hardware.gpus, uuids=uuids)
     from tokenwatt.telemetry.null import NullSource
 
     return NullSource()
+
+
+def _engine_uuids(
+    spec: Spec, environ: Mapping[str, str], engine_pids: frozenset[int] | None
+) -> list[str] | None:
+    """The UUIDs of the GPUs running the launched engine, as NVML on this host sees them,
+    for an exporter's ``UUID`` label; None without an engine, NVML, or a process match."""
+    if not engine_pids or spec.hardware.adapter != "nvidia":
+        return None
+    try:
+        from tokenwatt.telemetry.board_nvidia import NvmlSource
+
+        local = NvmlSource(environ=environ, gpus=spec.hardware.gpus, engine_pids=engine_pids)
+    except TelemetryError:
+        return None
+    try:
+        selection = local.selection
+        if selection is None or selection.method != "engine processes":
+            return None
+        return [d.uuid for d in selection.devices]
+    finally:
+        local.close()
 
 
 def _board_identity(spec: Spec, environ: Mapping[str, str]) -> HardwareIdentity | None:
@@ -118,6 +147,7 @@ def open_meter(
     sim_endpoint: str | None = None,
     clock: Clock | None = None,
     environ: Mapping[str, str] | None = None,
+    engine_pgid: int | None = None,
 ) -> PowerMeter:
     """Open the power meter the spec's ``power`` and ``hardware`` sections ask for.
 
@@ -133,12 +163,14 @@ def open_meter(
         clock: the sampler's clock (tests inject a manual one).
         environ: environment (default ``os.environ``): ``CUDA_VISIBLE_DEVICES`` and the
             variable named by ``power.password_env``.
+        engine_pgid: the launched engine's process group; board power is then read from
+            the GPUs running its processes (:mod:`tokenwatt.telemetry.gpu_selection`).
 
     Raises:
         TelemetryError: the source cannot be opened (no driver, MIG, bad credentials …).
     """
     env = os.environ if environ is None else environ
-    source = _source_for(spec, sim_endpoint, env)
+    source = _source_for(spec, sim_endpoint, env, engine_pids_from(engine_pgid))
     if spec.hardware.gpus is not None and source.scope != "board":
         # A node or module reading covers every device: the selection cannot apply to it.
         source.notes.append(

@@ -14,9 +14,9 @@ import math
 import threading
 from types import TracebackType
 
-from tokenwatt.analysis import summarise_power_window
+from tokenwatt.analysis import Resolution, summarise_power_window
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records import PowerSample, PowerWindow
+from tokenwatt.records import MeasuredDevice, PowerSample, PowerWindow
 from tokenwatt.telemetry.base import (
     MAX_READING_W,
     DeviceLostError,
@@ -26,13 +26,16 @@ from tokenwatt.telemetry.base import (
     WindowSeriesSource,
 )
 from tokenwatt.telemetry.clock import Clock, SystemClock
+from tokenwatt.telemetry.gpu_selection import Selection
 
 _SAME_INSTANT_S = 1e-3
 """A final reading closer than this (s) to the thread's last sample would duplicate it."""
 
 
-MAX_COUNTER_J = 1e15
-"""Largest energy counter value taken (J): a 1 kW board needs 30,000 years to count this far."""
+MAX_COUNTER_J = 2.0**64 / 1000.0
+"""Largest energy counter value taken (J): what NVML's unsigned 64-bit millijoule counter
+can hold (about 1.8e16 J); a counter near it is about to wrap, which the window's summary
+detects and adds back."""
 
 
 def unusable(reading: PowerSample) -> str | None:
@@ -51,6 +54,33 @@ def unusable(reading: PowerSample) -> str | None:
         if not math.isfinite(joules) or abs(joules) > MAX_COUNTER_J:
             return f"energy counter of {dev} read {joules!r} J, not a finite value"
     return None
+
+
+def source_resolution(source: PowerSource) -> Resolution:
+    """What a source declares about its resolution: optional attributes ``counter_step_j``
+    (J), ``counter_wrap_j`` (J) and ``reading_interval_s`` (s); absent ones are None."""
+
+    def number(name: str) -> float | None:
+        value = getattr(source, name, None)
+        return float(value) if isinstance(value, int | float) and value > 0 else None
+
+    return Resolution(
+        counter_step_j=number("counter_step_j"),
+        counter_wrap_j=number("counter_wrap_j"),
+        reading_interval_s=number("reading_interval_s"),
+    )
+
+
+def with_devices(window: PowerWindow, source: PowerSource) -> PowerWindow:
+    """The window with the source's measured devices and how they were chosen (a source
+    with a ``selection``, :class:`~tokenwatt.telemetry.gpu_selection.Selection`)."""
+    selection = getattr(source, "selection", None)
+    if not isinstance(selection, Selection):
+        return window
+    devices = [MeasuredDevice(uuid=d.uuid, name=d.name, bus_id=d.bus_id) for d in selection.devices]
+    return window.model_copy(
+        update={"measured_devices": devices, "device_selection": selection.method}
+    )
 
 
 class PowerMeter:
@@ -92,6 +122,7 @@ class PowerMeter:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._limit_w: float | None = None
+        self._accelerators: int | None = None
 
     # -- identity ----------------------------------------------------------------------
     def identity(self) -> HardwareIdentity:
@@ -112,7 +143,7 @@ class PowerMeter:
         if self._t0 is not None:
             raise TelemetryError("a power window is already open; stop it first")
         self._samples = []
-        self._limit_w = self._power_limit_w()  # read while the device is surely there
+        self._limit_w, self._accelerators = self._band_inputs()  # read while the device is there
         self._lost = None
         self._failures = 0
         self._last_error = ""
@@ -159,21 +190,24 @@ class PowerMeter:
             lost_reason=self._lost,
             notes=notes,
             power_limit_w=self._limit_w,
+            resolution=source_resolution(self.source),
+            accelerators=self._accelerators,
         )
         self._t0 = None
+        window = with_devices(window, self.source)
         if isinstance(self.source, WindowSeriesSource) and window.samples:
             window = self._series_timeline(window)
         return window
 
-    def _power_limit_w(self) -> float | None:
-        """The boards' summed power limit (W) when the readings are board power; None
-        for node or module readings, which include more than the boards."""
-        if self.source.scope != "board":
-            return None
+    def _band_inputs(self) -> tuple[float | None, int | None]:
+        """The accelerators' summed power limit (W) and count, for the plausible band of any
+        scope (a node reading's band is the accelerators' plus a host allowance); None where
+        unknown."""
         try:
-            return self.identity().power_limit_w
-        except Exception:  # a vendor library's own error class: the limit is optional
-            return None
+            identity = self.identity()
+        except Exception:  # a vendor library's own error class: the band falls back
+            return None, None
+        return identity.power_limit_w, (identity.count or None)
 
     def _series_timeline(self, window: PowerWindow) -> PowerWindow:
         """Replace the live timeline with the source's own series for the window."""

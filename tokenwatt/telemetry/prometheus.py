@@ -20,7 +20,9 @@ Partitions: a GPU split into MIG instances appears once per instance, every copy
 the whole board's ``DCGM_FI_DEV_POWER_USAGE`` and the parent GPU's ``UUID`` (the instance is
 in ``GPU_I_ID``). Summing them would count one 250 W board as 750 W, so series are folded
 to one per physical GPU (host and UUID) before summing, and the record notes it.
-``hardware.gpus`` selects devices by DCGM's ``gpu`` label (the device index on each node).
+``hardware.gpus`` selects devices by DCGM's ``gpu`` label (the device index on each node);
+a launched engine's GPUs, found by NVML on this host, are selected by the ``UUID`` label. A
+selection the series cannot honour is an error (:func:`check_selection`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import httpx
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records import PowerMethod, PowerSample, PowerScope, PowerSpec
 from tokenwatt.telemetry.base import HardwareIdentity, ReadError
+from tokenwatt.telemetry.gpu_selection import GpuDevice, Selection
 from tokenwatt.telemetry.hardware import lookup_accelerator
 
 POWER_SERIES = "DCGM_FI_DEV_POWER_USAGE"
@@ -62,12 +65,21 @@ def physical_gpus(
     return kept, len(series) - len(kept)
 
 
-def gpu_matcher(selector: str, gpus: Sequence[int] | None) -> str:
+def gpu_matcher(
+    selector: str, gpus: Sequence[int] | None, uuids: Sequence[str] | None = None
+) -> str:
     """``selector`` (a ``{…}`` label matcher or empty) with ``gpu=~"i|j"`` added for the
-    selected device indices; unchanged when ``gpus`` is None."""
-    if gpus is None:
+    selected device indices and ``UUID=~"GPU-a|GPU-b"`` for selected UUIDs; unchanged when
+    both are None."""
+    clauses = []
+    if gpus is not None:
+        clauses.append('gpu=~"' + "|".join(str(g) for g in sorted(set(gpus))) + '"')
+    if uuids is not None:
+        # UUIDs are hex and dashes: nothing in them needs escaping in a regex.
+        clauses.append('UUID=~"' + "|".join(sorted(set(uuids))) + '"')
+    if not clauses:
         return selector
-    clause = 'gpu=~"' + "|".join(str(g) for g in sorted(set(gpus))) + '"'
+    clause = ",".join(clauses)
     if not selector:
         return "{" + clause + "}"
     inner = selector[1:-1].strip().rstrip(",")
@@ -114,16 +126,49 @@ def parse_vector(body: Mapping[str, Any]) -> list[tuple[dict[str, str], float]]:
     return out
 
 
+def check_selection(
+    series: Sequence[tuple[dict[str, str], float]],
+    *,
+    gpus: Sequence[int] | None,
+    uuids: Sequence[str] | None,
+) -> None:
+    """Refuse a selection the exporter's series cannot honour.
+
+    Raises:
+        TelemetryError: naming the source: series without the ``gpu`` label while
+            ``hardware.gpus`` selects by index, without ``UUID`` while selecting by UUID, or
+            a selected index or UUID with no series.
+    """
+    for label, wanted in (("gpu", gpus), ("UUID", uuids)):
+        if wanted is None:
+            continue
+        seen = {labels.get(label) for labels, _ in series}
+        if None in seen:
+            raise TelemetryError(
+                f"prometheus cannot apply the GPU selection: {POWER_SERIES} series carry no "
+                f"{label!r} label (is this a DCGM exporter?)"
+            )
+        missing = sorted({str(w) for w in wanted} - {str(s) for s in seen})
+        if missing:
+            raise TelemetryError(
+                f"prometheus has no {POWER_SERIES} series for selected GPU(s) "
+                f"{', '.join(missing)} ({label} label)"
+            )
+
+
 class PrometheusSource:
     """Board power of many GPUs on many nodes, from DCGM exporter series in Prometheus.
 
     Args:
         power: the spec's ``power`` section (``url``; ``field`` as a label matcher).
         gpus: ``hardware.gpus``: device indices (DCGM's ``gpu`` label) to sum; None: all.
+        uuids: the GPUs to sum by DCGM's ``UUID`` label (the launched engine's, found by
+            NVML on this host); None: no UUID selection.
         timeout_s: HTTP timeout per query (s).
 
     Raises:
-        TelemetryError: the server does not answer, or has no power series.
+        TelemetryError: the server does not answer, has no power series, or a selection
+            the series cannot honour (no ``gpu`` or ``UUID`` label, a selected GPU absent).
     """
 
     name = "prometheus"
@@ -131,7 +176,12 @@ class PrometheusSource:
     power_method: PowerMethod = "reading"
 
     def __init__(
-        self, power: PowerSpec, *, gpus: Sequence[int] | None = None, timeout_s: float = 5.0
+        self,
+        power: PowerSpec,
+        *,
+        gpus: Sequence[int] | None = None,
+        uuids: Sequence[str] | None = None,
+        timeout_s: float = 5.0,
     ) -> None:
         if not power.url:
             raise TelemetryError("power.source 'prometheus' needs power.url")
@@ -142,22 +192,17 @@ class PrometheusSource:
                 f'power.field for prometheus must be a label matcher like {{Hostname="a"}}, '
                 f"got {self.selector!r}"
             )
-        self.selector = gpu_matcher(self.selector, gpus)
+        base_selector = self.selector
+        self.selector = gpu_matcher(self.selector, gpus, uuids)
         self.notes: list[str] = [
             "DCGM exporter series via Prometheus: time resolution is the exporter's scrape interval"
         ]
         self._client = httpx.Client(timeout=timeout_s, verify=power.verify_tls)
         try:
-            power_series = self._query(POWER_SERIES)
-        except ReadError as exc:
+            power_series = self._first_series(base_selector, gpus, uuids)
+        except BaseException:
             self._client.close()
-            raise TelemetryError(f"Prometheus at {self.base}: {exc}") from exc
-        if not power_series:
-            self._client.close()
-            raise TelemetryError(
-                f"Prometheus at {self.base} has no {POWER_SERIES}{self.selector} series; "
-                "is the DCGM exporter scraped?"
-            )
+            raise
         physical, folded = physical_gpus(power_series)
         if folded:
             self.notes.append(
@@ -166,6 +211,48 @@ class PrometheusSource:
             )
         self._labels = [labels for labels, _ in physical]
         self.devices = len(physical)
+        method = "engine processes (by UUID)" if uuids is not None else None
+        method = method or ("spec hardware.gpus" if gpus is not None else "all series")
+        self.selection = Selection(
+            tuple(
+                GpuDevice(
+                    uuid=labels.get("UUID", series_id(labels)),
+                    name=labels.get("modelName", "unknown"),
+                    bus_id=labels.get("pci_bus_id", "").lower(),
+                )
+                for labels in self._labels
+            ),
+            method,
+        )
+
+    def _first_series(
+        self, base_selector: str, gpus: Sequence[int] | None, uuids: Sequence[str] | None
+    ) -> list[tuple[dict[str, str], float]]:
+        """The selected power series, checked against the selection.
+
+        Raises:
+            TelemetryError: no answer, no series, or a selection they cannot honour.
+        """
+        try:
+            power_series = self._query(POWER_SERIES)
+        except ReadError as exc:
+            raise TelemetryError(f"Prometheus at {self.base}: {exc}") from exc
+        if not power_series and (gpus is not None or uuids is not None):
+            # Nothing matched the selection: say why, from the unselected series.
+            selected, self.selector = self.selector, base_selector
+            try:
+                check_selection(self._query(POWER_SERIES), gpus=gpus, uuids=uuids)
+            except ReadError as exc:
+                raise TelemetryError(f"Prometheus at {self.base}: {exc}") from exc
+            finally:
+                self.selector = selected
+        if not power_series:
+            raise TelemetryError(
+                f"Prometheus at {self.base} has no {POWER_SERIES}{self.selector} series; "
+                "is the DCGM exporter scraped?"
+            )
+        check_selection(power_series, gpus=gpus, uuids=uuids)
+        return power_series
 
     def _query(self, series: str) -> list[tuple[dict[str, str], float]]:
         try:

@@ -58,6 +58,19 @@ def parse_environment_metrics(doc: Mapping[str, Any]) -> tuple[float | None, flo
     return watts, None, ""
 
 
+def reading_step(value: float) -> float:
+    """The step a reported number resolves: 10^-d for ``d`` decimals in its shortest form
+    (``1234.0`` → 1, ``12.25`` → 0.01). A reading ending in a zero digit looks coarser than
+    its sensor, so the finest step over a window's readings is the one kept."""
+    text = repr(float(value))
+    if "e" in text or "E" in text:
+        mantissa, _, exp = text.lower().partition("e")
+        decimals = len(mantissa.partition(".")[2].rstrip("0")) - int(exp)
+        return 10.0 ** (-decimals)
+    decimals = len(text.partition(".")[2].rstrip("0"))
+    return 10.0 ** (-decimals)
+
+
 def parse_power_resource(doc: Mapping[str, Any]) -> float | None:
     """``PowerControl[].PowerConsumedWatts`` (W) of the older ``Power`` resource.
 
@@ -138,6 +151,9 @@ class RedfishSource:
             self.notes.append("older Redfish Power resource: energy integrated from samples")
 
     _energy_unit = ""
+    counter_step_j: float | None = None
+    """The energy counter's step (J), the finest seen in its readings (:func:`reading_step`
+    of the reported number, in its unit)."""
 
     def _url(self, path: str) -> str:
         if path.startswith(("http://", "https://")):
@@ -215,6 +231,10 @@ class RedfishSource:
         if self._generation == "EnvironmentMetrics":
             watts, joules, unit = parse_environment_metrics(doc)
             self._energy_unit = unit
+            if joules is not None:
+                shown = joules / KWH_J if unit == "kWh" else joules
+                step = reading_step(shown) * (KWH_J if unit == "kWh" else 1.0)
+                self.counter_step_j = min(self.counter_step_j or step, step)
         else:
             watts, joules = parse_power_resource(doc), None
         if watts is None and joules is None:

@@ -159,6 +159,12 @@ class LaunchedEngine:
     def __enter__(self) -> LaunchedEngine:
         return self
 
+    @property
+    def pgid(self) -> int | None:
+        """The engine's process group (it is started as a group leader, so its PID), whose
+        processes tell the power meter which GPUs the engine uses; None before it starts."""
+        return self.process.pid if self.process is not None else None
+
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
