@@ -41,9 +41,9 @@ import numpy as np
 
 from tokenwatt.collect.measure.probe_policy import ProbePolicy
 from tokenwatt.collect.measure.search import (
-    Phase,
     ProbeOutcome,
     SearchOptions,
+    SearchPhase,
     slo_search,
 )
 from tokenwatt.records.spec import SweepSpec
@@ -100,7 +100,7 @@ class NoisyBoundary:
         self.schedule = s
         self.history: list[tuple[float, bool]] = []
 
-    def __call__(self, rate: float, phase: Phase) -> ProbeOutcome:
+    def __call__(self, rate: float, phase: SearchPhase) -> ProbeOutcome:
         warmup, window = self.schedule.policy.plan(phase, self.history)
         sigma = SIGMA_60S * math.sqrt(60.0 / window)
         z = (self.boundary - rate) / (sigma * self.boundary)

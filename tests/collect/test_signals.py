@@ -132,7 +132,7 @@ def test_an_unexpected_error_leaves_the_record_incomplete_with_its_reason(
         spec_path=spec, label="err", role="baseline", out=out, accuracy=False, progress=False
     )
     with pytest.raises(RuntimeError, match="injected failure"):
-        run_module.collect(opts)
+        run_module.measure_configuration(opts)
     text = out.read_text()
     record = RunRecord.model_validate_json(text)
     assert record.complete is False and record.interrupted is None

@@ -148,7 +148,7 @@ def _collect(
 
     from tokenwatt.cli.collect_report import print_collect_end
     from tokenwatt.cli.progress import TerminalReporter
-    from tokenwatt.collect import CollectOptions, StopSignal, collect, exit_status
+    from tokenwatt.collect import CollectOptions, StopSignal, exit_status, measure_configuration
     from tokenwatt.redact import scrub
 
     spec_path, label, role, flags = point_inputs(spec_path, label, role, point)
@@ -172,7 +172,7 @@ def _collect(
     )
     reporter = TerminalReporter(live=opts.progress)
     try:
-        record = collect(opts, reporter)
+        record = measure_configuration(opts, reporter)
     except StopSignal as exc:  # before the first window: nothing was measured
         click.echo(f"stopped by {exc.name} before the first window; no record written", err=True)
         sys.exit(exit_status(exc.name))

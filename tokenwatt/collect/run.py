@@ -1,6 +1,6 @@
 """``tokenwatt collect`` (= ``tokenwatt run``): measure one configuration into a run record.
 
-Two steps. :func:`prepare` turns the options into a :class:`RunPlan`: the spec with its
+Two steps. :func:`prepare` turns the options into a :class:`PreparedRun`: the spec with its
 mode and flags applied, the API key read from the variable the spec names, the accuracy
 suite and the token counter loaded, every input checked. :func:`execute` then probes the
 engine (launching it first when the spec says so), opens the power meter, runs the SLO
@@ -101,7 +101,7 @@ def new_record(opts: CollectOptions, spec: Spec) -> RunRecord:
 
 
 @dataclass(frozen=True)
-class RunPlan:
+class PreparedRun:
     """A run checked and ready to start: what :func:`prepare` made of the options.
 
     Attributes:
@@ -124,7 +124,7 @@ class RunPlan:
     count_tokens: TokenCounter | None
 
 
-def collect(opts: CollectOptions, reporter: Reporter | None = None) -> RunRecord:
+def measure_configuration(opts: CollectOptions, reporter: Reporter | None = None) -> RunRecord:
     """Measure one configuration and write its run record to ``opts.out``.
 
     ``reporter`` is told every line the user should see while the run is prepared and
@@ -152,8 +152,8 @@ def collect(opts: CollectOptions, reporter: Reporter | None = None) -> RunRecord
         return execute(prepare(opts, reporter), reporter, stop)
 
 
-def prepare(opts: CollectOptions, reporter: Reporter) -> RunPlan:
-    """Turn the options into a :class:`RunPlan`, checking every input before the engine is
+def prepare(opts: CollectOptions, reporter: Reporter) -> PreparedRun:
+    """Turn the options into a :class:`PreparedRun`, checking every input before the engine is
     launched or asked anything: the spec with its mode and flags, the API key, the
     accuracy suite (every line), the token counter, the trace file, the run's options
     (label, role, mode, output and input files) and the launch options. A bad suite line
@@ -190,16 +190,16 @@ def prepare(opts: CollectOptions, reporter: Reporter) -> RunPlan:
     for line in mode_lines(spec, opts.mode, overrides, accuracy=suite is not None):
         reporter.line(line)
     check_launch_options(spec, opts.engine_log)
-    return RunPlan(opts, spec, tuple(overrides), api_key, loaded_suite, counter)
+    return PreparedRun(opts, spec, tuple(overrides), api_key, loaded_suite, counter)
 
 
-def execute(plan: RunPlan, reporter: Reporter, stop: GracefulStop) -> RunRecord:
+def execute(plan: PreparedRun, reporter: Reporter, stop: GracefulStop) -> RunRecord:
     """Measure a prepared run: take the output's lock, launch the engine when the spec
     says so, probe it, refuse a served model or workload that does not fit (still before
     the first request), then the windows, MBU and accuracy (:func:`_measure`).
 
     Raises:
-        EngineError, InputError, StopSignal, KeyboardInterrupt: as :func:`collect`.
+        EngineError, InputError, StopSignal, KeyboardInterrupt: as :func:`measure_configuration`.
     """
     opts = plan.opts
     with (
@@ -214,7 +214,7 @@ def execute(plan: RunPlan, reporter: Reporter, stop: GracefulStop) -> RunRecord:
 
 
 def _start_record(
-    plan: RunPlan, engine: LaunchedEngine | None, reporter: Reporter
+    plan: PreparedRun, engine: LaunchedEngine | None, reporter: Reporter
 ) -> tuple[RunRecord, WorkloadStream, EngineInfo]:
     """The engine probed and checked, the run's request stream, and the record as it
     stands before the first window."""
@@ -254,7 +254,7 @@ def _is_sim_engine(info: EngineInfo) -> bool:
 
 
 def _instrumented(
-    plan: RunPlan,
+    plan: PreparedRun,
     rec: RunRecord,
     stream: WorkloadStream,
     info: EngineInfo,

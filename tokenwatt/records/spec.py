@@ -508,7 +508,7 @@ class AccuracySpec(StrictModel):
     """Sampling temperature of the accuracy requests (0: greedy)."""
 
 
-PowerSource = Literal["board", "redfish", "ipmi", "command", "prometheus", "sim", "none"]
+PowerSourceKind = Literal["board", "redfish", "ipmi", "command", "prometheus", "sim", "none"]
 
 
 _SECRET_OPTIONS = frozenset({"-P", "--password", "--pass", "--passwd", "--token", "--api-key"})
@@ -581,7 +581,7 @@ def _check_power_field(field: str) -> None:
 class PowerSpec(StrictModel):
     """Where power comes from. Passwords only through ``password_env`` (a variable's name)."""
 
-    source: PowerSource = "board"
+    source: PowerSourceKind = "board"
     """Where power is read: board (the GPUs' own counters via the hardware adapter), redfish, ipmi,
     command, prometheus, sim, or none (no power: no tokens per joule)."""
     sampling_hz: PosFloat = 1.0

@@ -17,33 +17,33 @@ ROLE_RANGE = ["#7f8c8d", "#1f77b4"]
 VERDICT_DOMAIN = ["pass", "fail", "no gate", "baseline"]
 VERDICT_RANGE = ["#2e7d32", "#c62828", "#7f8c8d", "#455a64"]
 
-Spec = dict[str, Any]
+ChartSpec = dict[str, Any]
 Rows = list[dict[str, Any]]
 
 
-def _named(alt: Any, name: str) -> Any:
-    """A reference to a top-level named dataset (filled per page by :func:`_with_data`)."""
+def named_chart(alt: Any, name: str) -> Any:
+    """A reference to a top-level named dataset (filled per page by :func:`chart_with_data`)."""
     return alt.Data(name=name)
 
 
-def _finish(chart: Any) -> Spec:
-    spec: Spec = chart.to_dict(validate=True)
+def finish_chart(chart: Any) -> ChartSpec:
+    spec: ChartSpec = chart.to_dict(validate=True)
     # vega-embed's theme (light or dark) must decide the colours of text and background.
     spec.pop("config", None)
     spec.pop("$schema", None)
     return spec
 
 
-def _with_data(template: Spec, **datasets: Rows) -> Spec:
+def chart_with_data(template: ChartSpec, **datasets: Rows) -> ChartSpec:
     # A shallow copy: templates are shared between pages and never modified.
     return {**template, "datasets": datasets}
 
 
 @cache
-def _bar_template(field: str, title: str, fmt: str) -> Spec:
+def _bar_template(field: str, title: str, fmt: str) -> ChartSpec:
     import altair as alt
 
-    base = alt.Chart(_named(alt, "rows"))
+    base = alt.Chart(named_chart(alt, "rows"))
     y = alt.Y("name:N", sort=None, title=None)
     bars = base.mark_bar().encode(
         x=alt.X(f"{field}:Q", title=title),
@@ -61,26 +61,28 @@ def _bar_template(field: str, title: str, fmt: str) -> Spec:
     text = base.mark_text(align="left", dx=4).encode(
         x=alt.X(f"{field}:Q"), y=y, text=alt.Text(f"{field}:Q", format=fmt)
     )
-    return _finish(alt.layer(bars, text).properties(width="container", height=alt.Step(34)))
+    return finish_chart(alt.layer(bars, text).properties(width="container", height=alt.Step(34)))
 
 
-def goodput_chart(rows: Rows) -> Spec:
+def goodput_chart(rows: Rows) -> ChartSpec:
     """SLO goodput (tok/s) per configuration. Rows: ``name``, ``role``, ``goodput_tok_s``."""
-    return _with_data(_bar_template("goodput_tok_s", "SLO goodput (tok/s)", ",.1f"), rows=rows)
+    return chart_with_data(_bar_template("goodput_tok_s", "SLO goodput (tok/s)", ",.1f"), rows=rows)
 
 
-def tokens_per_joule_chart(rows: Rows) -> Spec:
+def tokens_per_joule_chart(rows: Rows) -> ChartSpec:
     """Tokens per joule (tok/J) per configuration. Rows: ``name``, ``role``, ``tokens_per_j``."""
-    return _with_data(_bar_template("tokens_per_j", "Tokens per joule (tok/J)", ".2f"), rows=rows)
+    return chart_with_data(
+        _bar_template("tokens_per_j", "Tokens per joule (tok/J)", ".2f"), rows=rows
+    )
 
 
 @cache
-def _accuracy_template() -> Spec:
+def _accuracy_template() -> ChartSpec:
     import altair as alt
 
     y = alt.Y("name:N", sort=None, title=None)
     bars = (
-        alt.Chart(_named(alt, "rows"))
+        alt.Chart(named_chart(alt, "rows"))
         .mark_bar()
         .encode(
             x=alt.X("score:Q", title="Accuracy (%)", scale=alt.Scale(domain=[0, 100])),
@@ -98,7 +100,7 @@ def _accuracy_template() -> Spec:
         )
     )
     rule = (
-        alt.Chart(_named(alt, "gate"))
+        alt.Chart(named_chart(alt, "gate"))
         .mark_rule(strokeDash=[6, 3], strokeWidth=2, color="#c62828")
         .encode(
             x="gate_pts:Q",
@@ -107,24 +109,26 @@ def _accuracy_template() -> Spec:
     )
     # Value labels just past the bar's end, like the goodput and tokens/J charts.
     labels = (
-        alt.Chart(_named(alt, "rows"))
+        alt.Chart(named_chart(alt, "rows"))
         .mark_text(align="left", dx=4)
         .encode(x="score:Q", y=y, text=alt.Text("score:Q", format=".1f"))
     )
-    return _finish(alt.layer(bars, rule, labels).properties(width="container", height=alt.Step(34)))
+    return finish_chart(
+        alt.layer(bars, rule, labels).properties(width="container", height=alt.Step(34))
+    )
 
 
-def accuracy_chart(rows: Rows, gate_pts: float | None) -> Spec:
+def accuracy_chart(rows: Rows, gate_pts: float | None) -> ChartSpec:
     """Accuracy (%) per configuration against the gate line (baseline score − threshold).
 
     Rows: ``name``, ``score``, ``verdict`` (pass, fail, no gate, baseline).
     """
     gate = [] if gate_pts is None else [{"gate_pts": gate_pts}]
-    return _with_data(_accuracy_template(), rows=rows, gate=gate)
+    return chart_with_data(_accuracy_template(), rows=rows, gate=gate)
 
 
 @cache
-def _power_template() -> Spec:
+def _power_template() -> ChartSpec:
     import altair as alt
 
     shade = (
@@ -150,24 +154,24 @@ def _power_template() -> Spec:
             ],
         )
     )
-    chart = alt.layer(shade, line, data=_named(alt, "rows")).properties(width=560, height=140)
-    return _finish(chart.facet(row=alt.Row("name:N", sort=None, title=None)))
+    chart = alt.layer(shade, line, data=named_chart(alt, "rows")).properties(width=560, height=140)
+    return finish_chart(chart.facet(row=alt.Row("name:N", sort=None, title=None)))
 
 
-def power_chart(rows: Rows) -> Spec:
+def power_chart(rows: Rows) -> ChartSpec:
     """Board power (W) over the window per configuration, throttle-reason samples shaded.
 
     Rows: ``name``, ``t_s``, ``t_end_s``, ``power_w``, ``throttle`` (reasons joined, or "").
     """
-    return _with_data(_power_template(), rows=rows)
+    return chart_with_data(_power_template(), rows=rows)
 
 
 @cache
-def _mbu_template() -> Spec:
+def _mbu_template() -> ChartSpec:
     import altair as alt
 
     bars = (
-        alt.Chart(_named(alt, "rows"))
+        alt.Chart(named_chart(alt, "rows"))
         .mark_bar()
         .encode(
             x=alt.X("gbs:Q", stack="zero", title="Derived memory traffic (GB/s)"),
@@ -182,17 +186,17 @@ def _mbu_template() -> Spec:
         )
     )
     rated = (
-        alt.Chart(_named(alt, "rated"))
+        alt.Chart(named_chart(alt, "rated"))
         .mark_rule(strokeDash=[6, 3], color="#c62828")
         .encode(x="gbs:Q", tooltip=[alt.Tooltip("gbs:Q", title="Rated (GB/s)", format=",.0f")])
     )
-    return _finish(alt.layer(bars, rated).properties(width="container", height=alt.Step(34)))
+    return finish_chart(alt.layer(bars, rated).properties(width="container", height=alt.Step(34)))
 
 
-def mbu_chart(rows: Rows, rated_gbs: float | None) -> Spec:
+def mbu_chart(rows: Rows, rated_gbs: float | None) -> ChartSpec:
     """MBU breakdown: weight and KV-cache traffic (GB/s) per configuration, rated line.
 
     Rows: ``name``, ``part`` (weights, KV cache), ``gbs``, ``order``.
     """
     rated = [] if rated_gbs is None else [{"gbs": rated_gbs}]
-    return _with_data(_mbu_template(), rows=rows, rated=rated)
+    return chart_with_data(_mbu_template(), rows=rows, rated=rated)

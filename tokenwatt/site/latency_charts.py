@@ -25,7 +25,7 @@ from functools import cache
 from typing import Any
 
 from tokenwatt.records import ConfigV3, LatencyMsV3, ReportV3, SearchWindowV3
-from tokenwatt.site.charts import Rows, Spec, _finish, _named, _with_data
+from tokenwatt.site.charts import ChartSpec, Rows, chart_with_data, finish_chart, named_chart
 from tokenwatt.site.offscale import (
     OFF_SCALE_LEGEND,
     OFF_SCALE_SHAPE,
@@ -189,7 +189,7 @@ def _cdf_panel(alt: Any, metric: str) -> Any:
     keep = alt.datum.metric == metric
     x = alt.X("ms:Q", title=f"{metric} (ms)", scale=alt.Scale(type="log"))
     line = (
-        alt.Chart(_named(alt, "rows"))
+        alt.Chart(named_chart(alt, "rows"))
         .transform_filter(keep)
         .mark_line(interpolate="step-after")
         .encode(
@@ -205,7 +205,7 @@ def _cdf_panel(alt: Any, metric: str) -> Any:
         )
     )
     rule = (
-        alt.Chart(_named(alt, "limits"))
+        alt.Chart(named_chart(alt, "limits"))
         .transform_filter(keep)
         .mark_rule(strokeDash=[6, 3], color="#c62828")
         .encode(x="ms:Q", tooltip=[alt.Tooltip("label:N"), alt.Tooltip("ms:Q", format=",.0f")])
@@ -214,16 +214,16 @@ def _cdf_panel(alt: Any, metric: str) -> Any:
 
 
 @cache
-def _cdf_template() -> Spec:
+def _cdf_template() -> ChartSpec:
     import altair as alt
 
-    return _finish(alt.vconcat(*(_cdf_panel(alt, m) for m in METRICS)))
+    return finish_chart(alt.vconcat(*(_cdf_panel(alt, m) for m in METRICS)))
 
 
-def cdf_chart(rows: Rows, limits: Rows) -> Spec:
+def cdf_chart(rows: Rows, limits: Rows) -> ChartSpec:
     """TTFT and TPOT CDFs (share of requests against ms, log scale), one line per
     configuration, the SLO limits as dashed rules. Rows as :func:`cdf_rows` makes."""
-    return _with_data(_cdf_template(), rows=rows, limits=limits)
+    return chart_with_data(_cdf_template(), rows=rows, limits=limits)
 
 
 def _y(alt: Any, metric: str, field: str = "y:Q") -> Any:
@@ -289,7 +289,7 @@ def _panel(alt: Any, metric: str, load_title: str) -> Any:
         scale=alt.Scale(domain=["p50", "p99"], range=[[4, 3], [1, 0]]),
         title="Percentile",
     )
-    base = alt.Chart(_named(alt, "rows")).transform_filter(keep)
+    base = alt.Chart(named_chart(alt, "rows")).transform_filter(keep)
     # Only judged, on-scale windows make the line: an invalid window is shown apart, and an
     # off-scale one has no height to join.
     line = (
@@ -303,7 +303,7 @@ def _panel(alt: Any, metric: str, load_title: str) -> Any:
         )
     )
     rule = (
-        alt.Chart(_named(alt, "limits"))
+        alt.Chart(named_chart(alt, "limits"))
         .transform_filter(keep)
         .mark_rule(strokeDash=[6, 3], color="#c62828")
         .encode(y="ms:Q", tooltip=[alt.Tooltip("label:N"), alt.Tooltip("ms:Q", format=",.0f")])
@@ -316,14 +316,14 @@ def _panel(alt: Any, metric: str, load_title: str) -> Any:
 
 
 @cache
-def _latency_template(kind: str) -> Spec:
+def _latency_template(kind: str) -> ChartSpec:
     import altair as alt
 
     title = LOAD_TITLES[kind]
-    return _finish(alt.vconcat(*(_panel(alt, m, title) for m in METRICS)))
+    return finish_chart(alt.vconcat(*(_panel(alt, m, title) for m in METRICS)))
 
 
-def latency_chart(kind: str, rows: Rows, axes: dict[str, LogAxis], limits: Rows) -> Spec:
+def latency_chart(kind: str, rows: Rows, axes: dict[str, LogAxis], limits: Rows) -> ChartSpec:
     """p50 and p99 TTFT and TPOT (ms, log scale) against load of kind ``kind`` (a key of
     :data:`LOAD_TITLES`), SLO limits as dashed rules. Rows and axes as :func:`latency_rows`
     makes them."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from tokenwatt.analysis import config_labels
 from tokenwatt.records import ReportV3, SearchWindowV3
-from tokenwatt.site.charts import Rows, Spec, _finish, _named
+from tokenwatt.site.charts import ChartSpec, Rows, finish_chart, named_chart
 from tokenwatt.site.offscale import (
     OFF_SCALE_LEGEND,
     OFF_SCALE_SHAPE,
@@ -116,10 +116,10 @@ def sweep_rows(report: ReportV3, names: list[str]) -> tuple[Rows, LogAxis]:
 
 
 @cache
-def _sweep_template() -> Spec:
+def _sweep_template() -> ChartSpec:
     import altair as alt
 
-    base = alt.Chart(_named(alt, "rows"))
+    base = alt.Chart(named_chart(alt, "rows"))
     x = alt.X("rate_rps:Q", title="Arrival rate (req/s)", scale=alt.Scale(type="log"))
     y = alt.Y(
         "y:Q",
@@ -164,15 +164,15 @@ def _sweep_template() -> Spec:
         .encode(x=x, y=y, text="off_label:N")
     )
     limit = (
-        alt.Chart(_named(alt, "limit"))
+        alt.Chart(named_chart(alt, "limit"))
         .mark_rule(strokeDash=[6, 3], color="#c62828")
         .encode(y="slo_load:Q")
     )
     chart = alt.layer(line, points, order, off, limit).properties(width="container", height=260)
-    return _finish(chart)
+    return finish_chart(chart)
 
 
-def sweep_chart(rows: Rows, axis: LogAxis) -> Spec:
+def sweep_chart(rows: Rows, axis: LogAxis) -> ChartSpec:
     """The SLO search chart spec (rows and axis as :func:`sweep_rows` makes them)."""
     return {
         **_sweep_template(),

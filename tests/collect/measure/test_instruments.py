@@ -24,7 +24,7 @@ from tokenwatt.collect.measure.instruments import IDLE_POLL_S, INSTRUMENT_DEADLI
 from tokenwatt.collect.measure.progress import NullReporter
 from tokenwatt.collect.measure.window import WindowPlan, WindowRunner
 from tokenwatt.collect.plan.options import CollectOptions
-from tokenwatt.collect.run import collect
+from tokenwatt.collect.run import measure_configuration
 from tokenwatt.collect.workload.workload import workload_for
 from tokenwatt.records import RunRecord, load_spec
 from tokenwatt.records.spec import PowerSpec, Spec
@@ -130,7 +130,7 @@ def test_slow_power_and_hung_metrics_leave_the_run_complete_and_on_time(
         accuracy=False,
         progress=False,
     )
-    rec = collect(opts)
+    rec = measure_configuration(opts)
     elapsed = time.monotonic() - t0
 
     assert rec.complete is True and rec.interrupted is None
@@ -262,7 +262,7 @@ def test_the_exit_status_comes_from_the_typed_interruption(
 ) -> None:
     import datetime as dt
 
-    import tokenwatt.collect as run  # the face: the CLI takes collect() from there
+    import tokenwatt.collect as run  # the face: the CLI takes measure_configuration() from there
     from tokenwatt.cli import cli
     from tokenwatt.records.run import ToolInfo
     from tokenwatt.records.spec import fingerprint
@@ -282,7 +282,7 @@ def test_the_exit_status_comes_from_the_typed_interruption(
         incomplete_reason=None if interrupted is None else "stopped",
         interrupted=interrupted,  # type: ignore[arg-type]
     )
-    monkeypatch.setattr(run, "collect", lambda _opts, _reporter: record)
+    monkeypatch.setattr(run, "measure_configuration", lambda _opts, _reporter: record)
     args = ["collect", "--spec", str(SIM_SPEC), "--label", "x", "--role", "baseline"]
     result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "r.json")])
     assert result.exit_code == status, result.output

@@ -6,9 +6,9 @@ import pytest
 
 from tokenwatt.collect.measure.probe_policy import ProbePolicy
 from tokenwatt.collect.measure.search import (
-    Phase,
     ProbeOutcome,
     SearchOptions,
+    SearchPhase,
     measure_repeats,
     monotonicity_warnings,
     slo_search,
@@ -34,11 +34,11 @@ class Boundary:
 
     def __init__(self, limit: float, warmup_s: float = 45, window_s: float = 60) -> None:
         self.limit = limit
-        self.calls: list[tuple[float, Phase]] = []
+        self.calls: list[tuple[float, SearchPhase]] = []
         self.warmup_s = warmup_s
         self.window_s = window_s
 
-    def __call__(self, rate: float, phase: Phase) -> ProbeOutcome:
+    def __call__(self, rate: float, phase: SearchPhase) -> ProbeOutcome:
         self.calls.append((rate, phase))
         return ProbeOutcome(rate <= self.limit, self.warmup_s, self.window_s)
 
@@ -136,7 +136,7 @@ def test_monotonic_points_give_no_warning() -> None:
 
 
 def test_gpu_seconds_and_savings_sum_over_probes() -> None:
-    def probe(rate: float, phase: Phase) -> ProbeOutcome:
+    def probe(rate: float, phase: SearchPhase) -> ProbeOutcome:
         if rate <= 10:
             return ProbeOutcome(True, 45, 60)
         return ProbeOutcome(False, 45, 15, saved_s=45, stopped_early=True)

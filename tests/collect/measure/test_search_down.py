@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from tokenwatt.collect.measure.load_search import concurrency_search
 from tokenwatt.collect.measure.search import (
-    Phase,
     ProbeOutcome,
+    SearchPhase,
     measure_repeats,
     search_floor,
     slo_search,
@@ -33,9 +33,9 @@ class Script:
     def __init__(self, limit: float, untrusted: dict[float, str] | None = None) -> None:
         self.limit = limit
         self.untrusted = untrusted or {}
-        self.calls: list[tuple[float, Phase]] = []
+        self.calls: list[tuple[float, SearchPhase]] = []
 
-    def __call__(self, load: float, phase: Phase) -> ProbeOutcome:
+    def __call__(self, load: float, phase: SearchPhase) -> ProbeOutcome:
         self.calls.append((load, phase))
         if load in self.untrusted:
             return ProbeOutcome(False, untrusted=self.untrusted[load])

@@ -47,7 +47,7 @@ from tokenwatt.collect.load.loadgen import (
     window_summary,
     window_tail_cap,
 )
-from tokenwatt.collect.load.window_plan import Phase, WindowHooks, WindowPlan, WindowProgress
+from tokenwatt.collect.load.window_plan import WindowHooks, WindowPhase, WindowPlan, WindowProgress
 from tokenwatt.collect.load.window_state import WindowResult, WindowState, cancelled_by_client
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.errors import InputError, Problem
@@ -265,7 +265,9 @@ def _snapshot(
     state: WindowState, now: float, *, t0: float, window_start: float, total: float
 ) -> WindowProgress:
     elapsed = now - t0
-    phase: Phase = "warmup" if now < window_start else "window" if elapsed < total else "drain"
+    phase: WindowPhase = (
+        "warmup" if now < window_start else "window" if elapsed < total else "drain"
+    )
     in_window_s = min(now, t0 + total) - window_start
     rate = len(state.window_results) / in_window_s if in_window_s > 0 else 0.0
     snap = state.snapshot(phase, rate, elapsed, total)

@@ -44,8 +44,8 @@ from tokenwatt.collect.load.arrivals import load_schedule
 from tokenwatt.collect.load.http import open_session
 from tokenwatt.collect.load.loadconfig import LoadConfig
 from tokenwatt.collect.load.window_plan import (
-    Phase,
     WindowHooks,
+    WindowPhase,
     WindowPlan,
     WindowProgress,
     tail_cap_s,
@@ -387,7 +387,7 @@ class OpenWindow:
             await asyncio.sleep(hooks.check_interval_s)
             now = time.perf_counter()
             elapsed = now - self.t0
-            phase: Phase = (
+            phase: WindowPhase = (
                 "warmup"
                 if now < self.window_start
                 else "window"

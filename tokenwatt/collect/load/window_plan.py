@@ -18,7 +18,7 @@ from typing import Literal
 from tokenwatt.collect.load.arrivals import SEND_SPIN_S
 from tokenwatt.records import RequestResult, SloSpec
 
-Phase = Literal["warmup", "window", "drain"]
+WindowPhase = Literal["warmup", "window", "drain"]
 
 TAIL_GRACE_S = 1.0
 """Seconds added to the tail cap (:func:`tail_cap_s`): time for the last chunk, the usage
@@ -81,7 +81,7 @@ class WindowProgress:
     send-lag p99 over the latest 2,000 requests sent.
     """
 
-    phase: Phase
+    phase: WindowPhase
     rate_rps: float
     elapsed_s: float
     total_s: float
@@ -161,8 +161,8 @@ def tail_cap_s(
 
 __all__ = [
     "TAIL_GRACE_S",
-    "Phase",
     "WindowHooks",
+    "WindowPhase",
     "WindowPlan",
     "WindowProgress",
     "tail_cap_s",

@@ -25,7 +25,7 @@ from tokenwatt.analysis import percentile, send_lag_ms, tpot_ms, ttft_ms
 from tokenwatt.collect.load.arrivals import sleep_until
 from tokenwatt.collect.load.http import Sender, fail
 from tokenwatt.collect.load.loadconfig import LoadConfig
-from tokenwatt.collect.load.window_plan import Phase, WindowProgress
+from tokenwatt.collect.load.window_plan import WindowPhase, WindowProgress
 from tokenwatt.records import RequestResult, WindowSummary
 
 CANCELLED_MESSAGE = "cancelled by the client (early stop, or the end of the keep-load tail)"
@@ -236,7 +236,9 @@ class WindowState:
             return False
         return True
 
-    def snapshot(self, phase: Phase, rate: float, elapsed: float, total: float) -> WindowProgress:
+    def snapshot(
+        self, phase: WindowPhase, rate: float, elapsed: float, total: float
+    ) -> WindowProgress:
         """The live display's view now (``rate`` req/s, ``elapsed`` and ``total`` s)."""
         recent = self.results[-2000:]  # send lag of the latest requests: is the client behind?
         return WindowProgress(

@@ -21,10 +21,10 @@ from tokenwatt.collect.measure.load_search import backed_off_concurrency, concur
 from tokenwatt.collect.measure.probe_policy import ProbePolicy
 from tokenwatt.collect.measure.request_log import RequestLogWriter, log_window
 from tokenwatt.collect.measure.search import (
-    Phase,
     ProbeOutcome,
     RepeatTrace,
     SearchOptions,
+    SearchPhase,
     SearchTrace,
     measure_repeats,
     monotonicity_warnings,
@@ -265,7 +265,7 @@ class Measurement:
         lag = summary.send_lag_p99_ms  # None in a closed loop: no schedule to lag behind
         return summary.client_bound and lag is not None and lag > max(10.0, limit_ms)
 
-    def probe(self, rate: float, phase: Phase) -> ProbeOutcome:
+    def probe(self, rate: float, phase: SearchPhase) -> ProbeOutcome:
         """One search probe (the callback of :func:`slo_search`)."""
         warmup_s, window_s = self.setup.policy.plan(phase, self.history)
         plan = self.plan(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokenwatt.collect.measure.search import Phase
+from tokenwatt.collect.measure.search import SearchPhase
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class ProbePolicy:
     scout_window_s: float | None = None
     scout_until_rel: float = 0.25
 
-    def plan(self, phase: Phase, history: list[tuple[float, bool]]) -> tuple[float, float]:
+    def plan(self, phase: SearchPhase, history: list[tuple[float, bool]]) -> tuple[float, float]:
         """(warm-up s, window s) for the next probe, given (rate, passed) of earlier ones."""
         warmup = self.warmup_s
         if history and history[-1][1] and self.warmup_after_pass_s is not None:

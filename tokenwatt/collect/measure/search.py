@@ -23,7 +23,7 @@ from typing import Literal
 
 from tokenwatt.records import SweepSpec
 
-Phase = Literal["grow", "list", "down", "bisect"]
+SearchPhase = Literal["grow", "list", "down", "bisect"]
 
 FLOOR_DIVISOR = 64.0
 """Without ``sweep.min_rps`` the floor of the search is ``start_rps / 64`` (six halvings at a
@@ -88,7 +88,7 @@ class ProbeStep:
     """One probe the search ran: its rate (req/s), phase and outcome."""
 
     rate_rps: float
-    phase: Phase
+    phase: SearchPhase
     outcome: ProbeOutcome
 
 
@@ -163,7 +163,7 @@ class SearchTrace(_StepCost):
         return self.inconclusive is None and bool(self.steps) and self.last_pass_rps is None
 
 
-ProbeFn = Callable[[float, Phase], ProbeOutcome]
+ProbeFn = Callable[[float, SearchPhase], ProbeOutcome]
 
 
 def slo_search(
@@ -236,14 +236,14 @@ def conclude(trace: SearchTrace, search: Callable[[], tuple[float | None, float 
         )
 
 
-def recorder(probe: ProbeFn, trace: SearchTrace) -> Callable[[float, Phase], bool]:
+def recorder(probe: ProbeFn, trace: SearchTrace) -> Callable[[float, SearchPhase], bool]:
     """``probe`` wrapped to append each step to ``trace`` and return whether it passed.
 
     Raises:
         UntrustedWindow: the probe's window cannot be trusted (``outcome.untrusted``).
     """
 
-    def run(load: float, phase: Phase) -> bool:
+    def run(load: float, phase: SearchPhase) -> bool:
         outcome = probe(load, phase)
         trace.steps.append(ProbeStep(load, phase, outcome))
         if outcome.untrusted is not None:
@@ -254,7 +254,7 @@ def recorder(probe: ProbeFn, trace: SearchTrace) -> Callable[[float, Phase], boo
 
 
 def bracket(
-    run: Callable[[float, Phase], bool],
+    run: Callable[[float, SearchPhase], bool],
     listed: Sequence[float] | None,
     start: float,
     grow: Callable[[float], float],
@@ -283,7 +283,7 @@ def bracket(
 
 
 def descend(
-    run: Callable[[float, Phase], bool],
+    run: Callable[[float, SearchPhase], bool],
     first_miss: float,
     down: Callable[[float], float],
     floor: float,
@@ -301,7 +301,7 @@ def descend(
 
 
 def bisect(
-    run: Callable[[float, Phase], bool],
+    run: Callable[[float, SearchPhase], bool],
     lo: float,
     hi: float,
     midpoint: Callable[[float, float], float],

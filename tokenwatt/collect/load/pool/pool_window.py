@@ -35,7 +35,7 @@ from tokenwatt.collect.load.loadgen import (
     window_tail_cap,
 )
 from tokenwatt.collect.load.pool.worker_proc import Update, worker_job
-from tokenwatt.collect.load.window_plan import Phase, WindowHooks, WindowPlan, WindowProgress
+from tokenwatt.collect.load.window_plan import WindowHooks, WindowPhase, WindowPlan, WindowProgress
 from tokenwatt.collect.load.window_state import Item, WindowResult
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.errors import TokenwattError
@@ -51,7 +51,7 @@ WORKER_DIED = "worker_died"
 """``failure_reason`` of a window in which a worker process died or failed."""
 
 
-class Sender(Protocol):
+class WorkerSender(Protocol):
     """Where messages to a worker go (a pipe end, or a Ray actor's proxy)."""
 
     def send(self, obj: Any) -> None:
@@ -73,7 +73,7 @@ class WorkerLink(Protocol):
     recv: Connection
 
     @property
-    def send(self) -> Sender:
+    def send(self) -> WorkerSender:
         """Messages to the worker."""
 
     @property
@@ -283,7 +283,7 @@ class PoolWindow:
             self._feed(now - t0 + self.feed_ahead_s)
             if now >= next_check:
                 next_check = now + check_interval_s
-                phase: Phase = (
+                phase: WindowPhase = (
                     "warmup" if now < window_start else "window" if now < window_end else "drain"
                 )
                 if progress is not None and now - t0 >= next_progress:
@@ -317,7 +317,7 @@ class PoolWindow:
         """The in-window requests due by ``now``, finished or not (for the early stop)."""
         return [r for r in self.merged.view.values() if r.scheduled_s <= now]
 
-    def _snapshot(self, phase: Phase, elapsed: float) -> WindowProgress:
+    def _snapshot(self, phase: WindowPhase, elapsed: float) -> WindowProgress:
         counters = [s.counters for s in self.seen if s.counters is not None]
         m = self.merged
         return WindowProgress(
@@ -486,8 +486,8 @@ __all__ = [
     "WORKER_DIED",
     "MergedSoFar",
     "PoolWindow",
-    "Sender",
     "WorkerLink",
     "WorkerSeen",
+    "WorkerSender",
     "WorkerStartError",
 ]
