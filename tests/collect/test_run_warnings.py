@@ -137,6 +137,8 @@ def test_a_search_refused_on_every_probe_gets_the_fix_not_the_rate_advice(
     assert done.returncode == 1, done.stderr[-3000:]
     record = RunRecord.model_validate_json(out.read_text())
     assert record.result is not None and record.result.rate_rps == 0
+    assert record.result.status == "inconclusive"
+    assert "the server refused the requests (HTTP 400)" in (record.result.status_reason or "")
     (missed,) = [w for w in record.result.warnings if w.startswith("every probe missed")]
     assert "; the server refused the requests (HTTP 400)" in missed
     assert "relax the SLO" not in done.stderr and "relax the SLO" not in missed

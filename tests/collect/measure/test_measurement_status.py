@@ -134,3 +134,31 @@ def test_a_floor_that_misses_is_none_met() -> None:
     assert r is not None and r.status == "none_met"
     assert [p.window.rate_rps for p in record.probes] == [8, 4, 2]
     assert result_line(record) == "result: no load met the SLO, down to 2 req/s"
+
+
+def test_a_floor_refused_by_the_server_is_inconclusive_not_none_met() -> None:
+    """Every probe got HTTP 400: the engine's capacity was never measured, so "no load meets
+    the SLO" would be a claim about a load that never ran."""
+
+    def refused(plan: WindowPlan, n: int) -> WindowSummary:
+        w = at(plan, False)
+        return w.model_copy(
+            update={"completed": 0, "errors": w.requests, "error_kinds": {"http_400": w.requests}}
+        )
+
+    record, _ = measure(refused, min_rps=2)
+    r = record.result
+    assert r is not None and r.status == "inconclusive" and r.rate_rps == 0
+    assert r.status_reason == (
+        "the server refused the requests (HTTP 400), at every rate probed: no load was measured"
+    )
+
+
+def test_a_floor_where_no_request_completed_is_inconclusive() -> None:
+    def stuck(plan: WindowPlan, n: int) -> WindowSummary:
+        return at(plan, False).model_copy(update={"completed": 0})
+
+    record, _ = measure(stuck, min_rps=2)
+    r = record.result
+    assert r is not None and r.status == "inconclusive"
+    assert r.status_reason == "no probe completed a request: no load was measured"
