@@ -16,7 +16,7 @@ from tokenwatt.analysis.cost import (
 from tokenwatt.analysis.doubt import ci_side, ci_text, doubt_sentence, run_doubt, verdict_words
 from tokenwatt.analysis.efficiency import delta_pct, tokens_per_joule, tokens_per_joule_from_energy
 from tokenwatt.analysis.failure import classify_failure
-from tokenwatt.analysis.failure_advice import cause_notes, fit_search_warning
+from tokenwatt.analysis.failure_advice import cause_notes, fit_search_warning, not_load_reason
 from tokenwatt.analysis.gate import (
     GateVerdict,
     accuracy_delta_pts,
@@ -228,6 +228,7 @@ __all__ = [
     "ms_cell",
     "no_interval_reason",
     "not_covered_text",
+    "not_load_reason",
     "operating_point_distribution",
     "operating_point_rows",
     "paired_verdict",

@@ -169,6 +169,23 @@ def fit_search_warning(warning: str, windows: Sequence[WindowSummary], endpoint:
     return RATE_ADVICE.sub(lambda _m: fix, warning)
 
 
+def not_load_reason(windows: Sequence[WindowSummary], endpoint: str) -> str | None:
+    """Why a search whose every probe (``windows``) missed did not measure the engine's
+    capacity, for an ``inconclusive`` result: the probes failed on something a lower rate
+    cannot help (HTTP 400, no connection; :func:`run_cause`), or no probe completed a
+    request. None when the load was the cause (then "no load met the SLO" is the verdict).
+    """
+    found = run_cause(windows)
+    if found is not None and found[0] not in LOAD_CAUSES:
+        # The advice's first clause names the cause ("the server refused the requests
+        # (HTTP 400)"); its fix goes in the search's warning, not in the reason.
+        what = advice(found[0], found[1], endpoint).split(": ", 1)[0]
+        return f"{what}, at every rate probed: no load was measured"
+    if windows and not any(w.completed for w in windows):
+        return "no probe completed a request: no load was measured"
+    return None
+
+
 __all__ = [
     "LOAD_CAUSES",
     "Cause",
@@ -176,6 +193,7 @@ __all__ = [
     "cause_notes",
     "fit_search_warning",
     "kind_cause",
+    "not_load_reason",
     "run_cause",
     "window_cause",
 ]

@@ -14,8 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tokenwatt.analysis import client_bound_warning, fit_search_warning
-from tokenwatt.analysis.failure_advice import LOAD_CAUSES, advice, run_cause
+from tokenwatt.analysis import client_bound_warning, fit_search_warning, not_load_reason
 from tokenwatt.collect.measure.fixed_loads import measure_fixed
 from tokenwatt.collect.measure.idle import IDLE_RETRIES, NOT_IDLE_TAG
 from tokenwatt.collect.measure.load_search import backed_off_concurrency, concurrency_search
@@ -360,27 +359,12 @@ class Measurement:
             return "inconclusive", trace.inconclusive
         if trace.none_met:
             lowest = min(p.rate_rps for p in trace.steps)
-            not_load = self._not_load_cause()
+            probes = [p.window for p in self.record.probes]
+            not_load = not_load_reason(probes, self.spec.engine.endpoint)
             if not_load is not None:
                 return "inconclusive", not_load
             return "none_met", f"no load met the SLO, down to {lowest:g} {self._unit}"
         return "inconclusive", "the search measured no window"
-
-    def _not_load_cause(self) -> str | None:
-        """Why a search whose every probe missed did not measure the engine's capacity:
-        no probe completed a request, or the probes failed on something a lower rate cannot
-        help (HTTP 400, no connection; :func:`run_cause`); None when the load was the cause.
-        """
-        probes = [p.window for p in self.record.probes]
-        found = run_cause(probes)
-        if found is not None and found[0] not in LOAD_CAUSES:
-            # The advice's first clause names the cause ("the server refused the requests
-            # (HTTP 400)"); its fix goes in the search's warning.
-            what = advice(found[0], found[1], self.spec.engine.endpoint).split(": ", 1)[0]
-            return f"{what}, at every rate probed: no load was measured"
-        if probes and not any(w.completed for w in probes):
-            return "no probe completed a request: no load was measured"
-        return None
 
     def _repeats_result(
         self, result: SearchResult, trace: SearchTrace, reps: RepeatTrace
