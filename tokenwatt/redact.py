@@ -17,8 +17,8 @@ stays so that a reader still sees *what* was there):
 * any exact value passed in ``secrets`` (the API key the run itself holds), also in the
   forms text carries it in when it went through a URL, JSON or base64: percent-encoded
   (``quote``, ``quote_plus``), JSON-escaped (any character as ``\\uXXXX``, ``/`` as
-  ``\\/``), and base64 (standard and URL-safe, with and
-  without padding).
+  ``\\/``), hex (lower and upper case: a server that logs the header's bytes), and base64
+  (standard and URL-safe, with and without padding).
 
 It errs on the side of removing too much: a scrubbed message is for a human to read, not
 to parse.
@@ -30,7 +30,8 @@ import base64
 import functools
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 REDACTED = "[redacted]"
@@ -90,11 +91,7 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     Returns:
         The scrubbed text; text with nothing to scrub comes back unchanged.
     """
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            for form in _secret_forms(secret):
-                text = text.replace(form, REDACTED)
-            text = _json_escaped(secret).sub(REDACTED, text)
+    text = remove_secrets(text, secrets)
     text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{REDACTED}@", text)
     text = _URL_QUERY.sub(lambda m: f"{m.group('base')}?{REDACTED}", text)
     text = _SCHEME_CREDENTIAL.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
@@ -104,6 +101,37 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     )
     text = _NAMED_VALUE.sub(_named, text)
     return _TOKEN_SHAPES.sub(REDACTED, text)
+
+
+def remove_secrets(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every exact value of ``secrets`` (4 characters or more) replaced by
+    :data:`REDACTED`, in each form text carries it in (:func:`scrub`'s list); the pattern
+    rules of :func:`scrub` are not applied, so text without a secret comes back unchanged."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            for form in _secret_forms(secret):
+                text = text.replace(form, REDACTED)
+            text = _json_escaped(secret).sub(REDACTED, text)
+    return text
+
+
+def remove_secrets_json(value: Any, secrets: Sequence[str]) -> Any:
+    """``value`` (JSON-like: dicts, lists, scalars) with :func:`remove_secrets` applied to
+    every string in it, mapping keys included: the last sweep before a record is written,
+    so that no field a run filled from outside (a version string, an error body, a
+    completion) can carry the run's own key, whatever its form."""
+    if not any(s and len(s) >= 4 for s in secrets):
+        return value
+    if isinstance(value, str):
+        return remove_secrets(value, secrets)
+    if isinstance(value, dict):
+        return {
+            remove_secrets(str(k), secrets): remove_secrets_json(v, secrets)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [remove_secrets_json(v, secrets) for v in value]
+    return value
 
 
 def _secret_forms(secret: str) -> list[str]:
@@ -118,6 +146,8 @@ def _secret_forms(secret: str) -> list[str]:
         json.dumps(secret, ensure_ascii=False)[1:-1],
         base64.b64encode(raw).decode(),
         base64.urlsafe_b64encode(raw).decode(),
+        raw.hex(),
+        raw.hex().upper(),
     }
     forms |= {form.rstrip("=") for form in forms}
     return sorted((form for form in forms if len(form) >= 4), key=len, reverse=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenwatt.redact import REDACTED, cap, scrub, scrub_capped
+from tokenwatt.redact import REDACTED, cap, remove_secrets, remove_secrets_json, scrub, scrub_capped
 
 R = REDACTED
 
@@ -75,6 +75,17 @@ def test_a_secret_in_url_json_and_base64_forms_goes_too() -> None:
     assert scrub("a Pz4/Pj8+a2V5 b Pz4_Pj8-a2V5 c", [odd]) == f"a {R} b {R} c"
     plain = "k3y and with plus"  # pieces of the key are not the key
     assert scrub(plain, [key]) == plain
+
+
+def test_a_secret_in_hex_goes_in_either_case_and_a_record_is_swept_whole() -> None:
+    key = "sk-live-0042"
+    low, up = key.encode().hex(), key.encode().hex().upper()
+    assert scrub(f"bytes {low} / {up}.", [key]) == f"bytes {R} / {R}."
+    record = {"engine_version": f"b1 {key}", "items": [{"error": f"HTTP 500: {up}"}], key: 1}
+    swept = remove_secrets_json(record, [key])
+    assert swept == {"engine_version": f"b1 {R}", "items": [{"error": f"HTTP 500: {R}"}], R: 1}
+    assert remove_secrets_json(record, ["", "abc"]) == record  # no key: nothing changes
+    assert remove_secrets("max_tokens=16 token count", [key]) == "max_tokens=16 token count"
 
 
 def test_a_secret_with_json_escapes_a_decoder_would_undo_goes_too() -> None:

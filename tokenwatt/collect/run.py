@@ -242,7 +242,7 @@ def _start_record(
     rec.mode_overrides = list(plan.overrides)
     rec.engine_warnings = warnings + served_warnings
     if engine is not None:
-        track_engine(engine, rec, lambda: write_record(rec, opts.out), served_warnings)
+        track_engine(engine, rec, lambda: write_record(rec, opts.out, secrets), served_warnings)
     rec.not_covered += fit_notes
     rec.simulated = spec.hardware.adapter == "sim" or _is_sim_engine(info)
     return rec, stream, info
@@ -341,7 +341,7 @@ def _measure(
     progress = runner.progress
 
     def checkpoint() -> None:
-        write_record(rec, opts.out)
+        write_record(rec, opts.out, [api_key] if api_key else [])
 
     measurement = Measurement(
         rec,

@@ -78,6 +78,9 @@ class ScriptedEngine:
             behaviour = self.script(item.id, body.get("seed", 0))
             if behaviour == "500":
                 return web.Response(status=500, text="engine exploded")
+            if behaviour == "echo":  # a proxy's error page that shows the request's header
+                key = request.headers["Authorization"].removeprefix("Bearer ")
+                return web.Response(status=401, text=f"bad key {key} = {key.encode().hex()}")
             if behaviour == "hang":
                 await self.release.wait()
                 return web.Response(status=503)
@@ -188,6 +191,21 @@ async def test_errors_and_timeouts_count_as_wrong_and_are_listed(
     assert engine.max_in_flight <= 3
     assert all(h.get("Authorization") == "Bearer sk-secret-key" for h in engine.headers)
     assert "sk-secret-key" not in result.model_dump_json()
+
+
+async def test_an_error_that_echoes_the_key_in_any_form_keeps_none_of_it(
+    serve: Callable[[ScriptedEngine], Any], tmp_path: Path
+) -> None:
+    suite = tmp_path / "suite.jsonl"
+    items = make_suite(suite, 2)
+    engine = ScriptedEngine({it.id: it for it in items}, lambda i, s: "echo")
+    url = await serve(engine)
+    key = "tw-own-key-0042"
+    result = await asyncio.to_thread(run_suite, spec_with(), url, key, suite, timeout_s=5)
+    errors = [it.error for it in result.seeds[0].items]
+    assert errors == ["HTTP 401: bad key [redacted] = [redacted]"] * 2
+    dumped = result.model_dump_json()
+    assert key not in dumped and key.encode().hex() not in dumped
 
 
 async def test_chat_api_limit_and_no_key(

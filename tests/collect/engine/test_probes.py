@@ -135,6 +135,20 @@ def test_vllm_shaped_cache_config_gives_blocks_times_block_size() -> None:
     assert info.notes == []
 
 
+def test_a_version_that_echoes_the_key_keeps_none_of_it() -> None:
+    """A server (or the proxy before it) that puts the request's key in its version string
+    or a model id: the probe's answer, printed and kept in the record, holds no form of it."""
+    key = "tw-own-key-0042"
+    routes = {
+        "/v1/models": _models("vllm"),
+        "/version": _json({"version": f"0.31.0+{key.encode().hex()} ({key})"}),
+        "/metrics": _text(""),
+    }
+    with ScriptedServer(routes, bearer=key) as srv:
+        info = probe_engine(srv.url + "/v1/", key)
+    assert (info.engine_name, info.engine_version) == ("vllm", "0.31.0+[redacted] ([redacted])")
+
+
 def test_tgi_info_gives_version_and_batch_token_budget() -> None:
     tgi_info = {
         "model_id": "meta-llama/Llama-3.1-8B-Instruct",

@@ -114,6 +114,20 @@ def test_records_are_written_whole_and_leave_no_temporary_file(tmp_path: Path) -
     assert [p.name for p in out.parent.iterdir()] == ["a.json"]
 
 
+def test_the_runs_key_is_swept_out_of_every_field_at_the_write(tmp_path: Path) -> None:
+    key = "tw-own-key-0042"
+    record = _record()
+    record.environment.engine_version = f"b1 {key.encode().hex()}"
+    record.not_covered.append(f"the server said {key}")
+    out = tmp_path / "a.json"
+    write_record(record, out, [key])
+    text = out.read_text()
+    assert key not in text and key.encode().hex() not in text
+    kept = RunRecord.model_validate_json(text)
+    assert kept.environment.engine_version == "b1 [redacted]"
+    assert kept.not_covered[-1] == "the server said [redacted]"
+
+
 def test_a_failed_write_keeps_the_previous_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

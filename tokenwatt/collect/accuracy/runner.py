@@ -22,6 +22,7 @@ from tokenwatt.collect.engine.endpoints import api_base_url
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.files import file_sha256
 from tokenwatt.records import AccuracyResult, ItemResult, SeedResult, Spec, SuiteItem, load_suite
+from tokenwatt.redact import scrub, scrub_capped
 
 _ERROR_BODY_CHARS = 200
 
@@ -86,8 +87,10 @@ async def _ask(
     timeout_s: float,
     gate: asyncio.Semaphore,
     keep_completions: bool,
+    secrets: tuple[str, ...] = (),
 ) -> ItemResult:
-    """One item, one seed: request, score, and turn every failure into a wrong item."""
+    """One item, one seed: request, score, and turn every failure into a wrong item (its
+    error text scrubbed of ``secrets``, the run's API key, and of credentials)."""
     import httpx
 
     async with gate:
@@ -95,7 +98,8 @@ async def _ask(
             async with asyncio.timeout(timeout_s):
                 response = await client.post(url, json=request_body(spec, item, seed))
                 if response.status_code != 200:
-                    body = response.text[:_ERROR_BODY_CHARS]
+                    # Scrubbed before it is cut, so that no half key survives the cut.
+                    body = scrub_capped(response.text, _ERROR_BODY_CHARS, secrets)
                     return ItemResult(
                         id=item.id,
                         correct=False,
@@ -120,7 +124,7 @@ async def _ask(
                 gold=item.gold,
                 completion=text if keep_completions else None,
             )
-    return ItemResult(id=item.id, correct=False, gold=item.gold, error=error)
+    return ItemResult(id=item.id, correct=False, gold=item.gold, error=scrub(error, secrets))
 
 
 async def run_items_async(
@@ -141,6 +145,7 @@ async def run_items_async(
 
     concurrency = spec.accuracy.concurrency
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    secrets = (api_key,) if api_key else ()
     url = api_url(endpoint, spec.engine.api)
     gate = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
@@ -151,7 +156,7 @@ async def run_items_async(
         for seed in seeds:
             outcomes = await asyncio.gather(
                 *(
-                    _ask(client, url, spec, item, seed, timeout_s, gate, keep_completions)
+                    _ask(client, url, spec, item, seed, timeout_s, gate, keep_completions, secrets)
                     for item in items
                 )
             )

@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +38,13 @@ from tokenwatt.records import (
     load_spec,
     validate,
 )
+from tokenwatt.redact import remove_secrets_json
 
 
-def write_record(record: RunRecord, out: Path) -> None:
-    """Write ``record`` to ``out`` atomically (:func:`tokenwatt.files.atomic_write_text`).
+def write_record(record: RunRecord, out: Path, secrets: Sequence[str] = ()) -> None:
+    """Write ``record`` to ``out`` atomically (:func:`tokenwatt.files.atomic_write_text`),
+    with every form of each of ``secrets`` (the run's API key) removed from its text
+    (:func:`tokenwatt.redact.remove_secrets_json`) and over-long text cut.
 
     A reader never sees a half-written file; a crash, a full disk or a read-only file system
     leaves the previous version in place.
@@ -49,7 +53,7 @@ def write_record(record: RunRecord, out: Path) -> None:
         WriteError: the folder or the file cannot be written (one clear line).
     """
     data = record.model_dump(mode="json")
-    clipped = clip_text(data)
+    clipped = clip_text(remove_secrets_json(data, secrets))
     if clipped != data:
         record = RunRecord.model_validate(clipped)
     # Through a symlink to its target, as a plain write would (not replacing the link).
