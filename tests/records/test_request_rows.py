@@ -73,6 +73,11 @@ def _write(
         ({"last_token_s": 1.1}, ".last_token_s", "1.1 s is before first_token_s (1.2 s)"),
         ({"end_s": 1.9}, ".end_s", "1.9 s is before last_token_s (2.0 s)"),
         ({"sent_s": 1.5}, ".first_token_s", "1.2 s is before sent_s (1.5 s)"),
+        (  # sent, so it cannot have ended before it was due
+            {"first_token_s": None, "last_token_s": None, "end_s": 0.4, "error": "cancelled"},
+            ".end_s",
+            "0.4 s is before scheduled_s (1.0 s)",
+        ),
         ({"output_tokens": -3}, ".output_tokens", "-3 is not a count of tokens"),
         ({"rate_rps": -1.0}, ".rate_rps", "-1.0 is not a finite rate of at least 0"),
         ({"in_window": 1}, ".in_window", "must be true or false"),
@@ -110,12 +115,19 @@ def test_warm_up_rows_before_the_window_start_are_fine_and_json_is_strict(
         error="http_503",
         output_tokens=0,
     )
-    path, _ = _write(tmp_path, [warm, _row(), failed])
+    # A window stopped early cancels the requests not yet due: never sent, they end before
+    # their scheduled time.
+    unsent = _row(
+        scheduled_s=4.0, sent_s=None, first_token_s=None, last_token_s=None, end_s=2.1,
+        status=None, error="cancelled", output_tokens=None,
+    )  # fmt: skip
+    path, _ = _write(tmp_path, [warm, _row(), failed, unsent])
     result = CliRunner().invoke(cli, ["show", "--requests", "--json", str(path)], env=WIDE)
     assert result.exit_code == 0, result.output
     data = json.loads(result.output, parse_constant=lambda c: pytest.fail(f"{c} printed"))
     (window,) = data["requests"]
-    assert (window["requests"], window["counted"], window["errors"]) == (3, 2, 1)
+    counts = (window["requests"], window["counted"], window["errors"], window["cancelled"])
+    assert counts == (4, 3, 1, 1)
     assert window["ttft_ms"]["p99"] == "inf"
 
 

@@ -170,7 +170,12 @@ def _row_problem(row: dict[str, Any]) -> tuple[str, str] | None:
         return "status", f"{row['status']!r} is not an HTTP status"
     if row["error"] is not None and not isinstance(row["error"], str):
         return "error", "must be an error kind (text) or null"
-    present = [(f, row[f]) for f in _ORDER if row[f] is not None]
+    order = _ORDER
+    if row["sent_s"] is None and row["first_token_s"] is None:
+        # Never sent: a request cancelled before its scheduled time (a window stopped
+        # early) ends before it was due, and nothing was measured of it.
+        order = tuple(f for f in _ORDER if f != "end_s")
+    present = [(f, row[f]) for f in order if row[f] is not None]
     for (before, t0), (after, t1) in itertools.pairwise(present):
         if t1 < t0:
             return after, f"{t1} s is before {before} ({t0} s)"
