@@ -56,6 +56,7 @@ E2E_FILES = frozenset(
         "test_init_smoke_e2e.py",
         "test_mode_e2e.py",
         "test_point_e2e.py",
+        "test_overload_recovery_sim.py",
         "test_window_scraper_race.py",
         "test_build_bad_input.py",
         "test_pipe_width.py",

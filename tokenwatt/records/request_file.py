@@ -170,7 +170,7 @@ def _row_problem(row: dict[str, Any]) -> tuple[str, str] | None:
         return "status", f"{row['status']!r} is not an HTTP status"
     if row["error"] is not None and not isinstance(row["error"], str):
         return "error", "must be an error kind (text) or null"
-    order = _ORDER
+    order: tuple[str, ...] = _ORDER
     if row["sent_s"] is None and row["first_token_s"] is None:
         # Never sent: a request cancelled before its scheduled time (a window stopped
         # early) ends before it was due, and nothing was measured of it.
