@@ -11,6 +11,8 @@ import pytest
 from tests.runs_factory import make_run, tuned_run, window
 from tokenwatt import analysis
 from tokenwatt.records import Repeat, RunInput, RunRecord
+from tokenwatt.site.chart_specs import chart_specs
+from tokenwatt.site.charts import NOT_MEASURED_LABEL
 from tokenwatt.site.pages import render_report
 from tokenwatt.site.templates import render_index
 
@@ -71,6 +73,18 @@ def test_an_inconclusive_tuned_configuration_shows_no_minus_100_and_no_saving() 
     assert "no saving claimed" in sentence and "%" not in sentence
     assert "vllm&#45;fp8kv&#58; inconclusive, not measured → no saving claimed" in index
     assert "so the result is inconclusive" in page and "goodput is 0" not in page
+
+
+def test_the_goodput_chart_draws_no_bar_for_an_inconclusive_configuration() -> None:
+    report = analysis.summarise(_inputs(make_run(), _unrepeated()), title="KV test", demo=True)
+    result = analysis.analyse_report(report)
+    names = [c.config.label for c in result.configs]
+    (goodput,) = [c for c in chart_specs(report, result, names) if c["id"] == "goodput"]
+    base, tuned = goodput["spec"]["datasets"]["rows"]
+    assert base["goodput_tok_s"] == result.baseline.config.goodput_tok_s > 0
+    assert base["label"] == f"{base['goodput_tok_s']:,.1f}"
+    assert (tuned["goodput_tok_s"], tuned["label"]) == (None, NOT_MEASURED_LABEL)
+    assert tuned["label_x"] == 0.0
 
 
 def test_an_old_run_record_with_zero_goodput_reads_inconclusive_not_minus_100() -> None:

@@ -32,7 +32,9 @@ def chart_specs(
                     {
                         "name": n,
                         "role": c.config.effective_role,
-                        "goodput_tok_s": c.config.goodput_tok_s,
+                        "goodput_tok_s": c.config.goodput_tok_s
+                        if c.config.result_status != "inconclusive"
+                        else None,
                     }
                     for n, c in pairs
                 ]

@@ -64,9 +64,53 @@ def _bar_template(field: str, title: str, fmt: str) -> ChartSpec:
     return finish_chart(alt.layer(bars, text).properties(width="container", height=alt.Step(34)))
 
 
+NOT_MEASURED_LABEL = "inconclusive: not measured"
+"""What the goodput chart writes, with no bar, beside a configuration whose result is
+inconclusive: a bar at 0 would read as "no goodput", which was never measured."""
+
+
+@cache
+def _goodput_template() -> ChartSpec:
+    import altair as alt
+
+    base = alt.Chart(named_chart(alt, "rows"))
+    y = alt.Y("name:N", sort=None, title=None)
+    title = "SLO goodput (tok/s)"
+    # A null goodput draws no bar (Vega-Lite leaves out invalid values); its label sits at 0.
+    bars = base.mark_bar().encode(
+        x=alt.X("goodput_tok_s:Q", title=title),
+        y=y,
+        color=alt.Color(
+            "role:N",
+            scale=alt.Scale(domain=ROLE_DOMAIN, range=ROLE_RANGE),
+            legend=alt.Legend(title="Role"),
+        ),
+        tooltip=[
+            alt.Tooltip("name:N", title="Configuration"),
+            alt.Tooltip("label:N", title=title),
+        ],
+    )
+    text = base.mark_text(align="left", dx=4).encode(
+        x=alt.X("label_x:Q"), y=y, text=alt.Text("label:N")
+    )
+    return finish_chart(alt.layer(bars, text).properties(width="container", height=alt.Step(34)))
+
+
 def goodput_chart(rows: Rows) -> ChartSpec:
-    """SLO goodput (tok/s) per configuration. Rows: ``name``, ``role``, ``goodput_tok_s``."""
-    return chart_with_data(_bar_template("goodput_tok_s", "SLO goodput (tok/s)", ",.1f"), rows=rows)
+    """SLO goodput (tok/s) per configuration. Rows: ``name``, ``role``, ``goodput_tok_s``
+    (None for a configuration whose result is inconclusive: no bar, and
+    :data:`NOT_MEASURED_LABEL` where its value would be)."""
+    data = [
+        {
+            **row,
+            "label": NOT_MEASURED_LABEL
+            if row["goodput_tok_s"] is None
+            else f"{row['goodput_tok_s']:,.1f}",
+            "label_x": row["goodput_tok_s"] or 0.0,
+        }
+        for row in rows
+    ]
+    return chart_with_data(_goodput_template(), rows=data)
 
 
 def tokens_per_joule_chart(rows: Rows) -> ChartSpec:
