@@ -142,6 +142,9 @@ def test_a_search_refused_on_every_probe_gets_the_fix_not_the_rate_advice(
     (missed,) = [w for w in record.result.warnings if w.startswith("every probe missed")]
     assert "; the server refused the requests (HTTP 400)" in missed
     assert "relax the SLO" not in done.stderr and "relax the SLO" not in missed
+    # The terminal's result line says what the record says, never "0 req/s, goodput 0.0".
+    said = f"{record.label}: inconclusive (the server refused the requests (HTTP 400)"
+    assert said in done.stdout and "goodput 0.0" not in done.stdout
 
 
 class _SlowEveryFourth:

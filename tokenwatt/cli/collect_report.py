@@ -74,17 +74,21 @@ def _result(record: RunRecord, reporter: TerminalReporter) -> None:
 
     r = record.result
     if r is not None:
-        load = f"{r.rate_rps:.4g} req/s"
-        if r.concurrency is not None:
-            load = f"{r.concurrency} clients ({load})"
         # No accelerator is read with adapter none: the minutes are the client's.
         unit = "client-min" if record.spec.hardware.adapter == "none" else "GPU-min"
-        click.echo(
-            f"{record.label}: {load}, goodput {r.goodput_tok_s:,.1f} tok/s "
-            f"({passes_text(record)}; "
-            f"{gpu_minutes(r.gpu_seconds)} {unit}, "
-            f"{gpu_minutes(r.gpu_seconds_saved)} saved by early stops)"
-        )
+        cost = f"{gpu_minutes(r.gpu_seconds)} {unit}, "
+        cost += f"{gpu_minutes(r.gpu_seconds_saved)} saved by early stops"
+        status, reason = r.outcome()
+        if status == "measured":
+            load = f"{r.rate_rps:.4g} req/s"
+            if r.concurrency is not None:
+                load = f"{r.concurrency} clients ({load})"
+            what = f"{load}, goodput {r.goodput_tok_s:,.1f} tok/s ({passes_text(record)}; {cost})"
+        else:
+            # Not measured is never "0 req/s, goodput 0.0": the status and its reason.
+            word = "inconclusive" if status == "inconclusive" else "no load met the SLO"
+            what = f"{word} ({reason or 'no reason recorded'}; {cost})"
+        click.echo(f"{record.label}: {what}")
         for warning in r.warnings:
             reporter.warning(warning)
     keep_up = sustained_note(record)
