@@ -296,6 +296,34 @@ def test_run_without_result_or_repeats_is_refused() -> None:
     assert sorted(p.field for p in info.value.problems) == ["repeats", "result"]
 
 
+@pytest.mark.parametrize(
+    ("goodput", "message"),
+    [
+        (5e-324, "5e-324 tok/s is not what the record's repeats measured"),
+        (9999.0, "the mean goodput of the 2 passing repeat(s) at the found load is 5050 tok/s"),
+    ],
+)
+def test_a_result_goodput_its_repeats_do_not_give_is_refused(goodput: float, message: str) -> None:
+    """A hand-edited (or damaged) goodput would reach the capacity math: a denormal one
+    crashed it ("+inf%", an overflow in the cards needed), a large one claimed a saving."""
+    run = tuned_run()
+    assert run.result is not None
+    run.result.goodput_tok_s = goodput
+    with pytest.raises(RecordError) as info:
+        _report(make_run(), run)
+    (problem,) = info.value.problems
+    assert (problem.file, problem.field) == ("runs/vllm-fp8kv.json", "result.goodput_tok_s")
+    assert message in problem.message
+
+
+def test_a_measured_result_whose_goodput_rounds_to_zero_is_refused() -> None:
+    run = tuned_run(repeat_goodputs=(0.01, 0.02), goodput=0.015)
+    with pytest.raises(RecordError) as info:
+        _report(make_run(), run)
+    (problem,) = info.value.problems
+    assert "0.015 tok/s rounds to 0 tok/s, yet the result is measured" in problem.message
+
+
 def test_bad_id_and_empty_title_are_refused() -> None:
     with pytest.raises(RecordError) as info:
         summarise(_inputs(make_run()), title=" ", report_id="Not An Id")

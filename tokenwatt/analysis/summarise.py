@@ -39,6 +39,7 @@ from tokenwatt.analysis.latency_cdf import operating_point_distribution
 from tokenwatt.analysis.paired import accuracy_summary
 from tokenwatt.analysis.repeat_stats import (
     delta_interval_pct,
+    goodput_disagreement,
     goodput_interval,
     mean_ci,
     measured_band_pct,
@@ -331,6 +332,10 @@ def _run_problems(item: RunInput, *, demo: bool) -> list[Problem]:
                 "no repeat has a finite p99 TTFT (every window failed); nothing to report",
             )
         )
+    elif run.result is not None and (
+        why := goodput_disagreement(run.result.goodput_tok_s, repeats)
+    ):
+        problems.append(Problem(name, "result.goodput_tok_s", why))
     return problems
 
 
