@@ -18,6 +18,7 @@ from tokenwatt.records.run import Repeat, RunRecord
 from tokenwatt.records.run_input import RunInput
 from tokenwatt.site.build import build_site
 from tokenwatt.site.chart_specs import chart_specs
+from tokenwatt.site.pages import render_report
 
 # (goodput tok/s, window s, mean power W) per repeat: lengths and power differ on purpose.
 BASE = [(4000.0, 60.0, 600.0), (5000.0, 180.0, 700.0)]
@@ -129,3 +130,26 @@ def test_accuracy_chart_names_the_baseline_as_the_table_does(report: ReportV3) -
         ("vllm-default", "baseline"),
         ("vllm-fp8kv", "pass" if tuned.passed else "fail"),
     ]
+
+
+def test_a_refused_power_figure_says_why_on_the_page_in_place_of_the_figures() -> None:
+    """A window whose power the cross-check refused (issue 21) shows the record's reason in
+    its power cell, as data, and neither its power nor its energy nor a tokens per joule."""
+    why = "energy counter | 212 W against 431 W from the samples (more than 5% apart)"
+    base = _with_windows(make_run(), BASE)
+    first = base.repeats[0]
+    assert first.power is not None
+    refused = first.power.model_copy(update={"valid": False, "invalid_reasons": [why]})
+    base.repeats[0] = first.model_copy(update={"power": refused})
+    runs = [base, _with_windows(tuned_run(), TUNED)]
+    inputs = [RunInput(f"runs/{r.label}.json", f"{i}" * 64, r) for i, r in enumerate(runs)]
+    report = summarise(inputs, title="Refused power")
+    assert report.configs[0].repeats_detail[0].power_refused == [why]
+    assert report.configs[0].repeats_detail[1].power_refused == []
+    page = render_report(report, "reports/x.json").page
+    rows = [line for line in page.splitlines() if line.startswith("| vllm&#45;default | 9")]
+    # The reason's "|" is escaped, so it cannot split the cell: 12 cells as in every row.
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert len(cells) == 12 and html.unescape(cells[7]) == f"refused: {why}"
+    assert cells[8:10] == ["—", "—"]  # no energy, no tokens per joule
+    assert "refused" not in rows[1]

@@ -484,6 +484,7 @@ def _repeat(r: Repeat) -> RepeatV2:
         window_s=r.window.duration_s,
         mean_power_w=(power.mean_power_w or None) if power else None,
         energy_j=(power.energy_j or None) if power else None,
+        power_refused=list(seen.invalid_reasons) if seen is not None and not seen.valid else [],
         slo_attainment_pct=round(r.window.slo_attainment_pct, 2),
         power_samples=seen.samples if seen is not None else None,
         throttle_counts=dict(sorted(seen.throttle_counts.items())) if seen is not None else {},

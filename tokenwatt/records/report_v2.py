@@ -58,6 +58,11 @@ class RepeatV2(StrictModel):
     energy_j: PosFloat | None = None
     """Energy over the window (J), summed over the boards; null without a valid power measurement.
     """
+    power_refused: list[str] = Field(default_factory=list)
+    """Why the window's power was refused, in the run record's words (its power
+    ``invalid_reasons``: the counter against the samples, the resolution, the plausible band,
+    …); empty when the power was valid or not measured. The page prints them in place of
+    the figures."""
     slo_attainment_pct: Percent | None = None
     """Share of the window's requests that met both SLO limits individually (%)."""
     power_samples: NonNegInt | None = None

@@ -18,6 +18,7 @@ from markupsafe import Markup
 
 from tokenwatt.analysis import repeat_tokens_per_joule
 from tokenwatt.records import LatencyMsV3, RepeatV2, ReportV3, SearchWindowV3
+from tokenwatt.site.escape import md_text, trusted
 from tokenwatt.site.fmt import DASH, num, pct
 
 
@@ -50,6 +51,14 @@ def _throttle(r: RepeatV2) -> str:
     return ", ".join(f"{k} {v:,}{of}" for k, v in sorted(r.throttle_counts.items()))
 
 
+def _refused(r: RepeatV2) -> str | None:
+    """The power cell of a window whose power was refused: "refused: " and the reasons
+    (text from the record, escaped as data); None when it was not refused."""
+    if not r.power_refused:
+        return None
+    return trusted("refused: ") + md_text("; ".join(r.power_refused))
+
+
 def repeat_rows(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
     """One row per measurement repeat at the found rate, with its power figures."""
     rows = []
@@ -69,8 +78,8 @@ def repeat_rows(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
                     "tpot": num(r.tpot_p99_ms, 1),
                     "slo": "✓" if r.slo_pass else "✗",
                     "attainment": pct(r.slo_attainment_pct),
-                    "power": num(r.mean_power_w, 0),
-                    "energy": num(r.energy_j, 0),
+                    "power": _refused(r) or num(r.mean_power_w, 0),
+                    "energy": DASH if r.power_refused else num(r.energy_j, 0),
                     "tpj": num(repeat_tokens_per_joule(r), 2) if r.slo_pass else DASH,
                     "throttle": _throttle(r),
                     "clocks": clocks,
