@@ -239,6 +239,12 @@ CASES = [
         "must be greater than 1, got 1",
     ),
     Case(
+        "vanishing-goodput",
+        edited(_set("configs.0.goodput_tok_s", 5e-324)),
+        "configs[0].goodput_tok_s",
+        "must be at least 1e-09, got 5e-324",
+    ),
+    Case(
         "duplicate-json-key",
         text('{"id": "a", "id": "b"}'),
         "",

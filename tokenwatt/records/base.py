@@ -56,6 +56,17 @@ def _not_vanishing(value: float) -> float:
 
 
 PosFloat = Annotated[float, Field(gt=0, le=MAX_QUANTITY), AfterValidator(_not_vanishing)]
+
+
+def _zero_or_not_vanishing(value: float) -> float:
+    return value if value == 0 else _not_vanishing(value)
+
+
+NonNegMeasure = Annotated[
+    float, Field(ge=0, le=MAX_QUANTITY), AfterValidator(_zero_or_not_vanishing)
+]
+"""A quantity that is 0 or at least :data:`MIN_POSITIVE` (a goodput): a vanishing positive
+value would be divided by (a goodput change, cards needed) and overflow."""
 NonNegInt = Annotated[int, Field(ge=0, le=int(MAX_QUANTITY))]
 PosInt = Annotated[int, Field(ge=1, le=int(MAX_QUANTITY))]
 Percent = Annotated[float, Field(ge=0, le=100)]

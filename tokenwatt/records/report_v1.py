@@ -16,6 +16,7 @@ from tokenwatt.records.base import (
     NonEmptyStr,
     NonNegFloat,
     NonNegInt,
+    NonNegMeasure,
     Percent,
     PlainName,
     PosFloat,
@@ -161,7 +162,7 @@ class ConfigV1(StrictModel):
     node_power_kw: PosFloat | None = None
     """Mean power over the repeats' valid power windows at the found load (kW), summed over the
     boards (or the node, per power.kind); null without a valid power measurement."""
-    goodput_tok_s: NonNegFloat
+    goodput_tok_s: NonNegMeasure
     """SLO goodput (tok/s): the mean goodput of the repeats at the load the search found."""
     ttft_p99_ms: NonNegFloat
     """The worst finite p99 time to first token over the repeats at the found load (ms)."""

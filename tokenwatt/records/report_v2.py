@@ -16,6 +16,7 @@ from tokenwatt.records.base import (
     NonEmptyStr,
     NonNegFloat,
     NonNegInt,
+    NonNegMeasure,
     Percent,
     PosFloat,
     StrictModel,
@@ -41,7 +42,7 @@ class RepeatV2(StrictModel):
 
     rate_rps: PosFloat
     """The repeat's load (req/s): the rate set, or the rate measured for a closed-loop window."""
-    goodput_tok_s: NonNegFloat
+    goodput_tok_s: NonNegMeasure
     """The repeat window's goodput (tok/s): output tokens of its completed requests / window_s."""
     ttft_p99_ms: NonNegFloat | None = None
     """The repeat's p99 time to first token (ms); null when infinite (failures reached the 99th

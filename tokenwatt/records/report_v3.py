@@ -20,6 +20,7 @@ from tokenwatt.records.base import (
     NonEmptyStr,
     NonNegFloat,
     NonNegInt,
+    NonNegMeasure,
     Percent,
     PosFloat,
     PosInt,
@@ -156,7 +157,7 @@ class SearchWindowV3(StrictModel):
     tpot_p99_ms: LatencyMsV3 = None
     """The window's p99 time per output token (ms; "inf" when failures reached the 99th percentile;
     null without samples)."""
-    goodput_tok_s: NonNegFloat | None = None
+    goodput_tok_s: NonNegMeasure | None = None
     """The window's goodput (tok/s); null when not known (probes migrated from v2)."""
     requests: NonNegInt | None = None
     """Requests that arrived in the window; null when unknown."""
