@@ -18,16 +18,20 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def chunk(
-    text: str | None = None, *, usage: dict[str, int] | None = None, chat: bool = False
+    text: str | None = None,
+    *,
+    usage: dict[str, int] | None = None,
+    chat: bool = False,
+    finish: str | None = None,
 ) -> bytes:
-    """One vLLM-shaped SSE event (``data: {...}\\n\\n``)."""
+    """One vLLM-shaped SSE event (``data: {...}\\n\\n``); ``finish``: its finish_reason."""
     obj: dict[str, Any] = {"id": "cmpl-1", "object": "text_completion", "model": "m"}
     if text is None:
         obj["choices"] = []
     elif chat:
-        obj["choices"] = [{"index": 0, "delta": {"content": text}, "finish_reason": None}]
+        obj["choices"] = [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]
     else:
-        obj["choices"] = [{"index": 0, "text": text, "finish_reason": None}]
+        obj["choices"] = [{"index": 0, "text": text, "finish_reason": finish}]
     if usage is not None:
         obj["usage"] = usage
     return b"data: " + json.dumps(obj).encode() + b"\n\n"

@@ -388,6 +388,7 @@ def _latencies(
         input_tokens=sum(r.prompt_tokens for r in live),
         output_tokens=output_tokens,
         usage_missing=sum(1 for r in ok if r.usage_missing),
+        without_done=sum(1 for r in ok if r.without_done),
         achieved_rps=round(len(ok) / duration_s, 4),
         goodput_tok_s=round(output_tokens / duration_s, 4),
         ttft_ms=percentiles_ms(ttfts),

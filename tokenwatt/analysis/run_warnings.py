@@ -252,14 +252,21 @@ def run_notes(
     """The lines ``collect`` and ``show`` print below the table: each window's warnings
     (``warning: #3 …: …``), the error notes, the fix for each cause that was not the
     load (``how to fix: …``), the client-bound advice (``cores``: see
-    :func:`client_bound_advice`) and, last, the line saying every request failed (left
-    out with ``failed_line=False``: ``collect`` prints it after the file it wrote)."""
+    :func:`client_bound_advice`), the requests complete without ``[DONE]`` and, last, the
+    line saying every request failed (left out with ``failed_line=False``: ``collect``
+    prints it after the file it wrote)."""
     lines = [f"warning: {label}: {text}" for label, text in window_warnings(record)]
     lines += error_notes(record)
     lines += cause_notes(_windows(record), record.spec.engine.endpoint)
     advice = client_bound_advice(record, cores)
     if advice is not None:
         lines.append(f"note: {advice}")
+    without_done = sum(w.without_done for w in _windows(record))
+    if without_done:
+        lines.append(
+            f"note: {without_done:,} request(s) ended without data: [DONE] after a chunk "
+            "with finish_reason; counted as complete (as vLLM's bench serve does)"
+        )
     failed = every_request_failed(record) if failed_line else None
     if failed is not None:
         lines.append(failed)

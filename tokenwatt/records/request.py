@@ -28,6 +28,8 @@ class RequestResult:
         output_tokens: generated tokens, from ``usage`` when the server sent it, else the
             number of text chunks (an estimate, ``usage_missing``).
         usage_missing: True when ``output_tokens`` was counted by the client (no usage).
+        without_done: True when the stream ended cleanly after a chunk with
+            ``finish_reason`` but without ``data: [DONE]``: complete, and counted apart.
         status: HTTP status, or None when no response arrived.
         error: error kind (``timeout``, ``http_503``, ``connect``, ``empty``, …) or None.
             ``cancelled`` only for a request the client itself cancelled (an early stop,
@@ -69,6 +71,7 @@ class RequestResult:
     prompt_tokens: int = 0
     output_tokens: int = 0
     usage_missing: bool = False
+    without_done: bool = False
     status: int | None = None
     error: str | None = None
     in_window: bool = True

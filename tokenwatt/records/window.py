@@ -155,6 +155,12 @@ class WindowSummary(StrictModel):
     usage_missing: NonNegInt = 0
     """Completed requests whose response carried no usage, so the client counted their output
     tokens."""
+    without_done: NonNegInt = Field(
+        default=0,
+        description="Completed requests whose stream ended without 'data: [DONE]' after a "
+        "chunk with finish_reason (the body closed cleanly): counted as complete, as vLLM's "
+        "bench serve does; a stream that ends without either is a protocol error.",
+    )
     achieved_rps: NonNegFloat = 0.0
     """Completed requests / duration_s (req/s)."""
     goodput_tok_s: NonNegFloat = 0.0

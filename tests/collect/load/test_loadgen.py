@@ -266,10 +266,25 @@ async def test_done_without_tokens_is_empty(server: ScriptedServer) -> None:
     assert result.summary.ttft_ms.p50 == "inf"
 
 
-async def test_stream_without_done_is_protocol(server: ScriptedServer) -> None:
+async def test_stream_without_done_or_finish_reason_is_protocol(server: ScriptedServer) -> None:
     script(server, [chunk(" a"), chunk(" b")])
     result = await one_window(config(server.base))
     assert {r.error for r in result.requests} == {"protocol"}
+    assert result.summary.completed == 0 and result.summary.without_done == 0
+
+
+async def test_a_finished_stream_whose_body_ends_without_done_is_complete(
+    server: ScriptedServer,
+) -> None:
+    """The last chunk carries finish_reason and usage, then the body ends cleanly with no
+    ``data: [DONE]`` (some gateways and servers): complete, as vLLM's bench serve counts it,
+    and the window counts it apart."""
+    script(server, [chunk(" a"), chunk(" b", finish="length"), chunk(usage=usage(3, 2))])
+    result = await one_window(config(server.base))
+    assert result.requests and {r.error for r in result.requests} == {None}
+    assert {r.output_tokens for r in result.requests} == {2}
+    s = result.summary
+    assert s.completed == s.without_done == len(result.requests) and s.usage_missing == 0
 
 
 async def test_error_object_in_stream(server: ScriptedServer) -> None:

@@ -43,6 +43,7 @@ class _Delta(msgspec.Struct, gc=False):
 class _Choice(msgspec.Struct, gc=False):
     text: str | None = None  # completions
     delta: _Delta | None = None  # chat
+    finish_reason: str | None = None  # set on the choice's last chunk ("stop", "length")
 
 
 class _Usage(msgspec.Struct, gc=False):
@@ -154,6 +155,7 @@ class _Stream:
         "content_type",
         "decoder",
         "done",
+        "finished",
         "head",
         "pending",
         "pieces",
@@ -173,6 +175,7 @@ class _Stream:
         self.usage: _Usage | None = None
         self.done = False
         self.seen = False  # any SSE data at all, [DONE] included
+        self.finished = False  # a chunk carried finish_reason: the generation ended
         self.head = b""  # the response's first bytes, up to _HEAD_BYTES
         self.content_type = ""
 
@@ -267,6 +270,8 @@ class _Stream:
             choices = chunk.choices
             if choices:
                 choice = choices[0]
+                if choice.finish_reason:
+                    self.finished = True
                 text = choice.text
                 if text:
                     content = True
@@ -304,7 +309,13 @@ class _Stream:
         if not self.seen:
             raise _not_a_stream(self.head, self.content_type)
         if not self.done:
-            raise StreamError("protocol", "the stream ended without data: [DONE]")
+            if not self.finished:
+                raise StreamError(
+                    "protocol", "the stream ended without data: [DONE] and without a finish_reason"
+                )
+            # The generation said it ended (finish_reason) and the body then closed
+            # cleanly: complete, as vLLM's bench serve and the OpenAI SDK read it.
+            res.without_done = True
         usage = self.usage
         completion = _usage_count(usage.completion_tokens, "completion_tokens") if usage else None
         prompt = _usage_count(usage.prompt_tokens, "prompt_tokens") if usage else None
