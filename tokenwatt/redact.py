@@ -105,33 +105,79 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
 
 def remove_secrets(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every exact value of ``secrets`` (4 characters or more) replaced by
-    :data:`REDACTED`, in each form text carries it in (:func:`scrub`'s list); the pattern
-    rules of :func:`scrub` are not applied, so text without a secret comes back unchanged."""
+    :data:`REDACTED`, in each form text carries it in (:func:`scrub`'s list: any character
+    percent-encoded or not, in either case, UTF-8 or Latin-1; JSON escapes; hex in any case,
+    bytes apart or together; base64 standard or URL-safe, at any offset, as inside a Basic
+    credential ``user:key``); the pattern rules of :func:`scrub` are not applied, so text
+    without a secret comes back unchanged."""
     for secret in secrets:
         if secret and len(secret) >= 4:
             for form in _secret_forms(secret):
                 text = text.replace(form, REDACTED)
-            text = _json_escaped(secret).sub(REDACTED, text)
+            for pattern in _secret_patterns(secret):
+                text = pattern.sub(REDACTED, text)
     return text
 
 
 def remove_secrets_json(value: Any, secrets: Sequence[str]) -> Any:
     """``value`` (JSON-like: dicts, lists, scalars) with :func:`remove_secrets` applied to
-    every string in it, mapping keys included: the last sweep before a record is written,
-    so that no field a run filled from outside (a version string, an error body, a
-    completion) can carry the run's own key, whatever its form."""
+    every string value in it (mapping keys are the record's own field names, left as they
+    are): the last sweep before a record is written, so that no field a run filled from
+    outside (a version string, an error body, a completion) can carry the run's own key,
+    whatever its form."""
     if not any(s and len(s) >= 4 for s in secrets):
         return value
     if isinstance(value, str):
         return remove_secrets(value, secrets)
     if isinstance(value, dict):
-        return {
-            remove_secrets(str(k), secrets): remove_secrets_json(v, secrets)
-            for k, v in value.items()
-        }
+        return {k: remove_secrets_json(v, secrets) for k, v in value.items()}
     if isinstance(value, list):
         return [remove_secrets_json(v, secrets) for v in value]
     return value
+
+
+def _hex_class(digit: str) -> str:
+    return f"[{digit}{digit.upper()}]" if digit.isalpha() else digit
+
+
+def _percent(data: bytes) -> str:
+    return "".join("%" + "".join(_hex_class(d) for d in f"{b:02x}") for b in data)
+
+
+@functools.lru_cache(maxsize=64)
+def _secret_patterns(secret: str) -> tuple[re.Pattern[str], ...]:
+    """The patterns of ``secret``'s forms that a list of strings cannot hold: each
+    character as itself or percent-encoded (UTF-8 or Latin-1, hex in either case, ``+``
+    for a space), so any safe set and a partial encoding match; its bytes in hex, in any
+    case, together or one separator apart; its JSON escapes (:func:`_json_escaped`); and
+    the core of its base64 at each of the three offsets a prefix (``user:``) can put it."""
+    chars = []
+    for ch in secret:
+        alts = {re.escape(ch), _percent(ch.encode())}
+        if ch == " ":
+            alts.add(r"\+")
+        if ord(ch) < 256:  # Latin-1, as a form encoded in it carries the character
+            alts.add(_percent(bytes([ord(ch)])))
+        chars.append(f"(?:{'|'.join(sorted(alts))})")
+    raw = secret.encode()
+    hex_bytes = ["".join(_hex_class(d) for d in f"{b:02x}") for b in raw]
+    patterns = [
+        re.compile("".join(chars)),
+        re.compile(r"[\s:.-]?".join(hex_bytes)),
+        _json_escaped(secret),
+    ]
+    cores = set()
+    for offset in range(3):
+        # Characters wholly made of the secret's bits: 6i >= 8·offset, 6i + 6 <= 8·(offset + n).
+        first = -(-8 * offset // 6)
+        last = (8 * (offset + len(raw))) // 6
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            core = encode(b"\0" * offset + raw + b"\0\0").decode()[first:last]
+            if len(core) >= 8:
+                cores.add(re.escape(core))
+    if cores:
+        patterns.append(re.compile("|".join(sorted(cores, key=len, reverse=True))))
+    return tuple(patterns)
 
 
 def _secret_forms(secret: str) -> list[str]:

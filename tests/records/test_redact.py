@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Callable
+from urllib.parse import quote
+
 import pytest
 
 from tokenwatt.redact import REDACTED, cap, remove_secrets, remove_secrets_json, scrub, scrub_capped
@@ -81,11 +85,36 @@ def test_a_secret_in_hex_goes_in_either_case_and_a_record_is_swept_whole() -> No
     key = "sk-live-0042"
     low, up = key.encode().hex(), key.encode().hex().upper()
     assert scrub(f"bytes {low} / {up}.", [key]) == f"bytes {R} / {R}."
-    record = {"engine_version": f"b1 {key}", "items": [{"error": f"HTTP 500: {up}"}], key: 1}
+    record = {"engine_version": f"b1 {key}", "items": [{"error": f"HTTP 500: {up}"}], "n": 1}
     swept = remove_secrets_json(record, [key])
-    assert swept == {"engine_version": f"b1 {R}", "items": [{"error": f"HTTP 500: {R}"}], R: 1}
+    assert swept == {"engine_version": f"b1 {R}", "items": [{"error": f"HTTP 500: {R}"}], "n": 1}
+    # Mapping keys are the record's own field names: a key that is one stays.
+    assert remove_secrets_json({"token": "token"}, ["token"]) == {"token": R}
     assert remove_secrets_json(record, ["", "abc"]) == record  # no key: nothing changes
     assert remove_secrets("max_tokens=16 token count", [key]) == "max_tokens=16 token count"
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda k: quote(k),  # "/" left as is, as Python's default and JS encodeURI do
+        lambda k: quote(k, safe="").lower(),  # lower-case hex
+        lambda k: quote(k, safe="", encoding="latin-1"),
+        lambda k: quote(k[:5], safe="") + k[5:],  # only a part encoded
+        lambda k: base64.b64encode(b"user:" + k.encode()).decode(),  # a Basic credential
+        lambda k: base64.urlsafe_b64encode(b"x" + k.encode()).decode(),
+        lambda k: " ".join(f"{b:02X}" for b in k.encode()),  # hex bytes apart
+        lambda k: "".join(f"{b:02x}" if i % 2 else f"{b:02X}" for i, b in enumerate(k.encode())),
+    ],
+    ids=["quote", "lower", "latin-1", "partial", "basic", "b64-offset", "hex-apart", "hex-mixed"],
+)
+def test_a_secret_in_any_reversible_encoding_goes(encode: Callable[[str], str]) -> None:
+    key = "sk/abc+def=ghi~é"
+    text = f"echoed: {encode(key)} (end)"
+    out = remove_secrets(text, [key])
+    assert out.startswith("echoed: ") and out.endswith(" (end)") and R in out
+    for leftover in (encode(key), key, quote(key, safe=""), key.encode().hex()):
+        assert leftover not in out
 
 
 def test_a_secret_with_json_escapes_a_decoder_would_undo_goes_too() -> None:

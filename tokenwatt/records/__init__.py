@@ -16,6 +16,7 @@ from tokenwatt.records.base import (
     PlainName,
     StrictModel,
     clip_text,
+    swept_of_secrets,
 )
 from tokenwatt.records.cost import CloudCost
 from tokenwatt.records.interval import LatencyBound, MeanCI, QuantileCI
@@ -280,6 +281,7 @@ __all__ = [
     "secret_name",
     "spec_path",
     "suite_bytes",
+    "swept_of_secrets",
     "unstated_fields",
     "untrusted_reason",
     "unused_fields",

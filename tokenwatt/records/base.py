@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import copy
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from tokenwatt.redact import remove_secrets_json
 from tokenwatt.text import UNPRINTABLE_IN_NAME
 
 MAX_TEXT_CHARS = 4000
@@ -165,3 +168,46 @@ def clip_text(value: Any, limit: int = MAX_TEXT_CHARS) -> Any:
     if isinstance(value, list):
         return [clip_text(v, limit) for v in value]
     return value
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def swept_of_secrets(model_type: type[_M], data: dict[str, Any], secrets: Sequence[str]) -> _M:
+    """``data`` validated as ``model_type`` after every form of each of ``secrets`` was
+    removed from its string values (:func:`tokenwatt.redact.remove_secrets_json`).
+
+    A key that is also one of the record's own words (``measured``, ``token``) would make a
+    swept value invalid (a status, a kind); such a value is the schema's, not a leak, so
+    it is put back as it was and the rest stays swept.
+
+    Raises:
+        pydantic.ValidationError: ``data`` is invalid even with those values put back.
+    """
+    swept = remove_secrets_json(data, secrets)
+    for _ in range(8):
+        try:
+            return model_type.model_validate(swept)
+        except ValidationError as exc:
+            for error in exc.errors():
+                _put_back(swept, data, error["loc"])
+    return model_type.model_validate(swept)
+
+
+def _put_back(swept: Any, original: Any, loc: tuple[int | str, ...]) -> None:
+    """Set the deepest value along ``loc`` that both hold back to ``original``'s."""
+    parent, key = None, None
+    for part in loc:
+        if isinstance(swept, dict | list) and _has(swept, part) and _has(original, part):
+            parent, key = swept, part
+            swept, original = swept[part], original[part]  # type: ignore[index]
+        else:
+            break
+    if parent is not None:
+        parent[key] = copy.deepcopy(original)  # type: ignore[index]
+
+
+def _has(container: Any, part: int | str) -> bool:
+    if isinstance(container, dict):
+        return part in container
+    return isinstance(container, list) and isinstance(part, int) and 0 <= part < len(container)

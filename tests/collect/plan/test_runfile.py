@@ -128,6 +128,21 @@ def test_the_runs_key_is_swept_out_of_every_field_at_the_write(tmp_path: Path) -
     assert kept.not_covered[-1] == "the server said [redacted]"
 
 
+@pytest.mark.parametrize("key", ["measured", "token", "power", "2026", "repeat"])
+def test_a_key_that_is_one_of_the_records_own_words_does_not_break_the_write(
+    tmp_path: Path, key: str
+) -> None:
+    """The record's field names and vocabulary (a status, a kind, a date) are the schema's:
+    a key equal to one of them leaves them as they are, and is still swept from text."""
+    record = _record()
+    record.not_covered.append(f"the server said {key}!")
+    out = tmp_path / "a.json"
+    write_record(record, out, [key])
+    kept = RunRecord.model_validate_json(out.read_text())
+    assert kept.not_covered[-1] == "the server said [redacted]!"
+    assert kept.label == record.label and kept.complete == record.complete
+
+
 def test_a_failed_write_keeps_the_previous_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -36,8 +36,14 @@ from tokenwatt.collect.engine.engine_metrics import (
 )
 from tokenwatt.errors import EngineError, InputError, Problem
 from tokenwatt.files import check_regular_file
-from tokenwatt.records import SIM_ENGINE_NAME, Environment, NonNegInt, StrictModel
-from tokenwatt.redact import remove_secrets_json, scrub, scrub_capped
+from tokenwatt.records import (
+    SIM_ENGINE_NAME,
+    Environment,
+    NonNegInt,
+    StrictModel,
+    swept_of_secrets,
+)
+from tokenwatt.redact import scrub, scrub_capped
 from tokenwatt.text import terminal_safe, valid_json
 
 __all__ = [
@@ -244,7 +250,7 @@ def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0)
         info.notes.append("KV-cache capacity not reported by the engine")
     # What the server said (a version string, a model id) is printed and kept: a server
     # that echoes the key it was sent must not put it there.
-    return EngineInfo.model_validate(remove_secrets_json(info.model_dump(), [api_key or ""]))
+    return swept_of_secrets(EngineInfo, info.model_dump(), [api_key or ""])
 
 
 def _read_version(

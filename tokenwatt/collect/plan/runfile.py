@@ -36,9 +36,9 @@ from tokenwatt.records import (
     Spec,
     clip_text,
     load_spec,
+    swept_of_secrets,
     validate,
 )
-from tokenwatt.redact import remove_secrets_json
 
 
 def write_record(record: RunRecord, out: Path, secrets: Sequence[str] = ()) -> None:
@@ -53,9 +53,10 @@ def write_record(record: RunRecord, out: Path, secrets: Sequence[str] = ()) -> N
         WriteError: the folder or the file cannot be written (one clear line).
     """
     data = record.model_dump(mode="json")
-    clipped = clip_text(remove_secrets_json(data, secrets))
-    if clipped != data:
-        record = RunRecord.model_validate(clipped)
+    clipped = clip_text(data)
+    swept = swept_of_secrets(RunRecord, clipped, secrets)
+    if clipped != data or swept != record:
+        record = swept
     # Through a symlink to its target, as a plain write would (not replacing the link).
     atomic_write_text(out.resolve(), record.model_dump_json(indent=2) + "\n")
 
