@@ -78,6 +78,17 @@ def _write(
             ".end_s",
             "0.4 s is before scheduled_s (1.0 s)",
         ),
+        (  # never sent, but not cancelled: a time-out cannot end before it was due
+            {
+                "sent_s": None,
+                "first_token_s": None,
+                "last_token_s": None,
+                "end_s": 0.4,
+                "error": "timeout",
+            },
+            ".end_s",
+            "0.4 s is before scheduled_s (1.0 s)",
+        ),
         ({"output_tokens": -3}, ".output_tokens", "-3 is not a count of tokens"),
         ({"rate_rps": -1.0}, ".rate_rps", "-1.0 is not a finite rate of at least 0"),
         ({"in_window": 1}, ".in_window", "must be true or false"),

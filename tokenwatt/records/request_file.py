@@ -171,9 +171,10 @@ def _row_problem(row: dict[str, Any]) -> tuple[str, str] | None:
     if row["error"] is not None and not isinstance(row["error"], str):
         return "error", "must be an error kind (text) or null"
     order: tuple[str, ...] = _ORDER
-    if row["sent_s"] is None and row["first_token_s"] is None:
-        # Never sent: a request cancelled before its scheduled time (a window stopped
-        # early) ends before it was due, and nothing was measured of it.
+    never_sent = row["sent_s"] is None and row["first_token_s"] is None
+    if never_sent and row["error"] == "cancelled" and row["last_token_s"] is None:
+        # A request the client cancelled before its scheduled time (a window stopped
+        # early) ends before it was due: never sent, nothing of it was measured.
         order = tuple(f for f in _ORDER if f != "end_s")
     present = [(f, row[f]) for f in order if row[f] is not None]
     for (before, t0), (after, t1) in itertools.pairwise(present):
