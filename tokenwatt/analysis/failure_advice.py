@@ -171,16 +171,23 @@ def fit_search_warning(warning: str, windows: Sequence[WindowSummary], endpoint:
 
 def not_load_reason(windows: Sequence[WindowSummary], endpoint: str) -> str | None:
     """Why a search whose every probe (``windows``) missed did not measure the engine's
-    capacity, for an ``inconclusive`` result: the probes failed on something a lower rate
-    cannot help (HTTP 400, no connection; :func:`run_cause`), or no probe completed a
-    request. None when the load was the cause (then "no load met the SLO" is the verdict).
+    capacity, for an ``inconclusive`` result: every probe failed on something a lower rate
+    cannot help (HTTP 4xx or 5xx, no connection, a broken stream: not the load's causes,
+    :data:`LOAD_CAUSES`), or no probe completed a request. None when any probe missed for
+    the load (then "no load met the SLO" is the verdict).
     """
-    found = run_cause(windows)
-    if found is not None and found[0] not in LOAD_CAUSES:
+    # A window that sent nothing (a floor of 0.1 req/s over a short window) tells nothing.
+    sent = [w for w in windows if w.requests]
+    causes = [(c, top_kind(w) or "") for w in sent if (c := window_cause(w)) is not None]
+    if causes and all(c not in LOAD_CAUSES for c, _ in causes):
+        cause, kind = Counter(causes).most_common(1)[0][0]
         # The advice's first clause names the cause ("the server refused the requests
         # (HTTP 400)"); its fix goes in the search's warning, not in the reason.
-        what = advice(found[0], found[1], endpoint).split(": ", 1)[0]
-        return f"{what}, at every rate probed: no load was measured"
+        what = advice(cause, kind, endpoint).split(": ", 1)[0]
+        return (
+            f"{what} at every rate probed: the misses came from that, not from the load, "
+            "so no capacity was measured"
+        )
     if windows and not any(w.completed for w in windows):
         return "no probe completed a request: no load was measured"
     return None

@@ -14,7 +14,8 @@ report's ``configs[].search``), one sentence out. The cases, in the words they p
 - the back-offs ran out: "…; no rate met the SLO in every repeat, so the result is
   inconclusive: the boundary did not repeat.";
 - no probe met the SLO: "No rate met the SLO: the lowest probe, at 1 req/s (#1), missed
-  p99 TPOT (62.4 ms > 50 ms).";
+  p99 TPOT (62.4 ms > 50 ms)." ("No rate met the SLO, and not for the load: …; so the
+  result is inconclusive." when the misses were refusals or no request completed);
 - the run stopped early: before any window, during the search ("The run stopped during the
   SLO search (interrupted (Ctrl-C)); the highest probe that met the SLO was at 4 req/s
   (#3), and no repeat was measured."), during the repeats ("…, where the run stopped after 1 of 2
@@ -61,6 +62,8 @@ class SearchStory:
         incomplete_reason: why it stopped (the run's own words).
         whole: the windows are every window the run measured (false for a record migrated
             from report schema 2, which kept only the probes and the final repeats).
+        inconclusive: the result is inconclusive (``result.status``): a search whose every
+            probe missed says the misses were not the load's.
         numbers: each window's number in the run (``#N`` of its label,
             :mod:`tokenwatt.analysis.window_labels`), keyed by the window object's ``id``;
             filled by :func:`explain_result` and :func:`explain_fixed` from the windows
@@ -73,6 +76,7 @@ class SearchStory:
     complete: bool = True
     incomplete_reason: str | None = None
     whole: bool = True
+    inconclusive: bool = False
     numbers: dict[int, int] = field(default_factory=dict, compare=False, hash=False)
 
     def ref(self, w: SearchWindowV3) -> str:
@@ -107,6 +111,7 @@ def explain_run(run: RunRecord) -> str:
         repeats_planned=run.spec.measurement.repeats,
         complete=run.complete,
         incomplete_reason=run.incomplete_reason,
+        inconclusive=run.result is not None and run.result.outcome()[0] == "inconclusive",
     )
     windows = search_windows(run)
     if run.spec.sweep.fixed:
@@ -159,6 +164,7 @@ def explain_config(config: ConfigV3, report: ReportV3) -> str:
         complete=config.complete,
         incomplete_reason=config.incomplete_reason,
         whole=config.whole_search,
+        inconclusive=config.result_status == "inconclusive",
     )
     if report.spec is not None and report.spec.sweep.fixed:
         return explain_fixed(config.search, story)
@@ -290,6 +296,12 @@ def _without_repeats(probes: Sequence[SearchWindowV3], story: SearchStory) -> st
                 "probe met the SLO"
             )
         lowest = min(probes, key=_load)
+        if story.inconclusive:
+            return (
+                f"no {_noun(lowest)} met the SLO, and not for the load: the lowest probe, at "
+                f"{story.cited(lowest)}, {miss_text(lowest, story)}; so the result is "
+                "inconclusive"
+            )
         return (
             f"no {_noun(lowest)} met the SLO: the lowest probe, at {story.cited(lowest)}, "
             f"{miss_text(lowest, story)}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.runs_factory import make_run, seed_spec, window
+from tokenwatt.analysis import explain_run
 from tokenwatt.cli.terminal import result_line
 from tokenwatt.collect.measure.measurement import Measurement, SearchSetup
 from tokenwatt.collect.measure.window import WindowOutcome, WindowPlan
@@ -150,8 +151,29 @@ def test_a_floor_refused_by_the_server_is_inconclusive_not_none_met() -> None:
     r = record.result
     assert r is not None and r.status == "inconclusive" and r.rate_rps == 0
     assert r.status_reason == (
-        "the server refused the requests (HTTP 400), at every rate probed: no load was measured"
+        "the server refused the requests (HTTP 400) at every rate probed: the misses came "
+        "from that, not from the load, so no capacity was measured"
     )
+    story = explain_run(record)
+    assert story.startswith("No rate met the SLO, and not for the load: the lowest probe")
+    assert story.endswith("; so the result is inconclusive.")
+
+
+def test_a_search_that_missed_for_the_load_somewhere_is_none_met_whatever_else() -> None:
+    """The first probe missed on latency (the load), the lower ones were refused: the load
+    did decide a verdict, so this is no search that measured nothing."""
+
+    def mixed(plan: WindowPlan, n: int) -> WindowSummary:
+        w = at(plan, False)
+        if plan.rate_rps == 8:  # the first probe
+            return w
+        kinds = {"http_400": w.requests}
+        return w.model_copy(update={"completed": 0, "errors": w.requests, "error_kinds": kinds})
+
+    record, _ = measure(mixed, min_rps=2)
+    r = record.result
+    assert r is not None and r.status == "none_met"
+    assert not explain_run(record).startswith("No rate met the SLO, and not for the load")
 
 
 def test_a_floor_where_no_request_completed_is_inconclusive() -> None:
