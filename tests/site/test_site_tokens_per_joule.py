@@ -153,3 +153,18 @@ def test_a_refused_power_figure_says_why_on_the_page_in_place_of_the_figures() -
     assert len(cells) == 12 and html.unescape(cells[7]) == f"refused: {why}"
     assert cells[8:10] == ["—", "—"]  # no energy, no tokens per joule
     assert "refused" not in rows[1]
+
+
+def test_when_every_window_s_power_is_refused_the_page_says_why_not_no_power_source() -> None:
+    why = "a reading of 41,000 W is off the plausible band (likely milliwatts)"
+    runs = []
+    for run in (_with_windows(make_run(), BASE), _with_windows(tuned_run(), TUNED)):
+        for i, rep in enumerate(run.repeats):
+            assert rep.power is not None
+            bad = rep.power.model_copy(update={"valid": False, "invalid_reasons": [why]})
+            run.repeats[i] = rep.model_copy(update={"power": bad})
+        runs.append(run)
+    inputs = [RunInput(f"runs/{r.label}.json", f"{i}" * 64, r) for i, r in enumerate(runs)]
+    page = html.unescape(render_report(summarise(inputs, title="All refused"), "r.json").page)
+    assert "No power was measured (no power source)" not in page
+    assert page.count(f"refused: {why}") == 4

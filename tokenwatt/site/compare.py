@@ -57,11 +57,15 @@ def compare_rows(report: ReportV3) -> list[dict[str, Any]]:
 
 def has_power(report: ReportV3) -> bool:
     """Whether any configuration has a power figure (mean power, a repeat's energy or a
-    power timeline); without one the page shows no power table, column or section."""
+    power timeline) or a power reading that was refused (``power_refused``: the page shows
+    why); without either the page shows no power table, column or section."""
     return any(
         cfg.node_power_kw is not None
         or cfg.power_timeline
-        or any(r.mean_power_w is not None or r.energy_j is not None for r in cfg.repeats_detail)
+        or any(
+            r.mean_power_w is not None or r.energy_j is not None or r.power_refused
+            for r in cfg.repeats_detail
+        )
         for cfg in report.configs
     )
 
