@@ -173,13 +173,16 @@ def not_load_reason(windows: Sequence[WindowSummary], endpoint: str) -> str | No
     """Why a search whose every probe (``windows``) missed did not measure the engine's
     capacity, for an ``inconclusive`` result: every probe failed on something a lower rate
     cannot help (HTTP 4xx or 5xx, no connection, a broken stream: not the load's causes,
-    :data:`LOAD_CAUSES`), or no probe completed a request. None when any probe missed for
-    the load (then "no load met the SLO" is the verdict).
+    :data:`LOAD_CAUSES`), or no probe sent a request. None when any probe missed for the
+    load, a probe stopped early as hopeless included (then "no load met the SLO" is the
+    verdict).
     """
     # A window that sent nothing (a floor of 0.1 req/s over a short window) tells nothing.
     sent = [w for w in windows if w.requests]
     causes = [(c, top_kind(w) or "") for w in sent if (c := window_cause(w)) is not None]
-    if causes and all(c not in LOAD_CAUSES for c, _ in causes):
+    if any(c in LOAD_CAUSES for c, _ in causes):
+        return None  # a probe missed for the load (slow, or stopped early as hopeless)
+    if causes:
         cause, kind = Counter(causes).most_common(1)[0][0]
         # The advice's first clause names the cause ("the server refused the requests
         # (HTTP 400)"); its fix goes in the search's warning, not in the reason.
@@ -189,7 +192,7 @@ def not_load_reason(windows: Sequence[WindowSummary], endpoint: str) -> str | No
             "so no capacity was measured"
         )
     if windows and not any(w.completed for w in windows):
-        return "no probe completed a request: no load was measured"
+        return "no probe completed a request: no load was measured"  # none sent any
     return None
 
 

@@ -86,8 +86,10 @@ def _result(record: RunRecord, reporter: TerminalReporter) -> None:
             what = f"{load}, goodput {r.goodput_tok_s:,.1f} tok/s ({passes_text(record)}; {cost})"
         else:
             # Not measured is never "0 req/s, goodput 0.0": the status and its reason.
-            word = "inconclusive" if status == "inconclusive" else "no load met the SLO"
-            what = f"{word} ({reason or 'no reason recorded'}; {cost})"
+            if status == "inconclusive":
+                what = f"inconclusive ({reason or 'no reason recorded'}; {cost})"
+            else:  # the reason starts "no load met the SLO, down to …"
+                what = f"{reason or 'no load met the SLO'} ({cost})"
         click.echo(f"{record.label}: {what}")
         for warning in r.warnings:
             reporter.warning(warning)

@@ -176,11 +176,26 @@ def test_a_search_that_missed_for_the_load_somewhere_is_none_met_whatever_else()
     assert not explain_run(record).startswith("No rate met the SLO, and not for the load")
 
 
-def test_a_floor_where_no_request_completed_is_inconclusive() -> None:
-    def stuck(plan: WindowPlan, n: int) -> WindowSummary:
-        return at(plan, False).model_copy(update={"completed": 0})
+def test_probes_stopped_early_as_hopeless_are_none_met_not_inconclusive() -> None:
+    """Every probe stopped early on a TTFT it could not meet, its requests cancelled, none
+    completed: the load decided that (a finding), so none_met, never "nothing measured"."""
 
-    record, _ = measure(stuck, min_rps=2)
+    def hopeless(plan: WindowPlan, n: int) -> WindowSummary:
+        w = at(plan, False)
+        kinds = {"cancelled": w.requests}
+        return w.model_copy(update={"completed": 0, "stopped_early": True, "error_kinds": kinds})
+
+    record, _ = measure(hopeless, min_rps=2)
+    r = record.result
+    assert r is not None and r.status == "none_met"
+    assert r.status_reason == "no load met the SLO, down to 2 req/s"
+
+
+def test_a_search_whose_probes_sent_nothing_is_inconclusive() -> None:
+    def empty(plan: WindowPlan, n: int) -> WindowSummary:
+        return at(plan, False).model_copy(update={"requests": 0, "completed": 0})
+
+    record, _ = measure(empty, min_rps=2)
     r = record.result
     assert r is not None and r.status == "inconclusive"
     assert r.status_reason == "no probe completed a request: no load was measured"
