@@ -336,3 +336,26 @@ def test_a_surrogate_pair_written_as_escapes_is_one_character(tmp_path: Path) ->
     path = tmp_path / "emoji.report.json"
     path.write_text(SEED_TEXT.replace('"summary": "', '"summary": "\\ud83d\\ude00 ', 1))
     assert load_report(path).summary.startswith("\U0001f600 ")
+
+
+def test_an_edited_goodput_its_repeats_do_not_give_is_refused(tmp_path: Path) -> None:
+    """A report's measured goodput is what its repeats give: edited after `report`, the
+    build would publish a figure nothing measured (and claim cards from it)."""
+    from tests.runs_factory import make_run, tuned_run
+    from tokenwatt.analysis import summarise
+    from tokenwatt.records.run_input import RunInput
+
+    runs = [make_run(), tuned_run()]
+    report = summarise([RunInput(f"runs/{r.label}.json", "0" * 64, r) for r in runs], title="x")
+    data = json.loads(report.model_dump_json())
+    data["configs"][1]["goodput_tok_s"] = 6000.0
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(RecordError) as info:
+        load_report(path)
+    (problem,) = info.value.problems
+    assert problem.field == "configs[1].goodput_tok_s"
+    assert "the mean goodput of the 2 passing repeat(s) at the found load is 5050" in str(problem)
+    data["configs"][1]["goodput_tok_s"] = 5060.0  # within 1%: a rebuilt seed's rounding
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert load_report(path).configs[1].goodput_tok_s == 5060.0

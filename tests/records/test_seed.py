@@ -130,6 +130,7 @@ def test_v2_to_v3_turns_probes_and_final_repeats_into_search_windows(seed_v1: Re
     data["configs"][0]["repeats_detail"] = [
         {"rate_rps": 6.8, "goodput_tok_s": 3400.0, "slo_pass": True, "ttft_p99_ms": 410.0}
     ]
+    data["configs"][0]["goodput_tok_s"] = 3400.0  # what its one repeat gives
     v3 = v2_to_v3(ReportV2.model_validate(data))
     search = v3.configs[0].search
     assert [(w.step, w.rate_rps, w.slo_pass, w.backoff, w.phase) for w in search] == [

@@ -28,7 +28,7 @@ from tokenwatt.analysis.efficiency import (
 )
 from tokenwatt.analysis.intervals import Interval, t_interval, welch_interval
 from tokenwatt.analysis.variance import variance_band_pct
-from tokenwatt.records import ConfigDetail, MeanCI, Repeat, RepeatV2
+from tokenwatt.records import ConfigDetail, MeanCI, Repeat, RepeatV2, goodput_mismatch
 
 
 def _all_passed(repeats: Sequence[RepeatV2]) -> bool:
@@ -164,33 +164,10 @@ def mean_ci(interval: Interval | None, decimals: int) -> MeanCI | None:
     )
 
 
-GOODPUT_TOLERANCE_TOK_S = 0.05
-"""The least goodput a measured result can have (tok/s): half the 0.1 tok/s the report
-rounds goodput to, below which it would be reported as 0."""
-GOODPUT_AGREEMENT = 0.01
-"""How far (relative) a measured result's goodput may be from the mean of the passing
-repeats it stands on. The collector writes that mean exactly; records rebuilt from a
-published report (the seed's) carry the report's figure, 0.14% from its repeats' mean."""
-
-
 def goodput_disagreement(goodput_tok_s: float, repeats: Sequence[Repeat]) -> str | None:
-    """Why a measured result's goodput (tok/s) cannot be reported, None when it can: it is
-    not the mean goodput of the passing ``repeats`` at the found load, as the collector
-    computes it, or it rounds to 0 tok/s (a measured result met the SLO with goodput)."""
-    passing = [r.window.goodput_tok_s for r in repeats if r.window.slo_pass]
-    if not passing:
-        return None  # the SLO-missed exclusion reports it
-    expected = sum(passing) / len(passing)
-    if abs(goodput_tok_s - expected) > GOODPUT_AGREEMENT * expected + GOODPUT_TOLERANCE_TOK_S:
-        return (
-            f"{goodput_tok_s} tok/s is not what the record's repeats measured: the "
-            f"mean goodput of the {len(passing)} passing repeat(s) at the found load is "
-            f"{expected:.6g} tok/s, more than {GOODPUT_AGREEMENT:.0%} away (the record was "
-            "edited or is damaged)"
-        )
-    if goodput_tok_s < GOODPUT_TOLERANCE_TOK_S:
-        return (
-            f"{goodput_tok_s} tok/s rounds to 0 tok/s, yet the result is measured: a "
-            "measured result met the SLO with goodput"
-        )
-    return None
+    """Why a measured result's goodput (tok/s) cannot be reported, None when it can
+    (:func:`tokenwatt.records.goodput_mismatch` over the passing ``repeats`` at the found
+    load, as the collector computes it)."""
+    return goodput_mismatch(
+        goodput_tok_s, [r.window.goodput_tok_s for r in repeats if r.window.slo_pass]
+    )

@@ -16,6 +16,7 @@ from tokenwatt.records.base import (
     PlainName,
     StrictModel,
     clip_text,
+    goodput_mismatch,
     swept_of_secrets,
 )
 from tokenwatt.records.cost import CloudCost
@@ -260,6 +261,7 @@ __all__ = [
     "fingerprint",
     "fingerprint_diff",
     "fingerprint_fields",
+    "goodput_mismatch",
     "json_object_lines",
     "json_schemas",
     "load_report",

@@ -211,3 +211,35 @@ def _has(container: Any, part: int | str) -> bool:
     if isinstance(container, dict):
         return part in container
     return isinstance(container, list) and isinstance(part, int) and 0 <= part < len(container)
+
+
+GOODPUT_TOLERANCE_TOK_S = 0.05
+"""The least goodput a measured result can have (tok/s): half the 0.1 tok/s the report
+rounds goodput to, below which it would be reported as 0."""
+GOODPUT_AGREEMENT = 0.01
+"""How far (relative) a measured result's goodput may be from the mean of the passing
+repeats it stands on. The collector writes that mean exactly; records rebuilt from a
+published report (the seed's) carry the report's figure, 0.14% from its repeats' mean."""
+
+
+def goodput_mismatch(goodput_tok_s: float, passing: Sequence[float]) -> str | None:
+    """Why a measured result's goodput (tok/s) cannot be reported, None when it can: it is
+    not the mean of the goodputs (tok/s) of the ``passing`` repeats at the found load, as
+    the collector computes it, within :data:`GOODPUT_AGREEMENT`, or it rounds to 0 tok/s
+    (a measured result met the SLO with goodput)."""
+    if not passing:
+        return None  # the SLO-missed exclusion reports it
+    expected = sum(passing) / len(passing)
+    if abs(goodput_tok_s - expected) > GOODPUT_AGREEMENT * expected + GOODPUT_TOLERANCE_TOK_S:
+        return (
+            f"{goodput_tok_s} tok/s is not what the record's repeats measured: the "
+            f"mean goodput of the {len(passing)} passing repeat(s) at the found load is "
+            f"{expected:.6g} tok/s, more than {GOODPUT_AGREEMENT:.0%} away (the record was "
+            "edited or is damaged)"
+        )
+    if goodput_tok_s < GOODPUT_TOLERANCE_TOK_S:
+        return (
+            f"{goodput_tok_s} tok/s rounds to 0 tok/s, yet the result is measured: a "
+            "measured result met the SLO with goodput"
+        )
+    return None

@@ -25,6 +25,7 @@ from tokenwatt.records.base import (
     PosFloat,
     PosInt,
     StrictModel,
+    goodput_mismatch,
 )
 from tokenwatt.records.cost import CloudCost
 from tokenwatt.records.interval import MeanCI, QuantileCI
@@ -328,6 +329,17 @@ class ConfigV3(ConfigDetail):
         "repeats at the found load, from the run's per-request file; null when the run kept "
         "no such file or tokenwatt report did not find it.",
     )
+
+    @model_validator(mode="after")
+    def _goodput_of_its_repeats(self) -> ConfigV3:
+        # A measured goodput the page and capacity math use must be what its repeats give
+        # (an edited report would otherwise publish a figure nothing measured).
+        passing = [r.goodput_tok_s for r in self.repeats_detail if r.slo_pass]
+        if self.result_status == "measured" and passing:
+            why = goodput_mismatch(self.goodput_tok_s, passing)
+            if why is not None:
+                raise FieldValueError("goodput_tok_s", why)
+        return self
 
 
 class ReportV3(ReportV1):
