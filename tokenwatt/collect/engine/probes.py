@@ -41,9 +41,8 @@ from tokenwatt.records import (
     Environment,
     NonNegInt,
     StrictModel,
-    swept_of_secrets,
 )
-from tokenwatt.redact import scrub, scrub_capped
+from tokenwatt.redact import remove_secrets_json, scrub, scrub_capped
 from tokenwatt.text import terminal_safe, valid_json
 
 __all__ = [
@@ -250,7 +249,10 @@ def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0)
         info.notes.append("KV-cache capacity not reported by the engine")
     # What the server said (a version string, a model id) is printed and kept: a server
     # that echoes the key it was sent must not put it there.
-    return swept_of_secrets(EngineInfo, info.model_dump(), [api_key or ""])
+    # Plain values only (text, numbers, lists of text), so no revalidation: what the server
+    # sent is kept as it came (an over-long id is refused later, with its own message).
+    secrets = [api_key] if api_key else []
+    return info.model_copy(update=remove_secrets_json(info.model_dump(), secrets))
 
 
 def _read_version(

@@ -54,9 +54,10 @@ def write_record(record: RunRecord, out: Path, secrets: Sequence[str] = ()) -> N
     """
     data = record.model_dump(mode="json")
     clipped = clip_text(data)
-    swept = swept_of_secrets(RunRecord, clipped, secrets)
-    if clipped != data or swept != record:
-        record = swept
+    if any(secrets):
+        record = swept_of_secrets(RunRecord, clipped, secrets)
+    elif clipped != data:
+        record = RunRecord.model_validate(clipped)
     # Through a symlink to its target, as a plain write would (not replacing the link).
     atomic_write_text(out.resolve(), record.model_dump_json(indent=2) + "\n")
 
