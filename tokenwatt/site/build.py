@@ -10,6 +10,8 @@ anything is written; the output is byte-for-byte the same for the same input.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +127,7 @@ def build_site(
     found = sorted(p for p in reports_dir.glob("*.json") if not p.name.startswith("."))
     files = [p for p in found if p.is_file()]
     loaded, problems = _load_all(files, cache, spec_names, run_files)
+    problems += [p for path in files for p in changed_runs(path, reports_dir.resolve().parent)]
     problems += [_not_a_file(p) for p in found if not p.is_file()]
     problems += _duplicate_ids(loaded)
     if problems:
@@ -170,6 +173,46 @@ def _spec_names(folder: Path) -> frozenset[str]:
         return frozenset(p.name for p in folder.iterdir() if p.is_file())
     except OSError:
         return frozenset()
+
+
+_MAX_REPORT_BYTES = 64 << 20  # records.load.MAX_JSON_BYTES, without importing pydantic
+
+
+def changed_runs(report_path: Path, root: Path) -> list[Problem]:
+    """One problem per run record the report at ``report_path`` cites (``run_files``) that
+    is present under ``root`` (the archive: the folder above ``reports/``) but is not the
+    file the report was made from (its SHA-256 differs). Checked on every build, cached
+    page or not: a run record edited after ``tokenwatt report`` would otherwise stand
+    behind a page it no longer agrees with. A cited run that is absent is not a problem
+    here: the page's Reproduce section says it is not shipped."""
+    try:
+        if report_path.stat().st_size > _MAX_REPORT_BYTES:
+            return []  # the loader refuses it
+        data = json.loads(report_path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return []  # the loader says what is wrong with the report itself
+    cited = data.get("run_files") if isinstance(data, dict) else None
+    out: list[Problem] = []
+    for i, entry in enumerate(cited if isinstance(cited, list) else []):
+        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+            continue
+        run = root / entry["path"]
+        try:
+            actual = hashlib.sha256(run.read_bytes()).hexdigest() if run.is_file() else None
+        except OSError:
+            actual = None
+        if actual is not None and actual != entry.get("sha256"):
+            out.append(
+                Problem(
+                    str(report_path),
+                    f"run_files[{i}].sha256",
+                    f"{entry['path']} has changed since the report was made (its SHA-256 is "
+                    f"{actual[:12]}…, the report keeps {str(entry.get('sha256'))[:12]}…): make "
+                    "the report again from the run records (tokenwatt report), or put the "
+                    "run record back as it was",
+                )
+            )
+    return out
 
 
 def _run_files(root: Path) -> frozenset[str]:
