@@ -16,9 +16,10 @@ stays so that a reader still sees *what* was there):
   ``hf_…``, GitHub ``ghp_…``/``github_pat_…``, Slack ``xox?-…``, AWS access key ids;
 * any exact value passed in ``secrets`` (the API key the run itself holds), also in the
   forms text carries it in when it went through a URL, JSON or base64: percent-encoded
-  (``quote``, ``quote_plus``), JSON-escaped (any character as ``\\uXXXX``, ``/`` as
-  ``\\/``), hex (lower and upper case: a server that logs the header's bytes), and base64
-  (standard and URL-safe, with and without padding).
+  (any character or none, hex in either case, UTF-8 or Latin-1), JSON-escaped (any
+  character as ``\\uXXXX``, ``/`` as ``\\/``), hex (any case, bytes together or apart: a
+  server that logs the header's bytes), and base64 (standard and URL-safe, with and without
+  padding, at any offset, as inside a Basic ``user:key``).
 
 It errs on the side of removing too much: a scrubbed message is for a human to read, not
 to parse.
@@ -32,7 +33,6 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
-from urllib.parse import quote, quote_plus
 
 REDACTED = "[redacted]"
 """What a scrubbed value is replaced with."""
@@ -181,19 +181,16 @@ def _secret_patterns(secret: str) -> tuple[re.Pattern[str], ...]:
 
 
 def _secret_forms(secret: str) -> list[str]:
-    """``secret`` as written and as a URL, a JSON string or base64 would carry it, longest
+    """``secret`` as written and as a JSON string or base64 would carry it, longest
     first (so that a longer form is not half-replaced through a shorter one inside it)."""
     raw = secret.encode()
+    # Percent-encoded and hex forms are matched by :func:`_secret_patterns`.
     forms = {
         secret,
-        quote(secret, safe=""),
-        quote_plus(secret, safe=""),
         json.dumps(secret)[1:-1],
         json.dumps(secret, ensure_ascii=False)[1:-1],
         base64.b64encode(raw).decode(),
         base64.urlsafe_b64encode(raw).decode(),
-        raw.hex(),
-        raw.hex().upper(),
     }
     forms |= {form.rstrip("=") for form in forms}
     return sorted((form for form in forms if len(form) >= 4), key=len, reverse=True)

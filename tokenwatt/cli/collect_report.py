@@ -84,12 +84,11 @@ def _result(record: RunRecord, reporter: TerminalReporter) -> None:
             if r.concurrency is not None:
                 load = f"{r.concurrency} clients ({load})"
             what = f"{load}, goodput {r.goodput_tok_s:,.1f} tok/s ({passes_text(record)}; {cost})"
-        else:
-            # Not measured is never "0 req/s, goodput 0.0": the status and its reason.
-            if status == "inconclusive":
-                what = f"inconclusive ({reason or 'no reason recorded'}; {cost})"
-            else:  # the reason starts "no load met the SLO, down to …"
-                what = f"{reason or 'no load met the SLO'} ({cost})"
+        # Not measured is never "0 req/s, goodput 0.0": the status and its reason.
+        elif status == "inconclusive":
+            what = f"inconclusive ({reason or 'no reason recorded'}; {cost})"
+        else:  # none_met: the reason starts "no load met the SLO, down to …"
+            what = f"{reason or 'no load met the SLO'} ({cost})"
         click.echo(f"{record.label}: {what}")
         for warning in r.warnings:
             reporter.warning(warning)

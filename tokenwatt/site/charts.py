@@ -40,11 +40,19 @@ def chart_with_data(template: ChartSpec, **datasets: Rows) -> ChartSpec:
 
 
 @cache
-def _bar_template(field: str, title: str, fmt: str) -> ChartSpec:
+def _bar_template(field: str, title: str, fmt: str, *, labelled: bool = False) -> ChartSpec:
+    """A bar per configuration of ``field`` with its value beside the bar; ``labelled``:
+    the value's text and position come from the rows' ``label`` and ``label_x`` (a row
+    whose ``field`` is null draws no bar, as Vega-Lite leaves out invalid values, and its
+    label sits at ``label_x``)."""
     import altair as alt
 
     base = alt.Chart(named_chart(alt, "rows"))
     y = alt.Y("name:N", sort=None, title=None)
+    value = alt.Tooltip(f"{field}:Q", title=title, format=fmt)
+    text = alt.Text(f"{field}:Q", format=fmt)
+    if labelled:
+        value, text = alt.Tooltip("label:N", title=title), alt.Text("label:N")
     bars = base.mark_bar().encode(
         x=alt.X(f"{field}:Q", title=title),
         y=y,
@@ -53,47 +61,17 @@ def _bar_template(field: str, title: str, fmt: str) -> ChartSpec:
             scale=alt.Scale(domain=ROLE_DOMAIN, range=ROLE_RANGE),
             legend=alt.Legend(title="Role"),
         ),
-        tooltip=[
-            alt.Tooltip("name:N", title="Configuration"),
-            alt.Tooltip(f"{field}:Q", title=title, format=fmt),
-        ],
+        tooltip=[alt.Tooltip("name:N", title="Configuration"), value],
     )
-    text = base.mark_text(align="left", dx=4).encode(
-        x=alt.X(f"{field}:Q"), y=y, text=alt.Text(f"{field}:Q", format=fmt)
+    labels = base.mark_text(align="left", dx=4).encode(
+        x=alt.X("label_x:Q" if labelled else f"{field}:Q"), y=y, text=text
     )
-    return finish_chart(alt.layer(bars, text).properties(width="container", height=alt.Step(34)))
+    return finish_chart(alt.layer(bars, labels).properties(width="container", height=alt.Step(34)))
 
 
 NOT_MEASURED_LABEL = "inconclusive: not measured"
 """What the goodput chart writes, with no bar, beside a configuration whose result is
 inconclusive: a bar at 0 would read as "no goodput", which was never measured."""
-
-
-@cache
-def _goodput_template() -> ChartSpec:
-    import altair as alt
-
-    base = alt.Chart(named_chart(alt, "rows"))
-    y = alt.Y("name:N", sort=None, title=None)
-    title = "SLO goodput (tok/s)"
-    # A null goodput draws no bar (Vega-Lite leaves out invalid values); its label sits at 0.
-    bars = base.mark_bar().encode(
-        x=alt.X("goodput_tok_s:Q", title=title),
-        y=y,
-        color=alt.Color(
-            "role:N",
-            scale=alt.Scale(domain=ROLE_DOMAIN, range=ROLE_RANGE),
-            legend=alt.Legend(title="Role"),
-        ),
-        tooltip=[
-            alt.Tooltip("name:N", title="Configuration"),
-            alt.Tooltip("label:N", title=title),
-        ],
-    )
-    text = base.mark_text(align="left", dx=4).encode(
-        x=alt.X("label_x:Q"), y=y, text=alt.Text("label:N")
-    )
-    return finish_chart(alt.layer(bars, text).properties(width="container", height=alt.Step(34)))
 
 
 def goodput_chart(rows: Rows) -> ChartSpec:
@@ -110,7 +88,8 @@ def goodput_chart(rows: Rows) -> ChartSpec:
         }
         for row in rows
     ]
-    return chart_with_data(_goodput_template(), rows=data)
+    template = _bar_template("goodput_tok_s", "SLO goodput (tok/s)", ",.1f", labelled=True)
+    return chart_with_data(template, rows=data)
 
 
 def tokens_per_joule_chart(rows: Rows) -> ChartSpec:

@@ -36,12 +36,7 @@ from tokenwatt.collect.engine.engine_metrics import (
 )
 from tokenwatt.errors import EngineError, InputError, Problem
 from tokenwatt.files import check_regular_file
-from tokenwatt.records import (
-    SIM_ENGINE_NAME,
-    Environment,
-    NonNegInt,
-    StrictModel,
-)
+from tokenwatt.records import SIM_ENGINE_NAME, Environment, NonNegInt, StrictModel
 from tokenwatt.redact import remove_secrets_json, scrub, scrub_capped
 from tokenwatt.text import terminal_safe, valid_json
 
@@ -248,9 +243,9 @@ def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0)
     if info.kv_capacity_tokens is None:
         info.notes.append("KV-cache capacity not reported by the engine")
     # What the server said (a version string, a model id) is printed and kept: a server
-    # that echoes the key it was sent must not put it there.
-    # Plain values only (text, numbers, lists of text), so no revalidation: what the server
-    # sent is kept as it came (an over-long id is refused later, with its own message).
+    # that echoes the key it was sent must not put it there. Plain values only (text,
+    # numbers, lists of text), so no revalidation: an over-long id is refused later, with
+    # its own message.
     secrets = [api_key] if api_key else []
     return info.model_copy(update=remove_secrets_json(info.model_dump(), secrets))
 

@@ -43,8 +43,8 @@ from tokenwatt.records import (
 
 def write_record(record: RunRecord, out: Path, secrets: Sequence[str] = ()) -> None:
     """Write ``record`` to ``out`` atomically (:func:`tokenwatt.files.atomic_write_text`),
-    with every form of each of ``secrets`` (the run's API key) removed from its text
-    (:func:`tokenwatt.redact.remove_secrets_json`) and over-long text cut.
+    over-long text cut and every form of each of ``secrets`` (the run's API key) removed
+    from its text values (:func:`tokenwatt.records.swept_of_secrets`, which revalidates).
 
     A reader never sees a half-written file; a crash, a full disk or a read-only file system
     leaves the previous version in place.
