@@ -147,7 +147,7 @@ class EngineProcess(ServerProcess):
         """What the engine has seen (see the module docstring)."""
         import httpx
 
-        data: dict[str, int] = httpx.get(self.url + "/stats", timeout=5.0).json()
+        data: dict[str, int] = httpx.get(self.url + "/stats", timeout=5.0, trust_env=False).json()
         return data
 
 

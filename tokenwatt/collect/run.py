@@ -63,6 +63,7 @@ from tokenwatt.collect.workload.tokens import TokenCounter, load_token_counter
 from tokenwatt.collect.workload.workload import WorkloadStream, workload_for
 from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError
 from tokenwatt.files import exclusive_lock
+from tokenwatt.netpath import ProxyChoice
 from tokenwatt.records import (
     SIM_VERSION,
     ModeOverride,
@@ -223,7 +224,7 @@ def _start_record(
     engine_log = engine.plan.log_path if engine is not None else opts.engine_log
     secrets = [api_key] if api_key else []
     warnings = scan_engine_log(engine_log, secrets) if engine_log is not None else []
-    info = probe_engine(spec.engine.endpoint, api_key)
+    info = probe_engine(spec.engine.endpoint, api_key, proxy=spec.engine.proxy)
     if opts.point is not None and opts.point.any_given:
         reporter.line(reported_engine_line(info.engine_name, info.engine_version))
     # Everything that can refuse the run does so before the first request.
@@ -274,7 +275,9 @@ def _instrumented(
     pool = pool_for(spec, workers) or contextlib.nullcontext()
     with (
         pool as worker_pool,
-        Instruments(spec.engine.endpoint, api_key=api_key, meter=meter) as instruments,
+        Instruments(
+            spec.engine.endpoint, api_key=api_key, meter=meter, proxy=spec.engine.proxy
+        ) as instruments,
     ):
         rec.environment = environment_from(info, meter, spec)
         if _is_sim_engine(info):
@@ -348,7 +351,7 @@ def _measure(
         runner,
         SearchSetup.for_run(spec, fast=opts.fast_search),
         checkpoint=checkpoint,
-        check_engine=lambda: _check_engine(spec.engine.endpoint, api_key),
+        check_engine=lambda: _check_engine(spec.engine.endpoint, api_key, spec.engine.proxy),
     )
     measurement.request_log = RequestLogWriter(log_path(opts.out))
     try:
@@ -401,13 +404,13 @@ def _measure(
         checkpoint()
 
 
-def _check_engine(endpoint: str, api_key: str | None) -> None:
+def _check_engine(endpoint: str, api_key: str | None, proxy: ProxyChoice) -> None:
     """After a window where nothing succeeded: is the engine still there?
 
     Raises:
         EngineDiedError: it does not answer ``/v1/models``.
     """
     try:
-        probe_engine(endpoint, api_key, timeout_s=5.0)
+        probe_engine(endpoint, api_key, timeout_s=5.0, proxy=proxy)
     except EngineError as exc:
         raise EngineDiedError(f"the engine stopped answering: {exc}") from exc

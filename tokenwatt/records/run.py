@@ -90,6 +90,10 @@ class Environment(StrictModel):
     """Where context_length_tokens was read (vLLM max_model_len, llama.cpp n_ctx, ...)."""
     hostname: str | None = None
     """Host name of the machine that ran the load generator."""
+    proxy: str | None = None
+    """The proxy every request to the engine went through, without credentials, and the
+    environment variable that named it (e.g. 'http://proxy.corp:3128 (from HTTPS_PROXY)'), as
+    engine.proxy decided; null when they went direct."""
 
 
 class IdleStart(StrictModel):

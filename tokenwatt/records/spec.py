@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 
+from tokenwatt.netpath import ProxyChoice
 from tokenwatt.records.base import (
     ArrivalProcess,
     FieldValueError,
@@ -160,6 +161,12 @@ class EngineSpec(StrictModel):
     api_key_env: str | None = None
     """Name of the environment variable holding the API key, if the server needs one; the key itself
     never enters a record."""
+    proxy: ProxyChoice = "auto"
+    """Whether a proxy from the environment (http_proxy, HTTPS_PROXY, all_proxy; no_proxy
+    honoured) carries the probes, /metrics, the load and the accuracy suite: auto (the
+    default) uses it except for a loopback or link-local endpoint (127.0.0.1, localhost, ::1,
+    169.254.x.x), which always goes direct; environment uses it for every host; off never
+    does. The record names a proxy that was used (environment.proxy)."""
     flags: list[str] = Field(default_factory=list)
     """The engine's command-line flags for this configuration, for readers and the configuration
     comparison (e.g. ['--kv-cache-dtype', 'fp8']). Outside the fingerprint."""

@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 
 from tokenwatt.errors import TelemetryError
+from tokenwatt.netpath import network_path
 from tokenwatt.records import PowerMethod, PowerSample, PowerScope, PowerSpec
 from tokenwatt.telemetry.base import HardwareIdentity, ReadError
 from tokenwatt.telemetry.gpu_selection import GpuDevice, Selection
@@ -197,7 +198,8 @@ class PrometheusSource:
         self.notes: list[str] = [
             "DCGM exporter series via Prometheus: time resolution is the exporter's scrape interval"
         ]
-        self._client = httpx.Client(timeout=timeout_s, verify=power.verify_tls)
+        options = network_path(self.base).httpx_options(verify=power.verify_tls)
+        self._client = httpx.Client(timeout=timeout_s, **options)
         try:
             power_series = self._first_series(base_selector, gpus, uuids)
         except BaseException:

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from tokenwatt.errors import TelemetryError
+from tokenwatt.netpath import network_path
 from tokenwatt.records import PowerMethod, PowerSample, PowerScope, PowerSpec
 from tokenwatt.telemetry.base import HardwareIdentity, ReadError
 
@@ -128,8 +129,8 @@ class RedfishSource:
         self.notes: list[str] = []
         self._client = httpx.Client(
             auth=auth,
-            verify=power.verify_tls,
             timeout=timeout_s,
+            **network_path(self.root).httpx_options(verify=power.verify_tls),
             headers={"Accept": "application/json", "OData-Version": "4.0"},
         )
         try:

@@ -12,6 +12,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tokenwatt.errors import TelemetryError
+from tokenwatt.netpath import network_path
 from tokenwatt.records import PowerMethod, PowerSample, PowerScope
 from tokenwatt.telemetry.base import HardwareIdentity, ReadError
 
@@ -62,7 +63,7 @@ class SimSource:
     def __init__(self, endpoint: str, *, timeout_s: float = 2.0) -> None:
         self.url = metrics_url(endpoint)
         self.notes: list[str] = ["simulated power: modelled from the simulator's load"]
-        self._client = httpx.Client(timeout=timeout_s)
+        self._client = httpx.Client(timeout=timeout_s, **network_path(self.url).httpx_options())
         try:
             first = self.read()
         except ReadError as exc:

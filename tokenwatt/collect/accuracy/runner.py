@@ -21,6 +21,7 @@ from tokenwatt.analysis import score_completion, spread_pts
 from tokenwatt.collect.engine.endpoints import api_base_url
 from tokenwatt.errors import InputError, Problem
 from tokenwatt.files import file_sha256
+from tokenwatt.netpath import network_path
 from tokenwatt.records import AccuracyResult, ItemResult, SeedResult, Spec, SuiteItem, load_suite
 from tokenwatt.redact import scrub, scrub_capped
 
@@ -150,8 +151,9 @@ async def run_items_async(
     gate = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     results: list[SeedResult] = []
+    options = network_path(url, spec.engine.proxy).httpx_options()
     async with httpx.AsyncClient(
-        headers=headers, limits=limits, timeout=httpx.Timeout(timeout_s)
+        headers=headers, limits=limits, timeout=httpx.Timeout(timeout_s), **options
     ) as client:
         for seed in seeds:
             outcomes = await asyncio.gather(

@@ -44,6 +44,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tokenwatt.collect.engine.endpoints import server_root_url
+from tokenwatt.netpath import ProxyChoice, network_path
 from tokenwatt.records import EngineMetrics
 
 # sample name -> list of (labels, value)
@@ -256,6 +257,8 @@ class MetricsScraper:
         timeout_s: deadline of one scrape, seconds.
         client: an HTTP client to use (and leave open); by default one is opened by
             ``start`` and closed by ``stop``.
+        proxy: the spec's ``engine.proxy``: the client takes the path
+            :func:`tokenwatt.netpath.network_path` gives, as the load does.
     """
 
     endpoint: str
@@ -263,6 +266,7 @@ class MetricsScraper:
     api_key: str | None = None
     timeout_s: float = SCRAPE_DEADLINE_S
     client: httpx.AsyncClient | None = field(default=None, repr=False)
+    proxy: ProxyChoice = "auto"
     scrapes: list[Scrape] = field(default_factory=list)
     failed: int = 0
     last_error: str | None = None
@@ -278,7 +282,8 @@ class MetricsScraper:
     def open_client(self) -> httpx.AsyncClient:
         """A client with this scraper's bearer token (the caller closes it)."""
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        return httpx.AsyncClient(timeout=self.timeout_s, headers=headers)
+        options = network_path(self.url, self.proxy).httpx_options()
+        return httpx.AsyncClient(timeout=self.timeout_s, headers=headers, **options)
 
     async def read(self) -> Scrape:
         """One scrape within ``timeout_s``, not recorded.
@@ -308,7 +313,8 @@ class MetricsScraper:
         except TimeoutError as exc:
             raise ScrapeError(f"no answer within {self.timeout_s:g} s") from exc
         except (httpx.HTTPError, ValueError) as exc:
-            raise ScrapeError(f"{type(exc).__name__}: {exc}"[:300]) from exc
+            note = network_path(self.url, self.proxy).error_note
+            raise ScrapeError(f"{type(exc).__name__}: {exc}"[:300] + note) from exc
         self.names_seen.update(families)
         return reduce_families(families, t)
 

@@ -39,6 +39,7 @@ from tokenwatt.collect.engine.endpoints import server_root_url
 from tokenwatt.collect.engine.probes import scan_engine_log
 from tokenwatt.engine_log import SECRETS_ENV, group_alive, secret_values, stop_group
 from tokenwatt.errors import EngineError, InputError, Problem, TokenwattError
+from tokenwatt.netpath import ProxyChoice, network_path
 from tokenwatt.records import (
     PORT_PLACEHOLDER,
     EngineLaunch,
@@ -92,6 +93,8 @@ class LaunchPlan:
         health_url: polled until it answers HTTP 200.
         log_path: the engine's log file.
         startup_timeout_s, stop_grace_s: see :class:`~tokenwatt.records.launch.EngineLaunch`.
+        proxy: the spec's ``engine.proxy``: the health check takes the path
+            :func:`tokenwatt.netpath.network_path` gives, as every other request does.
     """
 
     argv: list[str]
@@ -101,9 +104,12 @@ class LaunchPlan:
     log_path: Path
     startup_timeout_s: float
     stop_grace_s: float
+    proxy: ProxyChoice = "auto"
 
 
-def plan_launch(launch: EngineLaunch, endpoint: str, log_path: Path) -> LaunchPlan:
+def plan_launch(
+    launch: EngineLaunch, endpoint: str, log_path: Path, proxy: ProxyChoice = "auto"
+) -> LaunchPlan:
     """Fill in ``{port}`` (a free port, which the endpoint then uses too) and the health URL.
 
     Raises:
@@ -127,6 +133,7 @@ def plan_launch(launch: EngineLaunch, endpoint: str, log_path: Path) -> LaunchPl
         log_path=log_path,
         startup_timeout_s=launch.startup_timeout_s,
         stop_grace_s=launch.stop_grace_s,
+        proxy=proxy,
     )
 
 
@@ -192,7 +199,8 @@ class LaunchedEngine:
         plan = self.plan
         deadline = self.started + plan.startup_timeout_s
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        with httpx.Client(headers=headers) as client:
+        options = network_path(plan.health_url, plan.proxy).httpx_options()
+        with httpx.Client(headers=headers, **options) as client:
             while True:
                 code = self.process.poll()
                 if code is not None:
@@ -369,7 +377,7 @@ def launched_engine(spec: Spec, out: Path, api_key: str | None) -> Iterator[Laun
     if launch is None:
         yield None
         return
-    plan = plan_launch(launch, spec.engine.endpoint, engine_log_path(out))
+    plan = plan_launch(launch, spec.engine.endpoint, engine_log_path(out), spec.engine.proxy)
     engine = start_engine(plan, api_key)
     try:
         engine.wait_healthy()

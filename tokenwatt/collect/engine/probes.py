@@ -36,6 +36,7 @@ from tokenwatt.collect.engine.engine_metrics import (
 )
 from tokenwatt.errors import EngineError, InputError, Problem
 from tokenwatt.files import check_regular_file
+from tokenwatt.netpath import ProxyChoice, network_path
 from tokenwatt.records import SIM_ENGINE_NAME, Environment, NonNegInt, StrictModel
 from tokenwatt.redact import remove_secrets_json, scrub, scrub_capped
 from tokenwatt.text import terminal_safe, valid_json
@@ -74,6 +75,8 @@ class EngineInfo(StrictModel):
         notes: probe steps that failed or were ambiguous, in words.
         context_length_problem: the first context length the engine gave that is not a
             positive whole number of tokens (it was ignored), in words; None when none.
+        proxy: the proxy the probe went through, in words
+            (:attr:`tokenwatt.netpath.NetworkPath.described`); None when direct.
     """
 
     endpoint: str
@@ -87,10 +90,11 @@ class EngineInfo(StrictModel):
     metrics_available: bool = False
     notes: list[str] = Field(default_factory=list)
     context_length_problem: str | None = None
+    proxy: str | None = None
 
     def apply_to(self, env: Environment) -> Environment:
         """A copy of ``env`` with the engine fields filled from this probe (None keeps old)."""
-        update: dict[str, Any] = {"served_models": list(self.served_models)}
+        update: dict[str, Any] = {"served_models": list(self.served_models), "proxy": self.proxy}
         if self.engine_name is not None:
             update["engine_name"] = self.engine_name
         if self.engine_version is not None:
@@ -175,13 +179,16 @@ def _as_int(value: Any) -> int | None:
 _OWNER_TO_ENGINE = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp", "tgi": "tgi"}
 
 
-def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0) -> EngineInfo:
+def probe_engine(
+    endpoint: str, api_key: str | None, *, timeout_s: float = 10.0, proxy: ProxyChoice = "auto"
+) -> EngineInfo:
     """Ask an OpenAI-compatible server what it is and how large its KV cache is.
 
     Args:
         endpoint: the server's URL, with or without ``/v1`` (``http://127.0.0.1:8000/v1``).
         api_key: sent as ``Authorization: Bearer`` when given (never stored).
         timeout_s: overall deadline of each HTTP request (connection to last byte), s.
+        proxy: the spec's ``engine.proxy`` (:func:`tokenwatt.netpath.network_path`).
 
     Returns:
         An :class:`EngineInfo`. Only ``/v1/models`` is required; every other endpoint is
@@ -192,15 +199,17 @@ def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0)
             the OpenAI model list (wrong URL, wrong API key, not an OpenAI-compatible server).
     """
     root = server_root_url(endpoint)
-    info = EngineInfo(endpoint=endpoint)
-    with httpx.Client(timeout=timeout_s, headers=_headers(api_key)) as client:
+    path = network_path(root, proxy)
+    info = EngineInfo(endpoint=endpoint, proxy=path.described)
+    options = path.httpx_options()
+    with httpx.Client(timeout=timeout_s, headers=_headers(api_key), **options) as client:
         models_url = f"{root}/v1/models"
         shown = scrub(models_url)  # a user:password@ in the URL never reaches a message
         try:
             status, content = get_capped(client, models_url, MAX_BODY_BYTES, deadline_s=timeout_s)
         except httpx.HTTPError as exc:
-            message = f"cannot reach the engine at {shown}: {exc}"
-            raise EngineError(scrub(message, [api_key or ""])) from exc
+            message = f"cannot reach the engine at {shown}: {exc}{path.error_note}"
+            raise EngineError(scrub(message, [api_key or "", *path.secrets])) from exc
         except BodyTooLargeError as exc:
             raise EngineError(
                 f"{shown} answered with {exc}, more than a model list "
@@ -210,6 +219,7 @@ def probe_engine(endpoint: str, api_key: str | None, *, timeout_s: float = 10.0)
             raise EngineError(
                 f"{shown} answered HTTP {status}"
                 + (" (check the API key)" if status in (401, 403) else "")
+                + path.error_note
             )
         try:
             models = decode_json(content)

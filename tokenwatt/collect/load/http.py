@@ -56,6 +56,7 @@ from typing import Any
 import aiohttp
 
 from tokenwatt.collect.load.stream import StreamError, read_stream
+from tokenwatt.netpath import NetworkPath
 from tokenwatt.records import RequestResult
 from tokenwatt.redact import scrub_capped
 
@@ -180,6 +181,8 @@ class Sender:
         keep_alive: reuse pooled connections; turned off for good once the server is seen
             to be one that closes streamed connections (``Server`` header).
         secrets: values scrubbed from kept error text (the API key).
+        path: direct, or the proxy every request goes through
+            (:func:`tokenwatt.netpath.network_path`); a connection error's message names it.
     """
 
     session: aiohttp.ClientSession
@@ -189,6 +192,7 @@ class Sender:
     max_connections: int = 256
     keep_alive: bool = True
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    path: NetworkPath = field(default_factory=NetworkPath)
     _fresh: aiohttp.ClientSession | None = None
 
     def fresh_session(self) -> aiohttp.ClientSession:
@@ -209,6 +213,13 @@ class Sender:
         ``budget_s``: what is left of the request's ``timeout_s`` (s) when part of it went
         before the send (a wait for a concurrency slot); by default all of it.
         """
+        try:
+            await self._bounded(res, body, budget_s)
+        finally:
+            if res.error in ("connect", "disconnect") and self.path.proxy_url is not None:
+                res.error_message = (res.error_message or "") + self.path.error_note
+
+    async def _bounded(self, res: RequestResult, body: bytes, budget_s: float | None) -> None:
         try:
             async with asyncio.timeout(self.timeout_s if budget_s is None else max(budget_s, 0.0)):
                 await self._attempts(res, body)
@@ -246,7 +257,9 @@ class Sender:
     async def _attempt(
         self, session: aiohttp.ClientSession, res: RequestResult, payload: _Body
     ) -> None:
-        async with session.post(self.url, data=payload, headers=self.headers) as resp:
+        async with session.post(
+            self.url, data=payload, headers=self.headers, proxy=self.path.proxy_url
+        ) as resp:
             res.status = resp.status
             if self.keep_alive and resp.headers.get("Server", "").startswith(_CLOSE_AFTER_STREAM):
                 self.keep_alive = False

@@ -13,6 +13,7 @@ from tokenwatt.collect.engine.endpoints import api_base_url
 from tokenwatt.collect.load.http import keeps_streams_alive
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.errors import InputError, Problem
+from tokenwatt.netpath import NetworkPath, network_path
 from tokenwatt.records import ArrivalProcess, LoadProfile, SloSpec, Spec
 
 
@@ -44,6 +45,9 @@ class LoadConfig:
         profile: how load is offered (``measurement.profile``): ``poisson``, ``constant``
             (:func:`tokenwatt.collect.load.arrivals.load_schedule`) or ``concurrency`` (closed
             loop, :mod:`tokenwatt.collect.load.closedloop`).
+        path: direct, or the proxy from the environment that ``engine.proxy`` lets apply
+            (:func:`tokenwatt.netpath.network_path`), the same path as the probes and
+            ``/metrics`` take.
     """
 
     endpoint: str
@@ -59,6 +63,7 @@ class LoadConfig:
     count_tokens: Callable[[str], int] | None = field(default=None, repr=False)
     arrivals: ArrivalProcess = "conditioned"
     profile: LoadProfile = "poisson"
+    path: NetworkPath = field(default_factory=NetworkPath)
 
     @classmethod
     def from_spec(
@@ -115,6 +120,7 @@ class LoadConfig:
             count_tokens=count_tokens,
             arrivals=spec.measurement.arrivals,
             profile=spec.measurement.profile,
+            path=network_path(api_base_url(spec.engine.endpoint), spec.engine.proxy),
         )
 
     @property

@@ -92,6 +92,7 @@ class WindowState:
             cfg.max_concurrency,
             keep_alive=cfg.keep_alive,
             secrets=(cfg.api_key,) if cfg.api_key else (),
+            path=cfg.path,
         )
         self.slots = asyncio.Semaphore(cfg.max_concurrency)
         self.results: list[RequestResult] = []

@@ -37,6 +37,7 @@ import httpx
 from tokenwatt.collect.engine.engine_metrics import SCRAPE_DEADLINE_S, MetricsScraper, ScrapeError
 from tokenwatt.collect.load.loadgen import LEAD_S
 from tokenwatt.errors import TelemetryError
+from tokenwatt.netpath import ProxyChoice
 from tokenwatt.records import EngineMetrics, IdleStart, PowerWindow
 from tokenwatt.telemetry import PowerMeter
 
@@ -160,6 +161,7 @@ class Instruments:
         scrape: read ``/metrics`` (False only for benchmarks of the instruments' cost).
         scrape_deadline_s: deadline of one ``/metrics`` scrape (s).
         deadline_s: how long :meth:`collect` waits for a window's readings (s).
+        proxy: the spec's ``engine.proxy`` (:func:`tokenwatt.netpath.network_path`).
     """
 
     def __init__(
@@ -171,6 +173,7 @@ class Instruments:
         scrape: bool = True,
         scrape_deadline_s: float = SCRAPE_DEADLINE_S,
         deadline_s: float = INSTRUMENT_DEADLINE_S,
+        proxy: ProxyChoice = "auto",
     ) -> None:
         self.meter = meter
         self.deadline_s = deadline_s
@@ -179,6 +182,7 @@ class Instruments:
             "endpoint": endpoint,
             "api_key": api_key,
             "timeout_s": scrape_deadline_s,
+            "proxy": proxy,
         }
         self._scrape_deadline_s = scrape_deadline_s
         self._power = _CallWorker("tokenwatt-power-calls")

@@ -21,6 +21,7 @@ from tokenwatt.collect.engine.endpoints import api_base_url, server_root_url
 from tokenwatt.collect.engine.engine_metrics import parse_metrics_text
 from tokenwatt.collect.engine.probes import EngineInfo, get_metrics_text, probe_engine
 from tokenwatt.errors import EngineError
+from tokenwatt.netpath import network_path
 from tokenwatt.records import PORT_PLACEHOLDER, SIM_ENGINE_NAME
 from tokenwatt.redact import scrub, scrub_capped
 from tokenwatt.text import control_characters, one_line
@@ -108,7 +109,9 @@ def metric_names(text: str | None) -> list[str]:
 
 
 def read_server(endpoint: str, api_key: str | None, timeout_s: float = 10.0) -> ServerFacts:
-    """Probe the server (see :func:`probe_engine`) and read its metric names.
+    """Probe the server (see :func:`probe_engine`) and read its metric names, on the
+    default network path (:func:`tokenwatt.netpath.network_path`: a proxy from the
+    environment, never for a loopback server).
 
     Raises:
         EngineError: the server cannot be reached or lists no models, or sends text that
@@ -125,8 +128,9 @@ def read_server(endpoint: str, api_key: str | None, timeout_s: float = 10.0) -> 
     check_server_text(info, endpoint)
     text = None
     if info.metrics_available:
-        with httpx.Client(timeout=timeout_s) as client:
-            text = get_metrics_text(client, f"{server_root_url(endpoint)}/metrics")
+        root = server_root_url(endpoint)
+        with httpx.Client(timeout=timeout_s, **network_path(root).httpx_options()) as client:
+            text = get_metrics_text(client, f"{root}/metrics")
     return ServerFacts(info=info, metric_names=metric_names(text))
 
 
