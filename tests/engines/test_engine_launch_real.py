@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from engine_servers import HERE, MODEL_NAME, VLLM_ENV, VLLM_KV_BLOCKS, VLLM_MAX_MODEL_LEN
 from tiny_model import TinyModel
 
-from tokenwatt.records import RunRecord, load_spec, retried
+from tokenwatt.records import RunRecord, load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "tests" / "fixtures" / "tiny-engine.spec.yaml"
@@ -178,16 +178,20 @@ def test_the_readme_llamacpp_python_route_runs_as_written(
 ) -> None:
     """The README command that starts llama.cpp's server through xllamacpp under `collect`,
     run as written (from the repository root, as the README says) but for the model file and
-    its name: its `--vocab-size` is the tiny model's vocabulary, and no request fails. The
+    its name. It gives no `--vocab-size`: collect takes the tiny model's vocabulary from the
+    server (its ids below 32,000 would be refused), says so, and no request fails. The
     record says which engine the server reported, and the per-request windows have exactly
     rate × duration requests."""
     pytest.importorskip("xllamacpp", reason="xllamacpp (the test extra) is not installed")
     out = tmp_path / "runs" / "llamacpp.json"
     argv = _readme_python_route(tiny_model, out)
-    assert argv[argv.index("--vocab-size") + 1] == str(tiny_model.vocab_size)
+    assert "--vocab-size" not in argv
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     record = RunRecord.model_validate_json(out.read_text())
+    assert record.spec.model.vocab_size == tiny_model.vocab_size
+    vocab = f"{tiny_model.vocab_size:,}"
+    assert f"vocabulary: token ids below {vocab}, as the server reports" in done.stderr
     windows = [r.window for r in record.repeats]
     assert [(w.rate_rps, w.requests, w.errors) for w in windows] == [(2.0, 6, 0), (4.0, 12, 0)]
     assert record.environment.engine_name == "llama.cpp"
@@ -200,34 +204,49 @@ def test_the_readme_llamacpp_python_route_runs_as_written(
 
 
 @pytest.mark.engine
-def test_the_readme_llamacpp_route_without_the_vocabulary_says_why_every_request_failed(
+def test_a_stated_vocabulary_larger_than_the_servers_is_refused_before_the_first_request(
     tiny_model: TinyModel, tmp_path: Path
 ) -> None:
-    """The same command without `--vocab-size` (what the README once printed): token ids
-    below 32,000 to a 2,048-token model. llama.cpp refuses every request; the record is
-    written and complete, the server's message is on screen, and the exit status is 1."""
+    """The same command with `--vocab-size 32000` (what the README once needed the other
+    way round): ids below 32,000 to a 2,048-token model, which llama.cpp would refuse with
+    HTTP 400 on every request. collect refuses the run once the server has answered
+    /v1/models: exit 2, the flag and both sizes named, no record."""
     pytest.importorskip("xllamacpp", reason="xllamacpp (the test extra) is not installed")
     out = tmp_path / "runs" / "llamacpp.json"
-    argv = _readme_python_route(tiny_model, out)
-    at = argv.index("--vocab-size")
-    del argv[at : at + 2]
+    argv = [*_readme_python_route(tiny_model, out), "--vocab-size", "32000"]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.returncode == 2, done.stderr[-3000:]
+    vocab = f"{tiny_model.vocab_size:,}"
+    assert f"--vocab-size: is 32,000, but the served model has {vocab} tokens" in done.stderr
+    assert f"set it to {tiny_model.vocab_size}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.engine
+def test_the_guides_first_look_runs_as_written_against_the_tiny_llamacpp_model(
+    llamacpp_server: Any, tmp_path: Path
+) -> None:
+    """The guide's first look (section 1: flags only, no spec, no --vocab-size) against
+    llama.cpp serving the tiny 2,048-token model: only the endpoint, the model name and the
+    output are put in. Every request succeeds because the token ids stay below the
+    vocabulary the server reports."""
+    page = REPO / "site_templates" / "guide" / "measuring-your-server.md"
+    text = page.read_text(encoding="utf-8").split("## 1. A first look", 1)[1]
+    block = re.findall(r"```sh\n(.*?)```", text, flags=re.S)[0].replace("\\\n", " ")
+    argv = shlex.split(block)
+    assert argv[:2] == ["tokenwatt", "collect"] and "--vocab-size" not in argv
+    argv[argv.index("--endpoint") + 1] = llamacpp_server.endpoint
+    argv[argv.index("--model") + 1] = MODEL_NAME
+    out = tmp_path / "first.json"
+    argv[argv.index("--out") + 1] = str(out)
+    done = subprocess.run(
+        [sys.executable, "-m", *argv, "--no-progress"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
     record = RunRecord.model_validate_json(out.read_text())
-    assert record.complete
-    # A window the client's lag may have failed is measured again (a busy machine).
-    windows = [r.window for r in record.repeats if not retried(r.window)]
-    assert [(w.requests, w.errors, w.error_kinds) for w in windows] == [
-        (6, 6, {"http_400": 6}),
-        (12, 12, {"http_400": 12}),
-    ]
-    n, said = sum(r.window.requests for r in record.repeats), "Prompt contains invalid tokens"
-    refs = ", ".join(f"#{i + 1}" for i in range(len(record.repeats)))
-    assert f"errors in {refs}: http_400 in {n} of {n} requests; the server said: {said}" in (
-        done.stderr
-    )
-    assert done.stderr.strip().splitlines()[-1] == (
-        f"every request failed: http_400 — {said} (first sample; {n} of {n} requests in "
-        f"{len(record.repeats)} windows)"
-    )
-    _assert_engine_gone(record)
+    assert record.spec.model.vocab_size == 2048
+    windows = [r.window for r in record.repeats]
+    assert [w.rate_rps for w in windows] == [5.0, 10.0, 20.0]
+    assert all(w.requests > 0 and w.errors == 0 for w in windows), windows

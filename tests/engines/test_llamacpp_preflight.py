@@ -88,3 +88,34 @@ def test_the_tiny_models_own_tokenizer_counts_what_it_streams(
         usage["prompt_tokens"] - 1,
     )
     assert json.loads((tiny_model.hf_dir / "tokenizer.json").read_text())["model"]["type"] == "BPE"
+
+
+def test_the_servers_vocabulary_and_weight_type_are_read_and_bound_the_token_ids(
+    llamacpp_server: EngineServer, tiny_model: TinyModel
+) -> None:
+    """llama.cpp's /v1/models gives n_vocab and the weights' ftype: the spec takes the
+    vocabulary when nobody stated one, a stated larger one is refused before a request, and
+    the server refuses the ids the check protects against."""
+    from tokenwatt.collect.plan.init_spec import ServerFacts, spec_text
+    from tokenwatt.collect.plan.preflight import check_vocab_fits, vocab_from_server
+
+    info = probe_engine(llamacpp_server.endpoint, None)
+    assert info.vocab_size == tiny_model.vocab_size == 2048
+    assert info.vocab_source == "/v1/models meta.n_vocab"
+    assert info.weight_format == "all F32"  # tiny_model.py writes float32 weights
+    spec = load_spec(SPEC)
+    stated = spec.model_copy(update={"model": spec.model.model_copy(update={"vocab_size": 32000})})
+    taken, line = vocab_from_server(stated, info, stated=False)
+    assert taken.model.vocab_size == 2048 and line is not None and "2,048" in line
+    assert vocab_from_server(stated, info, stated=True) == (stated, None)
+    with pytest.raises(InputError, match=r"model.vocab_size: is 32,000, but the served model has"):
+        check_vocab_fits(stated, workload_for(stated), info, (str(SPEC), "model.vocab_size"))
+    check_vocab_fits(taken, workload_for(taken), info, (str(SPEC), "model.vocab_size"))
+    body = {"model": "tiny", "prompt": [11, 2048], "max_tokens": 2, "ignore_eos": True}
+    r = httpx.post(llamacpp_server.base_url + "/v1/completions", json=body, timeout=60)
+    assert r.status_code == 400 and "invalid tokens" in r.text, r.text[:300]
+    text = spec_text(
+        ServerFacts(info=info), endpoint=llamacpp_server.endpoint, name="t", schema="s"
+    )
+    assert "  vocab_size: 2048  # from the server (/v1/models meta.n_vocab)" in text
+    assert '  weight_dtype: fp32  # the server reports "all F32" (meta.ftype)' in text

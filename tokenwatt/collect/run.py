@@ -46,8 +46,13 @@ from tokenwatt.collect.measure.stopping import GracefulStop, StopSignal, failure
 from tokenwatt.collect.measure.window import WindowRunner
 from tokenwatt.collect.plan.modes import PRESETS, mode_lines, mode_overrides, not_applying
 from tokenwatt.collect.plan.options import CollectOptions
-from tokenwatt.collect.plan.point import reported_engine_line, spec_yaml
-from tokenwatt.collect.plan.preflight import check_served_model, check_workload_fits
+from tokenwatt.collect.plan.point import FLAGS_SPEC, reported_engine_line, spec_yaml
+from tokenwatt.collect.plan.preflight import (
+    check_served_model,
+    check_vocab_fits,
+    check_workload_fits,
+    vocab_from_server,
+)
 from tokenwatt.collect.plan.run_spec import run_spec
 from tokenwatt.collect.plan.runfile import (
     check_run_options,
@@ -229,6 +234,9 @@ def _start_record(
         reporter.line(reported_engine_line(info.engine_name, info.engine_version))
     # Everything that can refuse the run does so before the first request.
     served_warnings = check_served_model(spec, info, opts.spec_path)
+    spec, vocab_line = vocab_from_server(spec, info, stated=_vocab_stated(opts))
+    if vocab_line is not None:
+        reporter.line(vocab_line)
     stream = workload_for(
         spec,
         base_dir=opts.spec_path.parent,
@@ -239,6 +247,7 @@ def _start_record(
     fit_notes = check_workload_fits(
         spec, stream, info, opts.spec_path, count_tokens=plan.count_tokens
     )
+    check_vocab_fits(spec, stream, info, _vocab_field(opts))
     rec = new_record(opts, spec)
     rec.mode_overrides = list(plan.overrides)
     rec.engine_warnings = warnings + served_warnings
@@ -247,6 +256,19 @@ def _start_record(
     rec.not_covered += fit_notes
     rec.simulated = spec.hardware.adapter == "sim" or _is_sim_engine(info)
     return rec, stream, info
+
+
+def _vocab_stated(opts: CollectOptions) -> bool:
+    """Whether someone stated ``model.vocab_size``: a spec file, or ``--vocab-size``."""
+    flag = opts.point is not None and opts.point.vocab_size is not None
+    return flag or opts.spec_path != FLAGS_SPEC
+
+
+def _vocab_field(opts: CollectOptions) -> tuple[str, str]:
+    """Where a wrong vocabulary size came from: the flag, or the spec file's field."""
+    if opts.point is not None and opts.point.vocab_size is not None:
+        return "--vocab-size", ""
+    return str(opts.spec_path), "model.vocab_size"
 
 
 def _is_sim_engine(info: EngineInfo) -> bool:

@@ -430,3 +430,30 @@ def test_a_dripping_answer_is_cut_at_the_requests_deadline(dripping_models: str)
     request stops it (the probe used to wait the 8 s out and succeed)."""
     with pytest.raises(EngineError, match=r"no complete answer within 1 s \(\d+ bytes\)"):
         probe_engine(dripping_models, None, timeout_s=1.0)
+
+
+@pytest.mark.parametrize(
+    ("n_vocab", "ftype", "vocab", "weights"),
+    [
+        (151936, "BF16", 151936, "BF16"),
+        ("32000", "Q4_K - Medium", 32000, "Q4_K - Medium"),
+        (0, None, None, None),
+        (-5, 7, None, None),
+        (True, "", None, None),
+        (1 << 30, "F16\x1b[2J", None, "F16\\x1b[2J"),
+    ],
+)
+def test_llamacpp_meta_gives_the_vocabulary_and_weight_type_or_a_note(
+    n_vocab: object, ftype: object, vocab: int | None, weights: str | None
+) -> None:
+    meta: dict[str, object] = {"n_vocab": n_vocab, "n_ctx_train": 4096}
+    if ftype is not None:
+        meta["ftype"] = ftype
+    entry = {"id": "m", "object": "model", "owned_by": "llamacpp", "meta": meta}
+    with ScriptedServer({"/v1/models": _json({"data": [entry]})}) as srv:
+        info = probe_engine(srv.url, None)
+    assert info.vocab_size == vocab
+    assert info.vocab_source == ("/v1/models meta.n_vocab" if vocab else None)
+    assert info.weight_format == weights
+    if vocab is None:
+        assert any("meta.n_vocab is" in n and "not a vocabulary size" in n for n in info.notes)

@@ -307,3 +307,24 @@ def test_the_board_library_that_opens_is_the_adapter(monkeypatch: pytest.MonkeyP
         "driver loaded?"
     )
     assert reasons[1].startswith("AMD: power.source 'board' on AMD needs AMD SMI's Python")
+
+
+def test_init_takes_the_servers_vocabulary_and_unquantized_weight_type() -> None:
+    from tokenwatt.collect.engine.probes import EngineInfo
+    from tokenwatt.collect.plan.init_spec import ServerFacts, vocab_line, weight_line
+
+    served = EngineInfo(endpoint="e", vocab_size=2048, vocab_source="/v1/models meta.n_vocab")
+    assert vocab_line(ServerFacts(info=served)) == (
+        "  vocab_size: 2048  # from the server (/v1/models meta.n_vocab)"
+    )
+    # the server's vocabulary (what it accepts) wins over config.json's, and the gap is said
+    assert vocab_line(ServerFacts(info=served, vocab_size=2050)).endswith("; config.json says 2050")
+    plain = EngineInfo(endpoint="e")
+    assert vocab_line(ServerFacts(info=plain, vocab_size=151936)) == "  vocab_size: 151936"
+    assert "not read" in vocab_line(ServerFacts(info=plain))
+    for reported, dtype in [("all F32", "fp32"), ("F16", "fp16"), ("BF16 (guessed)", "bf16")]:
+        line = weight_line(EngineInfo(endpoint="e", weight_format=reported))
+        assert line.startswith(f"  weight_dtype: {dtype}  # the server reports"), line
+    quantized = weight_line(EngineInfo(endpoint="e", weight_format="Q4_K - Medium"))
+    assert quantized.startswith("  weight_dtype: bf16  #") and "set the nearest" in quantized
+    assert weight_line(plain) == "  weight_dtype: bf16  # set to the served weights' dtype"

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import Field
 
 from tokenwatt.collect.engine.bounded_get import BodyTooLargeError, get_capped
 from tokenwatt.collect.engine.endpoints import api_base_url, server_root_url
+from tokenwatt.collect.engine.engine_info import EngineInfo, as_int
 from tokenwatt.collect.engine.engine_metrics import (
     Families,
     MetricsScraper,
@@ -37,7 +37,7 @@ from tokenwatt.collect.engine.engine_metrics import (
 from tokenwatt.errors import EngineError, InputError, Problem
 from tokenwatt.files import check_regular_file
 from tokenwatt.netpath import ProxyChoice, network_path
-from tokenwatt.records import SIM_ENGINE_NAME, Environment, NonNegInt, StrictModel
+from tokenwatt.records import SIM_ENGINE_NAME
 from tokenwatt.redact import remove_secrets_json, scrub, scrub_capped
 from tokenwatt.text import terminal_safe, valid_json
 
@@ -53,87 +53,10 @@ __all__ = [
 ]
 
 
-class EngineInfo(StrictModel):
-    """What an engine reports about itself.
-
-    Attributes:
-        endpoint: the endpoint as given (with or without ``/v1``).
-        engine_name: ``"vllm"``, ``"sglang"``, ``"llama.cpp"``, ``"tgi"`` or None (unknown).
-        engine_version: the version string the engine reports, None when it has no endpoint
-            for it.
-        served_models: model ids from ``/v1/models``.
-        max_model_len: the engine's context length: the longest sequence (prompt + output,
-            tokens) one request may have, where the engine says (vLLM and SGLang
-            ``/v1/models`` ``max_model_len``, SGLang ``/server_info`` ``context_length``,
-            llama.cpp ``/props`` ``default_generation_settings.n_ctx`` (one slot's), TGI
-            ``/info`` ``max_total_tokens``).
-        context_length_source: where ``max_model_len`` was read (for the record's reader).
-        kv_capacity_tokens: tokens the KV cache holds across all sequences, where the engine
-            reports its cache configuration.
-        kv_capacity_source: how ``kv_capacity_tokens`` was derived (for the record's reader).
-        metrics_available: whether ``/metrics`` answered with Prometheus text.
-        notes: probe steps that failed or were ambiguous, in words.
-        context_length_problem: the first context length the engine gave that is not a
-            positive whole number of tokens (it was ignored), in words; None when none.
-        proxy: the proxy the probe went through, in words
-            (:attr:`tokenwatt.netpath.NetworkPath.described`); None when direct.
-    """
-
-    endpoint: str
-    engine_name: str | None = None
-    engine_version: str | None = None
-    served_models: list[str] = Field(default_factory=list)
-    max_model_len: NonNegInt | None = None
-    context_length_source: str | None = None
-    kv_capacity_tokens: NonNegInt | None = None
-    kv_capacity_source: str | None = None
-    metrics_available: bool = False
-    notes: list[str] = Field(default_factory=list)
-    context_length_problem: str | None = None
-    proxy: str | None = None
-
-    def apply_to(self, env: Environment) -> Environment:
-        """A copy of ``env`` with the engine fields filled from this probe (None keeps old)."""
-        update: dict[str, Any] = {"served_models": list(self.served_models), "proxy": self.proxy}
-        if self.engine_name is not None:
-            update["engine_name"] = self.engine_name
-        if self.engine_version is not None:
-            update["engine_version"] = self.engine_version
-        if self.kv_capacity_tokens is not None:
-            update["kv_capacity_tokens"] = self.kv_capacity_tokens
-            update["kv_capacity_source"] = self.kv_capacity_source
-        if self.max_model_len is not None:
-            update["context_length_tokens"] = self.max_model_len
-            update["context_length_source"] = self.context_length_source
-        return env.model_copy(update=update)
-
-    def set_context_length(self, value: Any, source: str) -> None:
-        """Keep ``value`` as the context length (tokens) unless one is known already.
-
-        A value that is there but is not a positive whole number of tokens below
-        :data:`MAX_CONTEXT_TOKENS` (0, −1, "abc") is not kept: it is noted, in
-        ``context_length_problem`` too, which ``tokenwatt init`` refuses.
-        """
-        if value is None or self.max_model_len is not None:
-            return
-        n = _as_int(value)
-        if n is None or not 0 < n <= MAX_CONTEXT_TOKENS:
-            shown = scrub_capped(terminal_safe(repr(value)), 40)
-            problem = f"{source} is {shown}, not a positive whole number of tokens"
-            self.notes.append(problem + ": ignored")
-            self.context_length_problem = self.context_length_problem or problem
-            return
-        self.max_model_len = n
-        self.context_length_source = source
-
-
 def _headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-MAX_CONTEXT_TOKENS = 1 << 31
-"""Largest context length believed (tokens): no model has one near two billion tokens, so a
-larger figure is a broken or hostile answer."""
 MAX_BODY_BYTES = 1 << 20
 """Largest answer read from a probe endpoint (bytes; ``/v1/models``, ``/version``, ``/props``
 …): a model list or version object is a few kilobytes, and a server that sends more is not
@@ -162,18 +85,6 @@ def _get_json(client: httpx.Client, url: str) -> dict[str, Any] | None:
     except (httpx.HTTPError, BodyTooLargeError, ValueError, RecursionError):
         return None
     return body if isinstance(body, dict) else None
-
-
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int) and value >= 0:
-        return value
-    if isinstance(value, float) and value.is_integer() and value >= 0:
-        return int(value)
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return None
 
 
 _OWNER_TO_ENGINE = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp", "tgi": "tgi"}
@@ -228,14 +139,7 @@ def probe_engine(
         data = models.get("data") if isinstance(models, dict) else None
         if not isinstance(data, list):
             raise EngineError(f"{shown} answered without a 'data' list of models")
-        owners: set[str] = set()
-        for entry in data:
-            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
-                continue
-            info.served_models.append(entry["id"])
-            if isinstance(entry.get("owned_by"), str):
-                owners.add(entry["owned_by"].lower())
-            info.set_context_length(entry.get("max_model_len"), "/v1/models max_model_len")
+        owners = _read_model_list(data, info)
         hinted = next((_OWNER_TO_ENGINE[o] for o in sorted(owners) if o in _OWNER_TO_ENGINE), None)
 
         metrics_text = get_metrics_text(client, f"{root}/metrics")
@@ -258,6 +162,27 @@ def probe_engine(
     # its own message.
     secrets = [api_key] if api_key else []
     return info.model_copy(update=remove_secrets_json(info.model_dump(), secrets))
+
+
+def _read_model_list(data: list[Any], info: EngineInfo) -> set[str]:
+    """Fill ``info`` from ``/v1/models``' entries: the served ids, the context length
+    (vLLM's and SGLang's ``max_model_len``), and llama.cpp's ``meta`` (``n_vocab``, and
+    ``ftype``, the weights' type). Returns the ``owned_by`` values, lower-cased."""
+    owners: set[str] = set()
+    for entry in data:
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            continue
+        info.served_models.append(entry["id"])
+        if isinstance(entry.get("owned_by"), str):
+            owners.add(entry["owned_by"].lower())
+        info.set_context_length(entry.get("max_model_len"), "/v1/models max_model_len")
+        meta = entry.get("meta")  # llama.cpp's: n_vocab, n_ctx_train, n_params, ftype …
+        if isinstance(meta, dict):
+            info.set_vocab(meta.get("n_vocab"), "/v1/models meta.n_vocab")
+            ftype = meta.get("ftype")
+            if isinstance(ftype, str) and ftype.strip() and info.weight_format is None:
+                info.weight_format = scrub_capped(terminal_safe(ftype.strip()), 60)
+    return owners
 
 
 def _read_version(
@@ -330,15 +255,15 @@ def _read_vllm(client: httpx.Client, root: str, info: EngineInfo, families: Fami
     info.engine_version = body["version"]
     total = 0
     for labels, _value in families.get("vllm:cache_config_info", []):
-        blocks = _as_int(labels.get("num_gpu_blocks"))
-        block_size = _as_int(labels.get("block_size"))
+        blocks = as_int(labels.get("num_gpu_blocks"))
+        block_size = as_int(labels.get("block_size"))
         if blocks is not None and block_size is not None:
             total += blocks * block_size
     if total:
         info.kv_capacity_tokens = total
         info.kv_capacity_source = "vllm:cache_config_info num_gpu_blocks × block_size"
         sizes = [
-            _as_int(labels.get("kv_cache_size_tokens"))
+            as_int(labels.get("kv_cache_size_tokens"))
             for labels, _ in families.get("vllm:cache_config_info", [])
         ]
         if all(s is not None for s in sizes) and sum(s or 0 for s in sizes) != total:
@@ -359,11 +284,11 @@ def _read_sglang(client: httpx.Client, root: str, info: EngineInfo, families: Fa
     if not any(k in body for k in ("internal_states", "max_total_num_tokens", "model_path")):
         return False
     info.engine_version = str(body["version"])
-    cap = _as_int(body.get("max_total_num_tokens"))
+    cap = as_int(body.get("max_total_num_tokens"))
     source = "SGLang server_info max_total_num_tokens"
     if cap is None:
         series = families.get("sglang:max_total_num_tokens", [])
-        cap = _as_int(max(v for _, v in series)) if series else None
+        cap = as_int(max(v for _, v in series)) if series else None
         source = "sglang:max_total_num_tokens"
     if cap:
         info.kv_capacity_tokens = cap
@@ -384,9 +309,9 @@ def _read_llamacpp(client: httpx.Client, root: str, info: EngineInfo, families: 
         return False
     build = body.get("build_info")
     info.engine_version = str(build) if build else None
-    slots = _as_int(body.get("total_slots"))
+    slots = as_int(body.get("total_slots"))
     settings = body.get("default_generation_settings")
-    n_ctx = _as_int(settings.get("n_ctx")) if isinstance(settings, dict) else None
+    n_ctx = as_int(settings.get("n_ctx")) if isinstance(settings, dict) else None
     if slots and n_ctx:
         info.kv_capacity_tokens = slots * n_ctx
         info.kv_capacity_source = (
@@ -404,7 +329,7 @@ def _read_tgi(client: httpx.Client, root: str, info: EngineInfo, families: Famil
     if body is None or "model_id" not in body or "version" not in body:
         return False
     info.engine_version = str(body["version"])
-    cap = _as_int(body.get("max_batch_total_tokens"))
+    cap = as_int(body.get("max_batch_total_tokens"))
     if cap:
         info.kv_capacity_tokens = cap
         info.kv_capacity_source = "TGI /info max_batch_total_tokens"

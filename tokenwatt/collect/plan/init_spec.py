@@ -231,6 +231,42 @@ def _q(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+LLAMACPP_FTYPES = {"all f32": "fp32", "f32": "fp32", "f16": "fp16", "bf16": "bf16"}
+"""llama.cpp's names of unquantized weight types (``llama_model_ftype_name``) and the spec's
+dtype for each. Its quantized types (``Q8_0``, ``Q4_K - Medium`` …) store per-block scales
+beside the weights (Q8_0: 34 bytes per 32 weights), which no dtype here counts exactly, so
+``init`` names them in a comment and writes none."""
+
+
+def weight_line(info: EngineInfo) -> str:
+    """The spec's ``model.weight_dtype`` line: the server's, where it names one this package
+    knows (:data:`LLAMACPP_FTYPES`), else ``bf16`` with a comment saying to set it."""
+    reported = info.weight_format
+    if reported is None:
+        return "  weight_dtype: bf16  # set to the served weights' dtype"
+    key = reported.lower().replace("(guessed)", "").strip()
+    dtype = LLAMACPP_FTYPES.get(key)
+    if dtype is not None:
+        return f"  weight_dtype: {dtype}  # the server reports {_q(reported)} (meta.ftype)"
+    return (
+        f"  weight_dtype: bf16  # the server reports {_q(reported)} (meta.ftype), which is "
+        "not one of the dtypes: set the nearest"
+    )
+
+
+def vocab_line(facts: ServerFacts) -> str:
+    """The spec's ``model.vocab_size`` line: the server's vocabulary where it reports one
+    (the ids it accepts), else the model config's, else :data:`DEFAULT_VOCAB`, commented."""
+    served = facts.info.vocab_size
+    if served is not None:
+        differs = facts.vocab_size is not None and facts.vocab_size != served
+        note = f"; config.json says {facts.vocab_size}" if differs else ""
+        return f"  vocab_size: {served}  # from the server ({facts.info.vocab_source}){note}"
+    if facts.vocab_size is not None:
+        return f"  vocab_size: {facts.vocab_size}"
+    return f"  vocab_size: {DEFAULT_VOCAB}  # not read: give --model-config for the real one"
+
+
 def spec_text(facts: ServerFacts, *, endpoint: str, name: str, schema: str) -> str:
     """The commented spec text (YAML). ``schema`` is what the language-server comment
     points at (a path or URL of spec.schema.json)."""
@@ -239,7 +275,6 @@ def spec_text(facts: ServerFacts, *, endpoint: str, name: str, schema: str) -> s
     others = ", ".join(info.served_models[1:])
     engine = ENGINE_NAMES.get(info.engine_name or "", info.engine_name or "unknown")
     context = info.max_model_len
-    vocab = facts.vocab_size or DEFAULT_VOCAB
     metrics = facts.metric_names
     adapter, power, power_why = _hardware_power(facts)
     lines = [
@@ -260,10 +295,9 @@ def spec_text(facts: ServerFacts, *, endpoint: str, name: str, schema: str) -> s
         "model:",
         f"  name: {_q(model)}",
         *([f"  config: {_q(facts.config_path)}"] if facts.config_path else []),
-        "  weight_dtype: bf16  # set to the served weights' dtype",
+        weight_line(info),
         "  kv_dtype: bf16  # per configuration; `collect --kv-dtype` overrides it",
-        f"  vocab_size: {vocab}"
-        + ("" if facts.vocab_size else "  # not read: give --model-config for the real one"),
+        vocab_line(facts),
         "slo:  # an interactive chat SLO",
         "  ttft_p99_ms: 2000",
         "  tpot_p99_ms: 50",

@@ -15,6 +15,11 @@
   to fit (:class:`~tokenwatt.collect.workload.prompts.ChatMix`) and the share is noted, since a
   lognormal's tail has no bound and refusing it would refuse every model with a short
   context. A trace is replayed exactly, so a trace with any request too long is refused.
+* :func:`vocab_from_server` and :func:`check_vocab_fits` — token ids are drawn below
+  ``model.vocab_size``; where the server reports its vocabulary (llama.cpp's ``n_vocab``), a
+  spec built from flags without ``--vocab-size`` takes it, and a stated one larger than the
+  server's is refused: llama.cpp answers a prompt with an id beyond it with HTTP 400
+  ("Prompt contains invalid tokens"), every request of the run.
 """
 
 from __future__ import annotations
@@ -207,3 +212,56 @@ def _check_trace(
             "length (set model.tokenizer to count them)"
         ]
     return []
+
+
+def vocab_from_server(spec: Spec, info: EngineInfo, *, stated: bool) -> tuple[Spec, str | None]:
+    """The spec with the server's vocabulary, when nobody stated one.
+
+    Args:
+        spec: the run's spec.
+        info: the probe (``vocab_size``: the server's, None where it does not say).
+        stated: whether ``model.vocab_size`` was stated (a spec file, or ``--vocab-size``);
+            a stated one is kept (:func:`check_vocab_fits` checks it).
+
+    Returns:
+        The spec (changed or not) and the line that says what was taken, or None.
+    """
+    served = info.vocab_size
+    if stated or served is None or served == spec.model.vocab_size:
+        return spec, None
+    model = spec.model.model_copy(update={"vocab_size": served})
+    line = (
+        f"vocabulary: token ids below {served:,}, as the server reports "
+        f"({info.vocab_source}); --vocab-size sets another"
+    )
+    return spec.model_copy(update={"model": model}), line
+
+
+def check_vocab_fits(
+    spec: Spec, stream: WorkloadStream, info: EngineInfo, where: tuple[str, str]
+) -> None:
+    """Refuse, before the first request, token-id prompts the server's vocabulary cannot
+    hold: ``model.vocab_size`` larger than the vocabulary the server reports.
+
+    Only prompts of token ids count: the completions API with the synthetic workload or a
+    trace with token-id prompts (text prompts and the chat API are tokenized by the server).
+
+    Args:
+        where: the file (or flag) and field to name: ``(spec_file, "model.vocab_size")``, or
+            ``("--vocab-size", "")``.
+
+    Raises:
+        InputError: naming ``where``, both sizes and the value to set.
+    """
+    served = info.vocab_size
+    if served is None or spec.model.vocab_size <= served or spec.engine.api != "completions":
+        return
+    entries = stream.trace_entries
+    if entries is not None and not any(isinstance(e.prompt, list) for e in entries):
+        return
+    message = (
+        f"is {spec.model.vocab_size:,}, but the served model has {served:,} tokens "
+        f"({info.vocab_source}): prompts would hold ids it does not have, which llama.cpp "
+        f"refuses with HTTP 400 (every request of the run); set it to {served}"
+    )
+    raise InputError([Problem(where[0], where[1], message)])
