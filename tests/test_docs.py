@@ -153,7 +153,7 @@ def test_demo_clean_up_removes_everything_the_demo_writes() -> None:
     for written in (
         "runs/sim-*.json",
         "runs/sim-*.requests.jsonl.gz",
-        "runs/sim-*.engine.log",
+        "runs/sim-*.engine.log.gz",
         "runs/smoke/",
         "reports/simulated-kv-cache-demo*.json",
     ):
@@ -164,8 +164,14 @@ def test_demo_clean_up_removes_everything_the_demo_writes() -> None:
     session = yaml.safe_load((REPO / "specs" / "sim-session.yaml").read_text())
     for title in (session["title"], re.findall(r"--title '([^']+)' --demo", text)[0]):
         assert fnmatch(f"reports/{slug(title)}.json", "reports/simulated-kv-cache-demo*.json")
-    ignored = (REPO / ".gitignore").read_text(encoding="utf-8").split()
-    assert not [line for line in ignored if line.strip("/").startswith("runs")]
+    lines = (REPO / ".gitignore").read_text(encoding="utf-8").splitlines()
+    ignored = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    # Only an engine's plain log (there while it runs) is ignored in runs/; the rest is kept.
+    kept = [f"runs/sim-a{suffix}" for suffix in (".json", ".requests.jsonl.gz", ".engine.log.gz")]
+    patterns = [line.strip("/") for line in ignored if line.strip("/").startswith("runs")]
+    assert patterns == ["runs/**/*.engine.log"]
+    assert not [k for k in kept if any(fnmatch(k, p.replace("**/", "")) for p in patterns)]
+    assert fnmatch("runs/sim-a.engine.log", patterns[0].replace("**/", ""))
 
 
 def test_the_llamacpp_python_route_leaves_the_vocabulary_to_the_server() -> None:

@@ -157,7 +157,7 @@ async def test_a_remote_session_streams_labelled_lines_and_copies_the_records_ba
     assert result.exit_status == 1
     assert result.incomplete == []
     assert result.host_key_fingerprint.startswith("SHA256:")
-    for name in ("a.json", "a.requests.jsonl.gz", "a.engine.log"):
+    for name in ("a.json", "a.requests.jsonl.gz", "a.engine.log.gz"):
         assert (runs / name).read_bytes() == (work / "runs" / name).read_bytes(), name
     record = json.loads((runs / "a.json").read_text())
     assert record["complete"] is True

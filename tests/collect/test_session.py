@@ -80,7 +80,8 @@ def test_a_session_of_two_configurations_writes_two_runs_and_a_report(tmp_path: 
     assert done.returncode == 0, done.stderr
     runs = tmp_path / "runs"
     a, b = (json.loads((runs / f"{x}.json").read_text()) for x in "ab")
-    assert (runs / "a.engine.log").is_file() and (runs / "b.engine.log").is_file()
+    assert (runs / "a.engine.log.gz").is_file() and (runs / "b.engine.log.gz").is_file()
+    assert not list(runs.glob("*.engine.log"))  # the plain logs were replaced
     assert a["complete"] and b["complete"]
     assert a["spec"]["model"]["kv_dtype"] == "bf16" and b["spec"]["model"]["kv_dtype"] == "fp8"
     assert b["engine_process"]["argv"][-2:] == ["--profile", "fp8-kv"]
@@ -262,14 +263,14 @@ def test_a_session_refuses_to_replace_earlier_run_files_unless_forced(tmp_path: 
 
     earlier = make_run(label="a").model_dump_json()
     (runs / "a.json").write_text(earlier, encoding="utf-8")
-    (runs / "b.engine.log").write_text("earlier", encoding="utf-8")
+    (runs / "b.engine.log.gz").write_text("earlier", encoding="utf-8")
     done = _run(session)
     assert done.returncode == 2, done.stderr
     assert (
         f"session.yaml: configurations[0]: {runs / 'a.json'} exists (an earlier run); "
         "pass --force to replace it"
     ) in done.stderr
-    assert f"configurations[1]: {runs / 'b.engine.log'} exists" in done.stderr
+    assert f"configurations[1]: {runs / 'b.engine.log.gz'} exists" in done.stderr
     assert "session [" not in done.stderr  # nothing ran
     assert (runs / "a.json").read_text(encoding="utf-8") == earlier
     # With --force the files are no obstacle: the session runs (and its engines fail).

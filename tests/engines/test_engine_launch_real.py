@@ -4,6 +4,7 @@ run each on the generated tiny model; afterwards nothing of the engine is left."
 
 from __future__ import annotations
 
+import gzip
 import re
 import shlex
 import socket
@@ -70,8 +71,10 @@ def test_collect_starts_llamacpp_server_and_stops_it(tiny_model: TinyModel, tmp_
     assert record.environment.served_models == [MODEL_NAME] and record.repeats
     ep = record.engine_process
     assert ep is not None and ep.argv[:3] == serve and ep.ready_after_s is not None
-    log = tmp_path / "runs" / "launched.engine.log"
-    assert ep.log == log.as_posix() and "READY" in log.read_text()
+    log = tmp_path / "runs" / "launched.engine.log.gz"
+    assert ep.log == log.as_posix() and "READY" in gzip.decompress(log.read_bytes()).decode()
+    # llama.cpp's log as the archive keeps it: compressed, with what it held before
+    assert ep.log_bytes is not None and log.stat().st_size < ep.log_bytes
     _assert_engine_gone(record)
 
 

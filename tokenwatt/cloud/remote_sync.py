@@ -22,8 +22,9 @@ from tokenwatt.cloud.remote_stream import SESSION, Labeller, LineReader
 from tokenwatt.files import atomic_write_bytes, file_sha256
 from tokenwatt.records import Session
 
-COPIED_SUFFIXES = (".json", ".requests.jsonl.gz", ".engine.log")
-"""The files of the runs folder that come back: records, per-request data, engine logs."""
+COPIED_SUFFIXES = (".json", ".requests.jsonl.gz", ".engine.log.gz", ".engine.log")
+"""The files of the runs folder that come back: records, per-request data, engine logs
+(compressed once the engine stopped; plain when a run was cut off while it ran)."""
 
 _q = shlex.quote
 

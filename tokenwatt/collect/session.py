@@ -26,6 +26,7 @@ from pathlib import Path
 from types import FrameType
 
 from tokenwatt.collect.engine.engine_proc import engine_log_path
+from tokenwatt.collect.engine.log_archive import archived_path
 from tokenwatt.collect.measure.request_log import log_path
 from tokenwatt.collect.plan.runfile import check_run_options
 from tokenwatt.errors import InputError, Problem
@@ -139,7 +140,8 @@ def _existing_run_files(session: Session, session_path: Path) -> list[Problem]:
         if step.smoke:
             continue
         where = f"configurations[{i % len(session.configurations)}]"
-        for path in (step.out, engine_log_path(step.out), log_path(step.out)):
+        engine_log = engine_log_path(step.out)
+        for path in (step.out, engine_log, archived_path(engine_log), log_path(step.out)):
             if path.exists():
                 message = f"{path} exists (an earlier run); pass --force to replace it"
                 problems.append(Problem(str(session_path), where, message))

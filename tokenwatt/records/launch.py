@@ -20,6 +20,7 @@ from tokenwatt.records.base import (
     FieldValueError,
     NonEmptyStr,
     NonNegFloat,
+    NonNegInt,
     PosFloat,
     StrictModel,
 )
@@ -155,7 +156,19 @@ class EngineProcess(StrictModel):
     log: str | None = Field(
         default=None,
         description="The engine's standard output and error, scrubbed of credentials, "
-        "written beside the run record (path as collect wrote it).",
+        "written beside the run record (path as collect wrote it): RUN.engine.log while the "
+        "engine runs, RUN.engine.log.gz once it has stopped (gzip; its first 1 MiB and last "
+        "3 MiB, with a line saying how much was left out between them).",
+    )
+    log_bytes: NonNegInt | None = Field(
+        default=None,
+        description="Bytes the engine wrote to its log (scrubbed), before the cap and "
+        "compression; null while it runs and in records made before this field existed.",
+    )
+    log_left_out_bytes: NonNegInt | None = Field(
+        default=None,
+        description="Bytes of the log's middle left out of RUN.engine.log.gz (0: all of "
+        "it is kept); null as log_bytes.",
     )
     ready_after_s: NonNegFloat | None = Field(
         default=None, description="Seconds from the start until the health URL answered."

@@ -5,6 +5,7 @@ process, real signals."""
 
 from __future__ import annotations
 
+import gzip
 import shlex
 import signal
 import subprocess
@@ -50,8 +51,9 @@ def test_collect_starts_measures_and_stops_the_engine_with_a_scrubbed_log(
     assert proc.returncode == 0, stderr
     assert "RuntimeWarning" not in stderr  # the log process is not started with -m
     assert_gone(pid, child)  # the engine and the child it left in its group
-    log = tmp_path / "runs" / "eng.engine.log"
-    text = log.read_text()
+    log = tmp_path / "runs" / "eng.engine.log.gz"
+    assert not (tmp_path / "runs" / "eng.engine.log").exists()  # replaced by the capped .gz
+    text = gzip.decompress(log.read_bytes()).decode()
     assert "credential [redacted] and [redacted]" in text  # the wrapper's line, scrubbed
     assert "tokenwatt sim: serving bf16-kv on http://127.0.0.1:" in text
     raw = out.read_text()
@@ -64,6 +66,7 @@ def test_collect_starts_measures_and_stops_the_engine_with_a_scrubbed_log(
     assert ep.argv == ["bash", "-c", shlex.split(cmd)[2].replace("{port}", str(port))]
     assert ep.health_url == f"http://127.0.0.1:{port}/v1/models"
     assert ep.log == log.as_posix() and ep.ready_after_s is not None
+    assert ep.log_bytes == len(text.encode()) and ep.log_left_out_bytes == 0
     assert record.spec.engine.launch is not None and record.spec.engine.launch.cmd == cmd
     assert "--engine-cmd" in record.command
     assert record.environment.engine_name == "tokenwatt-sim"
@@ -78,7 +81,7 @@ def test_an_engine_that_exits_at_start_gives_its_log_tail_and_no_record(tmp_path
     assert proc.returncode == 1, stderr
     assert "the engine exited with status 3 before http://127.0.0.1:" in stderr
     assert "CUDA out of memory, key [redacted]" in stderr
-    assert str(tmp_path / "eng.engine.log") in stderr
+    assert f"the last lines of its log ({tmp_path / 'eng.engine.log.gz'})" in stderr
     _no_secret(stdout, stderr)
     assert not out.exists()
     assert not list(tmp_path.glob(".eng.json*")), "the lock beside --out was left behind"
@@ -252,7 +255,7 @@ def test_the_spec_named_key_is_scrubbed_whatever_its_variable_is_called(tmp_path
     )
     stdout, stderr = finish(proc)
     assert proc.returncode == 1, stderr
-    log = (tmp_path / "eng.engine.log").read_text()
+    log = gzip.decompress((tmp_path / "eng.engine.log.gz").read_bytes()).decode()
     assert "serving with [redacted]" in log
     assert "serving with [redacted]" in stderr
     assert key not in log + stdout + stderr

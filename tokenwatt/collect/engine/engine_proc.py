@@ -36,6 +36,7 @@ import httpx
 
 from tokenwatt.collect.engine.bounded_get import BodyTooLargeError, get_capped
 from tokenwatt.collect.engine.endpoints import server_root_url
+from tokenwatt.collect.engine.log_archive import archive_log, open_log_text
 from tokenwatt.collect.engine.probes import scan_engine_log
 from tokenwatt.engine_log import SECRETS_ENV, group_alive, secret_values, stop_group
 from tokenwatt.errors import EngineError, InputError, Problem, TokenwattError
@@ -162,6 +163,9 @@ class LaunchedEngine:
     logger: subprocess.Popen[bytes] | None = None
     started: float = field(default_factory=time.monotonic)
     after_stop: Callable[[], None] | None = None
+    log_file: Path | None = None
+    """The log as it is now: the plain ``plan.log_path`` while the engine runs, its capped
+    ``.gz`` once stopped (:func:`~tokenwatt.collect.engine.log_archive.archive_log`)."""
 
     def __enter__(self) -> LaunchedEngine:
         return self
@@ -179,12 +183,17 @@ class LaunchedEngine:
         """The last ``lines`` lines of the (scrubbed) log, from at most its last
         :data:`TAIL_BYTES`, made safe for a terminal (:func:`tokenwatt.text.terminal_safe`:
         an engine's colours, cursor moves and title changes are shown as ``\\x1b[...``)."""
+        path = self.log_file or self.plan.log_path
         try:
-            with self.plan.log_path.open("rb") as f:
-                f.seek(0, 2)
-                f.seek(max(0, f.tell() - TAIL_BYTES))
-                text = f.read().decode("utf-8", errors="replace")
-        except OSError:
+            if path.name.endswith(".gz"):  # capped at a few MiB: read whole
+                with open_log_text(path) as fh:
+                    text = fh.read()[-TAIL_BYTES:]
+            else:
+                with path.open("rb") as f:
+                    f.seek(0, 2)
+                    f.seek(max(0, f.tell() - TAIL_BYTES))
+                    text = f.read().decode("utf-8", errors="replace")
+        except (OSError, EOFError):
             return "(no log)"
         return terminal_safe("\n".join(text.splitlines()[-lines:]))
 
@@ -231,7 +240,7 @@ class LaunchedEngine:
 
     def _tail_text(self) -> str:
         tail = scrub(self.log_tail(), [self.api_key or ""])
-        return f"the last lines of its log ({self.plan.log_path}):\n{tail}"
+        return f"the last lines of its log ({self.log_file or self.plan.log_path}):\n{tail}"
 
     def stop(self) -> EngineProcess:
         """Stop the engine's process group (SIGTERM, SIGKILL after the grace period) and
@@ -252,6 +261,7 @@ class LaunchedEngine:
         self.record.exit_code = proc.returncode
         self.process = None
         self._close_logger()
+        self._archive_log()
         if self.after_stop is not None:
             # Often on the way out of an error: a failure here must not replace that one.
             with contextlib.suppress(TokenwattError):
@@ -282,6 +292,21 @@ class LaunchedEngine:
         while group_alive(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         _kill_group(proc.pid)  # children that outlived their parent's grace period
+
+    def _archive_log(self) -> None:
+        """The stopped engine's log compressed and capped for the archive; on a failure to
+        write it the plain log stays, and the record points at it."""
+        plain = self.plan.log_path
+        if self.log_file is not None or not plain.is_file():
+            return
+        try:
+            archived = archive_log(plain)
+        except OSError:
+            return
+        self.log_file = archived.path
+        self.record.log = archived.path.as_posix()
+        self.record.log_bytes = archived.log_bytes
+        self.record.log_left_out_bytes = archived.left_out_bytes
 
     def _close_logger(self) -> None:
         logger = self.logger
@@ -359,7 +384,8 @@ def track_engine(
             return
         rec.engine_process = engine.record
         secrets = [engine.api_key] if engine.api_key else []
-        rec.engine_warnings = scan_engine_log(engine.plan.log_path, secrets) + served_warnings
+        log = engine.log_file or engine.plan.log_path
+        rec.engine_warnings = scan_engine_log(log, secrets) + served_warnings
         write()
 
     engine.after_stop = after_stop

@@ -34,6 +34,7 @@ from tokenwatt.collect.engine.engine_metrics import (
     parse_metrics_text,
     summarize_scrapes,
 )
+from tokenwatt.collect.engine.log_archive import open_log_text
 from tokenwatt.errors import EngineError, InputError, Problem
 from tokenwatt.files import check_regular_file
 from tokenwatt.netpath import ProxyChoice, network_path
@@ -381,7 +382,8 @@ _MAX_LINE_CHARS = 300
 
 
 def scan_engine_log(path: Path, secrets: Iterable[str] = ()) -> list[str]:
-    """Known warnings in an engine log, one entry per kind, in the order of the rules.
+    """Known warnings in an engine log (plain, or gzip-compressed by its ``.gz`` name), one
+    entry per kind, in the order of the rules.
 
     Each entry reads ``"<meaning> (<count>×): <first matching line>"``; the line is scrubbed
     of credentials (:func:`tokenwatt.redact.scrub`: an engine may log its own ``--api-key``),
@@ -397,7 +399,7 @@ def scan_engine_log(path: Path, secrets: Iterable[str] = ()) -> list[str]:
     counts = [0] * len(_LOG_RULES)
     first: list[str | None] = [None] * len(_LOG_RULES)
     try:
-        with path.open(encoding="utf-8", errors="replace") as fh:
+        with open_log_text(path) as fh:
             for line in fh:
                 for i, (_meaning, pattern) in enumerate(_LOG_RULES):
                     if pattern.search(line):
@@ -405,7 +407,7 @@ def scan_engine_log(path: Path, secrets: Iterable[str] = ()) -> list[str]:
                         if first[i] is None:
                             line = scrub(line.strip(), secrets)
                             first[i] = scrub_capped(line, _MAX_LINE_CHARS)
-    except OSError as exc:
+    except (OSError, EOFError) as exc:  # EOFError: a cut-off .gz
         raise InputError([Problem(str(path), "", f"cannot read the engine log: {exc}")]) from exc
     return [
         f"{meaning} ({counts[i]}×): {first[i]}"
