@@ -150,13 +150,14 @@ def measured_band_pct(configs: Sequence[ConfigDetail]) -> float | None:
     return max(bands) if bands else None
 
 
-def mean_ci(interval: Interval | None, decimals: int) -> MeanCI | None:
-    """An interval as a record, its ends rounded to ``decimals``."""
+def mean_ci(interval: Interval | None) -> MeanCI | None:
+    """An interval as a record, its ends as computed: a page or the terminal rounds them
+    once, where it prints them (:func:`tokenwatt.analysis.number_text.fixed`)."""
     if interval is None:
         return None
     return MeanCI(
-        low=round(interval.low, decimals),
-        high=round(interval.high, decimals),
+        low=interval.low,
+        high=interval.high,
         confidence=interval.confidence,
         method=interval.method,
         repeats=interval.repeats,

@@ -14,7 +14,7 @@ from tokenwatt.analysis.cost import kwh_per_million_tokens, usd_per_million_toke
 from tokenwatt.analysis.efficiency import delta_pct
 from tokenwatt.analysis.gate import GateVerdict, gate_drop_text, gate_verdict
 from tokenwatt.analysis.intervals import Interval
-from tokenwatt.analysis.number_text import change_pct, signed, trimmed
+from tokenwatt.analysis.number_text import change_pct, fixed, signed, trimmed
 from tokenwatt.analysis.repeat_stats import (
     config_tokens_per_joule,
     config_tokens_per_joule_above_idle,
@@ -283,9 +283,9 @@ def band_warning(analysis: ReportAnalysis) -> str | None:
     if not analysis.band_understated or measured is None:
         return None
     return (
-        f"The stated variance band (±{analysis.variance_band_pct:.1f}%) is narrower than the "
-        f"spread measured from the repeats (±{measured:.1f}%). Capacity credit follows the "
-        "stated band, so a gain between the two is credited on a band the data do not bear out."
+        f"The stated variance band (±{fixed(analysis.variance_band_pct, 1)}%) is narrower than "
+        f"the spread measured from the repeats (±{fixed(measured, 1)}%). Capacity credit follows "
+        "the stated band, so a gain between the two is credited on a band the data do not bear out."
     )
 
 
@@ -304,7 +304,7 @@ def conclusion(analysis: ReportAnalysis, cards: int) -> str:
 
 def _points(value: float) -> str:
     """A threshold in points, as given: at least one decimal (``1.0``, ``0.25``)."""
-    return f"{value:.1f}" if round(value, 1) == value else trimmed(value)
+    return fixed(value, 1) if round(value, 1) == value else trimmed(value)
 
 
 def _signed(value: float) -> str:
@@ -320,7 +320,7 @@ def gain_interval_sentence(c: ConfigAnalysis, band_pct: float) -> str | None:
         return None
     low, high = cap.gain_ci_pct
     span = f"{_signed(low)} to {_signed(high)}"
-    band = f"±{band_pct:.1f}%"
+    band = f"±{fixed(band_pct, 1)}%"
     if cap.gain_in_doubt:
         text = (
             f"Its goodput gain's 95% interval over the repeats ({span}) includes zero: the "

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenwatt.analysis.gate import gate_delta_text
+from tokenwatt.analysis.number_text import fixed
 from tokenwatt.analysis.report import ConfigAnalysis, ReportAnalysis, conclusion
 from tokenwatt.records import ReportV3
 
@@ -24,12 +25,14 @@ def accuracy_verdict(c: ConfigAnalysis) -> str:
     if acc is None:
         return "no accuracy result"
     if c.is_baseline:
-        return f"{acc.score:.1f}% (baseline)"
+        return f"{fixed(acc.score, 1)}% (baseline)"
     if c.gate is None:
-        return f"{acc.score:.1f}% (no baseline score to gate on)"
+        return f"{fixed(acc.score, 1)}% (no baseline score to gate on)"
     shown = gate_delta_text(c.gate)
     word = "passes" if c.gate.passed else "fails"
-    return f"{acc.score:.1f}%: {word} the {c.gate.threshold_pts:g}-point gate ({shown} points)"
+    return (
+        f"{fixed(acc.score, 1)}%: {word} the {c.gate.threshold_pts:g}-point gate ({shown} points)"
+    )
 
 
 def capacity_credit(c: ConfigAnalysis) -> str:
@@ -110,9 +113,10 @@ def goodput_cell(row: dict[str, Any]) -> str:
         return "inconclusive"
     if status == "none_met":
         return "no load met the SLO"
-    text = f"{row['goodput_tok_s']:,.1f}"
+    text = fixed(row["goodput_tok_s"], 1, commas=True)
     ci = row["goodput_ci_tok_s"]
     if ci is not None:
-        return text + f" [{ci['low']:,.1f}–{ci['high']:,.1f}]"
+        low, high = fixed(ci["low"], 1, commas=True), fixed(ci["high"], 1, commas=True)
+        return text + f" [{low}–{high}]"
     why = no_interval_reason(row["repeats"], row["slo_pass_count"])
     return text + (f" [{why}]" if why else "")

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tokenwatt.analysis.latency import PERCENTILES, percentile
+from tokenwatt.analysis.number_text import fixed
 from tokenwatt.analysis.report_setup import trace_text
 from tokenwatt.analysis.run_warnings import (
     client_bound_advice,
@@ -90,8 +91,8 @@ def window_row(label: WindowLabel, w: WindowSummary) -> dict[str, Any]:
     row["slo_attainment_pct"] = w.slo_attainment_pct
     row["achieved_rps"] = w.achieved_rps
     row["output_tok_s"] = w.goodput_tok_s
-    row["input_tok_s"] = round(w.input_tokens / w.duration_s, 4)
-    row["total_tok_s"] = round((w.input_tokens + w.output_tokens) / w.duration_s, 4)
+    row["input_tok_s"] = w.input_tokens / w.duration_s
+    row["total_tok_s"] = (w.input_tokens + w.output_tokens) / w.duration_s
     row["client_bound"] = w.client_bound
     row["slo_pass"] = w.slo_pass
     row["valid"] = w.valid
@@ -178,12 +179,13 @@ def run_json(record: RunRecord) -> dict[str, Any]:
 
 def ms_cell(value: LatencyMs) -> str:
     """A latency (ms) for a table cell: ``"-"`` without samples, ``"inf"``, one decimal
-    below 100 ms, else whole ms (e.g. ``"12.3"``, ``"1234"``)."""
+    below 100 ms, else whole ms (e.g. ``"12.3"``, ``"1234"``), rounded once from the value
+    as the pages round it (:func:`~tokenwatt.analysis.number_text.fixed`)."""
     if value is None:
         return "-"
     if value == "inf":
         return "inf"
-    return f"{value:.1f}" if value < 100 else f"{value:.0f}"
+    return fixed(value, 1) if value < 100 else fixed(value, 0)
 
 
 def triple_cell(p: dict[str, LatencyMs]) -> str:
@@ -203,7 +205,7 @@ def _p(values: list[float]) -> dict[str, LatencyMs]:
     out: dict[str, LatencyMs] = {}
     for q in PERCENTILES:
         v = percentile(values, q)
-        out[f"p{q}"] = None if v is None else ("inf" if math.isinf(v) else round(v, 4))
+        out[f"p{q}"] = None if v is None else ("inf" if math.isinf(v) else v)
     return out
 
 

@@ -184,7 +184,7 @@ def summarise(
             suite=spec.accuracy.name, threshold_pts=spec.accuracy.max_drop_pts
         ),
         runs=max(c.repeats for c in configs),  # 0 when no configuration was measured
-        variance_band_pct=round(max(bands), 2),
+        variance_band_pct=max(bands),
         fleet=FleetV1(cards=cards),
         configs=configs,
         not_covered=not_covered_of(ordered),
@@ -193,7 +193,7 @@ def summarise(
         run_files=[RunFileV2(path=r.name, sha256=r.sha256) for r in ordered],
         simulated=any(r.run.simulated for r in ordered),
         demo=demo,
-        variance_band_measured_pct=None if measured is None else round(measured, 2),
+        variance_band_measured_pct=measured,
     )
 
 
@@ -210,8 +210,8 @@ def _with_deltas(configs: list[ConfigV3]) -> list[ConfigV3]:
         out.append(
             cfg.model_copy(
                 update={
-                    "goodput_delta_ci_pct": mean_ci(goodput, 2),
-                    "tokens_per_joule_delta_ci_pct": mean_ci(tpj, 2),
+                    "goodput_delta_ci_pct": mean_ci(goodput),
+                    "tokens_per_joule_delta_ci_pct": mean_ci(tpj),
                 }
             )
         )
@@ -425,13 +425,13 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
         key=key,
         label=run.label,
         engine=_engine_text(run),
-        mbu_pct=round(mbu.mbu_pct, 1) if mbu is not None and mbu.mbu_pct <= 100 else None,
-        node_power_kw=round(mean_w / 1000.0, 3) if mean_w and mean_w >= 0.5 else None,
-        goodput_tok_s=round(run.result.goodput_tok_s, 1) if measured else 0.0,
+        mbu_pct=mbu.mbu_pct if mbu is not None and mbu.mbu_pct <= 100 else None,
+        node_power_kw=mean_w / 1000.0 if mean_w and mean_w >= 0.5 else None,
+        goodput_tok_s=run.result.goodput_tok_s if measured else 0.0,
         result_status=status,
         result_reason=status_reason,
-        ttft_p99_ms=round(_worst(r.window.ttft_ms.p99 for r in repeats) or 0.0, 1),
-        tpot_p99_ms=round(_worst(r.window.tpot_ms.p99 for r in repeats) or 0.0, 1),
+        ttft_p99_ms=_worst(r.window.ttft_ms.p99 for r in repeats) or 0.0,
+        tpot_p99_ms=_worst(r.window.tpot_ms.p99 for r in repeats) or 0.0,
         slo_pass_count=sum(1 for r in repeats if r.window.slo_pass),
         repeats=len(repeats),
         throttle_counts=dict(sorted(throttle.items())),
@@ -445,7 +445,7 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
         complete=run.complete,
         incomplete_reason=run.incomplete_reason,
         idle_power_w=(
-            round(run.idle_power.mean_power_w, 1)
+            run.idle_power.mean_power_w
             if run.idle_power is not None and run.idle_power.valid and run.idle_power.mean_power_w
             else None
         ),
@@ -457,8 +457,8 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
         power_timeline=_timeline(power[0]) if power else [],
         mbu_breakdown=(
             MbuBreakdownV2(
-                weights_gbs=round(mbu.weights_bytes_per_step * mbu.decode_steps_per_s / 1e9, 1),
-                kv_gbs=round(mbu.kv_bytes_per_step * mbu.decode_steps_per_s / 1e9, 1),
+                weights_gbs=mbu.weights_bytes_per_step * mbu.decode_steps_per_s / 1e9,
+                kv_gbs=mbu.kv_bytes_per_step * mbu.decode_steps_per_s / 1e9,
             )
             if mbu is not None
             else None
@@ -466,7 +466,7 @@ def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
         simulated=run.simulated,
         ttft_p99_ci_ms=_worst_ci(repeats, "ttft"),
         tpot_p99_ci_ms=_worst_ci(repeats, "tpot"),
-        goodput_ci_tok_s=mean_ci(goodput_interval(details), 1),
+        goodput_ci_tok_s=mean_ci(goodput_interval(details)),
         settings=config_settings(run),
         latency_at_operating_point=operating_point_distribution(run, item.request_rows),
     )
@@ -477,7 +477,7 @@ def _repeat(r: Repeat) -> RepeatV2:
     seen = r.power  # throttle counts and clocks are read even when the energy is invalid
     return RepeatV2(
         rate_rps=r.window.rate_rps,
-        goodput_tok_s=round(r.window.goodput_tok_s, 1),
+        goodput_tok_s=r.window.goodput_tok_s,
         ttft_p99_ms=_finite(r.window.ttft_ms.p99),
         tpot_p99_ms=_finite(r.window.tpot_ms.p99),
         slo_pass=r.window.slo_pass,
@@ -485,7 +485,7 @@ def _repeat(r: Repeat) -> RepeatV2:
         mean_power_w=(power.mean_power_w or None) if power else None,
         energy_j=(power.energy_j or None) if power else None,
         power_refused=list(seen.invalid_reasons) if seen is not None and not seen.valid else [],
-        slo_attainment_pct=round(r.window.slo_attainment_pct, 2),
+        slo_attainment_pct=r.window.slo_attainment_pct,
         power_samples=seen.samples if seen is not None else None,
         throttle_counts=dict(sorted(seen.throttle_counts.items())) if seen is not None else {},
         sm_clock_mhz=seen.sm_clock_mhz_mean if seen is not None else None,
@@ -515,20 +515,10 @@ def _accuracy(run: RunRecord, base: RunRecord, threshold_pts: float) -> ConfigAc
         return None
     if base.accuracy is None or run is base:
         return ConfigAccuracyV2(
-            score=round(acc.score_pct, 2),
+            score=acc.score_pct,
             delta_pts=0.0,
-            spread_pts=round(acc.spread_pts, 2),
+            spread_pts=acc.spread_pts,
             items=len(acc.seeds[0].items) if acc.seeds else 0,
             seeds=len(acc.seeds),
         )
-    paired = accuracy_summary(base.accuracy, acc, threshold_pts).record
-    return paired.model_copy(
-        update={
-            "score": round(paired.score, 2),
-            "delta_pts": round(paired.delta_pts, 2),
-            "spread_pts": round(paired.spread_pts, 2),
-            "ci_low_pts": None if paired.ci_low_pts is None else round(paired.ci_low_pts, 2),
-            "ci_high_pts": None if paired.ci_high_pts is None else round(paired.ci_high_pts, 2),
-            "mcnemar_p": None if paired.mcnemar_p is None else round(paired.mcnemar_p, 4),
-        }
-    )
+    return accuracy_summary(base.accuracy, acc, threshold_pts).record

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 
+from tokenwatt.analysis import fixed
 from tokenwatt.cli.progress import TerminalReporter
 from tokenwatt.records import RunRecord
 
@@ -44,7 +45,8 @@ def print_collect_end(
     if doubt:
         click.echo(doubt)
     if record.accuracy is not None:
-        click.echo(f"accuracy: {record.accuracy.score_pct:.1f}% ({record.accuracy.name})")
+        score = fixed(record.accuracy.score_pct, 1)
+        click.echo(f"accuracy: {score}% ({record.accuracy.name})")
     if record.simulated:
         reporter.line("note: simulated engine; these numbers are not measurements")
     click.echo(f"wrote {out}")
@@ -83,7 +85,8 @@ def _result(record: RunRecord, reporter: TerminalReporter) -> None:
             load = f"{r.rate_rps:.4g} req/s"
             if r.concurrency is not None:
                 load = f"{r.concurrency} clients ({load})"
-            what = f"{load}, goodput {r.goodput_tok_s:,.1f} tok/s ({passes_text(record)}; {cost})"
+            goodput = fixed(r.goodput_tok_s, 1, commas=True)
+            what = f"{load}, goodput {goodput} tok/s ({passes_text(record)}; {cost})"
         # Not measured is never "0 req/s, goodput 0.0": the status and its reason.
         elif status == "inconclusive":
             what = f"inconclusive ({reason or 'no reason recorded'}; {cost})"

@@ -24,6 +24,7 @@ from tokenwatt.analysis import (
     LATENCIES,
     errors_cell,
     explain_run,
+    fixed,
     ms_cell,
     run_rows,
     triple_cell,
@@ -129,7 +130,7 @@ def window_cells(row: dict[str, Any]) -> list[str]:
         str(row["cancelled_by_client"]),
         errors_cell(row),
         *(triple_cell(row[key]) for key in LATENCIES),
-        f"{row['output_tok_s']:,.1f}",
+        fixed(row["output_tok_s"], 1, commas=True),
         row["verdict"],
     ]
 
@@ -161,7 +162,7 @@ def compact_window_cells(row: dict[str, Any]) -> list[str]:
         str(row["requests"]),
         errors,
         *(" / ".join(ms_cell(row[key][p]) for p in ("p50", "p99")) for key in LATENCIES[:2]),
-        f"{row['output_tok_s']:,.1f}",
+        fixed(row["output_tok_s"], 1, commas=True),
         row["verdict"],
     ]
 
@@ -201,7 +202,7 @@ def result_line(record: RunRecord) -> str:
     if status == "none_met":
         return f"result: {reason or 'no load met the SLO'}"
     return (
-        f"result: {r.rate_rps:.4g} req/s, goodput {r.goodput_tok_s:,.1f} tok/s "
+        f"result: {r.rate_rps:.4g} req/s, goodput {fixed(r.goodput_tok_s, 1, commas=True)} tok/s "
         f"({passes_text(record)})"
     )
 

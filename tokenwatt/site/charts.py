@@ -12,6 +12,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from tokenwatt.analysis import fixed
+
 ROLE_DOMAIN = ["baseline", "tuned"]
 ROLE_RANGE = ["#7f8c8d", "#1f77b4"]
 VERDICT_DOMAIN = ["pass", "fail", "no gate", "baseline"]
@@ -83,7 +85,7 @@ def goodput_chart(rows: Rows) -> ChartSpec:
             **row,
             "label": NOT_MEASURED_LABEL
             if row["goodput_tok_s"] is None
-            else f"{row['goodput_tok_s']:,.1f}",
+            else fixed(row["goodput_tok_s"], 1, commas=True),
             "label_x": row["goodput_tok_s"] or 0.0,
         }
         for row in rows

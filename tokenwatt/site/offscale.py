@@ -20,6 +20,8 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from tokenwatt.analysis import fixed
+
 HEADROOM = 2.0
 """Factor between the largest (smallest) value shown and the top (bottom) of a log axis:
 room for the off-scale markers and their labels above everything on scale."""
@@ -112,15 +114,15 @@ def ms_text(ms: float) -> str:
     ``"1,250 s"`` (seconds from 1,000 ms on)."""
     if ms >= 1000:
         s = ms / 1000
-        return f"{s:,.1f} s" if s < 100 else f"{s:,.0f} s"
+        return f"{fixed(s, 1 if s < 100 else 0, commas=True)} s"
     if ms >= 100:
-        return f"{ms:.0f} ms"
-    return f"{ms:.1f} ms" if ms >= 1 else f"{ms:.2f} ms"
+        return f"{fixed(ms, 0)} ms"
+    return f"{fixed(ms, 1 if ms >= 1 else 2)} ms"
 
 
 def ratio_text(ratio: float) -> str:
     """A p99 as a multiple of its limit: ``"×0.42"``, ``"×16"``, ``"×1,250"``."""
-    return f"×{ratio:.2f}" if ratio < 10 else f"×{ratio:,.0f}"
+    return f"×{fixed(ratio, 2)}" if ratio < 10 else f"×{fixed(ratio, 0, commas=True)}"
 
 
 def log_axis_params(prefix: str, axis: LogAxis) -> list[dict[str, object]]:
