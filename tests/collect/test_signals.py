@@ -90,6 +90,35 @@ def test_sighup_before_the_first_window_writes_nothing_and_leaves_no_lock(
     assert not out.exists() and not (tmp_path / ".run.json.lock").exists()
 
 
+@pytest.mark.parametrize("after_s", [0.8, 1.6])
+def test_ctrl_c_while_collect_is_starting_exits_130_with_one_line(
+    tmp_path: Path, after_s: float
+) -> None:
+    """SIGINT while Python still loads what collect needs (seconds on two cores) or while
+    it asks an engine that never answers: status 130 and one line, never click's "Aborted!"
+    and status 1, never a traceback."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    try:
+        endpoint = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+        spec = write_spec(tmp_path, endpoint, warmup_s=0.2, window_s=2.0)
+        out = tmp_path / "run.json"
+        proc = start_collect(spec, out)
+        time.sleep(after_s)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        stderr = finish(proc)
+    finally:
+        listener.close()
+    assert proc.returncode == 130, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("interrupted (Ctrl-C)"), stderr
+    assert not out.exists() and not (tmp_path / ".run.json.lock").exists()
+
+
 def test_an_engine_that_dies_mid_window_ends_the_run_as_engine_died(
     engine: EngineProcess, tmp_path: Path
 ) -> None:

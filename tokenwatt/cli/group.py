@@ -223,6 +223,31 @@ from tokenwatt.cli.cloud import cloud_group  # noqa: E402 (registered on the gro
 cli.add_command(cloud_group)
 
 
+INTERRUPTED_STATUS = 130
+"""Exit status of a Ctrl-C (128 + SIGINT), as a shell gives a process the signal stopped."""
+
+
 def main() -> None:
-    """Entry point of the ``tokenwatt`` console script."""
-    cli()
+    """Entry point of the ``tokenwatt`` console script.
+
+    Click would turn a Ctrl-C that no command handles — one that arrives while Python loads
+    what ``collect`` needs (seconds), or while the options are parsed — into "Aborted!" and
+    status 1; here it ends with one line and status 130, as the Ctrl-C a command handles
+    does. Everything else is click's standalone behaviour: a usage error is shown with its
+    status (2), ``--help`` and ``--version`` exit 0, a command's ``sys.exit`` passes through.
+    """
+    try:
+        status = cli.main(prog_name="tokenwatt", standalone_mode=False)
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):
+            click.echo("interrupted (Ctrl-C); nothing more was done", err=True)
+            sys.exit(INTERRUPTED_STATUS)
+        click.echo("Aborted!", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:  # between click's own handling and ours
+        click.echo("interrupted (Ctrl-C); nothing more was done", err=True)
+        sys.exit(INTERRUPTED_STATUS)
+    sys.exit(status if isinstance(status, int) else 0)
