@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import html.entities
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -147,13 +148,14 @@ def _percent(data: bytes) -> str:
 @functools.lru_cache(maxsize=64)
 def _secret_patterns(secret: str) -> tuple[re.Pattern[str], ...]:
     """The patterns of ``secret``'s forms that a list of strings cannot hold: each
-    character as itself or percent-encoded (UTF-8 or Latin-1, hex in either case, ``+``
-    for a space), so any safe set and a partial encoding match; its bytes in hex, in any
+    character as itself, percent-encoded (UTF-8 or Latin-1, hex in either case, ``+``
+    for a space) or an HTML character reference (:func:`_html_entities`), so any safe set
+    and a partial encoding match; its bytes in hex, in any
     case, together or one separator apart; its JSON escapes (:func:`_json_escaped`); and
     the core of its base64 at each of the three offsets a prefix (``user:``) can put it."""
     chars = []
     for ch in secret:
-        alts = {re.escape(ch), _percent(ch.encode())}
+        alts = {re.escape(ch), _percent(ch.encode()), *_html_entities(ch)}
         if ch == " ":
             alts.add(r"\+")
         if ord(ch) < 256:  # Latin-1, as a form encoded in it carries the character
@@ -178,6 +180,20 @@ def _secret_patterns(secret: str) -> tuple[re.Pattern[str], ...]:
     if cores:
         patterns.append(re.compile("|".join(sorted(cores, key=len, reverse=True))))
     return tuple(patterns)
+
+
+def _html_entities(ch: str) -> list[str]:
+    """Patterns of ``ch`` as an HTML character reference (HTML Living Standard, 13.2.5.72
+    onwards): decimal ``&#NN;`` and hexadecimal ``&#xHH;`` (either case, leading zeros),
+    and its named reference where HTML has one (``&amp;``, ``&lt;``, ``&quot;``, ``&apos;``,
+    ``&eacute;`` …, from :data:`html.entities.codepoint2name`); the ``;`` may be left out,
+    as browsers read ``&#38`` too."""
+    code = ord(ch)
+    hex_digits = "".join(_hex_class(d) for d in f"{code:x}")
+    alts = [rf"&#0*{code};?", rf"&#[xX]0*{hex_digits};?"]
+    names = {html.entities.codepoint2name.get(code)} | ({"apos"} if ch == "'" else set())
+    alts += [rf"&{name};" for name in names if name]
+    return alts
 
 
 def _secret_forms(secret: str) -> list[str]:
