@@ -427,3 +427,26 @@ def test_fixed_length_synthetic_workload_names_its_lengths_not_the_trace() -> No
     assert trace_text(spec) == "synthetic token ids, fixed lengths 16 in / 8 out"
     spread = seed_spec(workload={"input_tokens": fixed, "output_tokens": {"median": 8, "p90": 9}})
     assert trace_text(spread) == "chat-mix-v1"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("energy_j", 1.0), ("energy_j", 2 * 634 * 120.0), ("mean_power_w", 317.0)]
+)
+def test_a_repeat_energy_its_power_and_length_do_not_give_is_refused(
+    field: str, value: float
+) -> None:
+    """Tokens per joule divides by each repeat's energy: an edited energy (or mean power)
+    would double it or make it absurd, and `report` refuses the run, naming the field."""
+    run = make_run()
+    power = run.repeats[1].power
+    assert power is not None and power.valid and power.energy_j == 634 * 120.0
+    setattr(power, field, value)
+    with pytest.raises(RecordError) as info:
+        _report(run, tuned_run())
+    (problem,) = info.value.problems
+    assert (problem.file, problem.field) == ("runs/vllm-default.json", "repeats[1].power.energy_j")
+    assert "is not the window's mean power × its length" in problem.message
+    # Within 5% (a counter's span that starts a few ms early) is a measurement, not an edit.
+    setattr(power, "energy_j", 634 * 120.0 * 1.03)
+    setattr(power, "mean_power_w", 634.0)
+    assert _report(run, tuned_run()).configs[0].repeats_detail[1].energy_j == 634 * 120.0 * 1.03

@@ -359,3 +359,26 @@ def test_an_edited_goodput_its_repeats_do_not_give_is_refused(tmp_path: Path) ->
     data["configs"][1]["goodput_tok_s"] = 5060.0  # within 1%: a rebuilt seed's rounding
     path.write_text(json.dumps(data), encoding="utf-8")
     assert load_report(path).configs[1].goodput_tok_s == 5060.0
+
+
+@pytest.mark.parametrize(("field", "value"), [("energy_j", 1.0), ("window_s", 240.0)])
+def test_an_edited_repeat_energy_or_length_is_refused(
+    tmp_path: Path, field: str, value: float
+) -> None:
+    """A report repeat's tokens per joule is goodput × window_s / energy_j: either edited
+    after `report` doubles it or makes it absurd, and the build refuses the record."""
+    from tests.runs_factory import make_run, tuned_run
+    from tokenwatt.analysis import summarise
+    from tokenwatt.records.run_input import RunInput
+
+    runs = [make_run(), tuned_run()]
+    report = summarise([RunInput(f"runs/{r.label}.json", "0" * 64, r) for r in runs], title="x")
+    data = json.loads(report.model_dump_json())
+    data["configs"][0]["repeats_detail"][1][field] = value
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(RecordError) as info:
+        load_report(path)
+    (problem,) = info.value.problems
+    assert problem.field == "configs[0].repeats_detail[1].energy_j"
+    assert "is not the window's mean power × its length" in str(problem)

@@ -39,7 +39,6 @@ from tokenwatt.analysis.latency_cdf import operating_point_distribution
 from tokenwatt.analysis.paired import accuracy_summary
 from tokenwatt.analysis.repeat_stats import (
     delta_interval_pct,
-    goodput_disagreement,
     goodput_interval,
     mean_ci,
     measured_band_pct,
@@ -50,13 +49,13 @@ from tokenwatt.analysis.report_setup import (
     final_repeats,
     hardware_of,
     model_of,
-    no_result_reason,
     not_covered_of,
     power_of,
     summary_text,
     valid_power,
     workload_of,
 )
+from tokenwatt.analysis.run_problems import run_problems
 from tokenwatt.analysis.search_windows import search_windows
 from tokenwatt.analysis.variance import variance_band_pct
 from tokenwatt.errors import Problem, RecordError
@@ -264,7 +263,7 @@ def _check_runs(
     for item in runs:
         if item is not reference:
             problems += _fingerprint_problems(reference, item)
-        problems += _run_problems(item, demo=demo)
+        problems += run_problems(item, demo=demo)
     return problems
 
 
@@ -284,59 +283,6 @@ def _fingerprint_problems(reference: RunInput, item: RunInput) -> list[Problem]:
             "engine flags may differ)",
         )
     ]
-
-
-def _run_problems(item: RunInput, *, demo: bool) -> list[Problem]:
-    run, name = item.run, item.name
-    problems: list[Problem] = []
-    if run.mode == "smoke" and not demo:
-        problems.append(
-            Problem(
-                name,
-                "mode",
-                "a smoke-mode run checks the pipeline only; its numbers are never reported as "
-                "measurements. Rerun in quick or full mode, or pass --demo",
-            )
-        )
-    if run.simulated and not demo:
-        problems.append(
-            Problem(
-                name,
-                "simulated",
-                "a simulated engine's run is not a measurement; pass --demo to make a demo "
-                "report from it",
-            )
-        )
-    if run.result is None:
-        problems.append(Problem(name, "result", no_result_reason(run)))
-    elif run.result.outcome()[0] != "measured":
-        return problems  # reported as inconclusive or none met: no repeats to check
-    repeats = final_repeats(run)
-    # A fixed-load run without a result stopped early: the result problem says so.
-    if not repeats and not (run.spec.sweep.fixed and run.result is None):
-        problems.append(
-            Problem(
-                name,
-                "repeats",
-                "no listed load met the SLO in this fixed-load run, so there is no operating "
-                "point to report"
-                if run.spec.sweep.fixed
-                else "the run has no measurement repeats at the found rate",
-            )
-        )
-    elif _worst(r.window.ttft_ms.p99 for r in repeats) is None:
-        problems.append(
-            Problem(
-                name,
-                "repeats[*].window.ttft_ms.p99",
-                "no repeat has a finite p99 TTFT (every window failed); nothing to report",
-            )
-        )
-    elif run.result is not None and (
-        why := goodput_disagreement(run.result.goodput_tok_s, repeats)
-    ):
-        problems.append(Problem(name, "result.goodput_tok_s", why))
-    return problems
 
 
 def _finite(value: LatencyMs) -> float | None:
@@ -400,7 +346,7 @@ def _checked_config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
 
 def _config(item: RunInput, ordered: Sequence[RunInput]) -> ConfigV3:
     run = item.run
-    assert run.result is not None  # checked by _run_problems
+    assert run.result is not None  # checked by run_problems
     repeats = final_repeats(run)
     power = valid_power(repeats)
     mean_w = sum(p.mean_power_w or 0.0 for p in power) / len(power) if power else None

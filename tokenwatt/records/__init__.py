@@ -16,6 +16,7 @@ from tokenwatt.records.base import (
     PlainName,
     StrictModel,
     clip_text,
+    energy_mismatch,
     goodput_mismatch,
     swept_of_secrets,
 )
@@ -257,6 +258,7 @@ __all__ = [
     "WorkloadV1",
     "check_paths",
     "clip_text",
+    "energy_mismatch",
     "field_used",
     "fingerprint",
     "fingerprint_diff",

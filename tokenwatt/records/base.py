@@ -243,3 +243,24 @@ def goodput_mismatch(goodput_tok_s: float, passing: Sequence[float]) -> str | No
             "measured result met the SLO with goodput"
         )
     return None
+
+
+ENERGY_AGREEMENT = 0.05
+"""How far a window's energy (J) may lie from its mean power × its length: the collector
+writes one from the other (a counter's span that starts at the baseline reading, a few
+milliseconds before the window, is the only gap), so 5% is far beyond what it leaves and
+far below an edit that would change tokens per joule."""
+
+
+def energy_mismatch(energy_j: float, mean_power_w: float, duration_s: float) -> str | None:
+    """Why a window's ``energy_j`` (J) cannot be used, None when it can: it is not its
+    ``mean_power_w`` (W) × ``duration_s`` (s) within :data:`ENERGY_AGREEMENT` (+1 J)."""
+    expected = mean_power_w * duration_s
+    if abs(energy_j - expected) <= ENERGY_AGREEMENT * expected + 1.0:
+        return None
+    return (
+        f"{energy_j:.6g} J is not the window's mean power × its length ({mean_power_w:.6g} W "
+        f"× {duration_s:.6g} s = {expected:.6g} J), more than {ENERGY_AGREEMENT:.0%} away "
+        "(the record was edited or is damaged): tokens per joule would divide by a figure "
+        "nothing measured"
+    )

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from tokenwatt.records.base import (
+    FieldValueError,
     NonEmptyStr,
     NonNegFloat,
     NonNegInt,
@@ -20,6 +21,7 @@ from tokenwatt.records.base import (
     Percent,
     PosFloat,
     StrictModel,
+    energy_mismatch,
 )
 from tokenwatt.records.report_v1 import (
     ConfigAccuracyV1,
@@ -74,6 +76,16 @@ class RepeatV2(StrictModel):
     """Mean SM (graphics) clock over the window (MHz); null where not read."""
     mem_clock_mhz: NonNegFloat | None = None
     """Mean memory clock over the window (MHz); null where not read."""
+
+    @model_validator(mode="after")
+    def _energy_of_its_power(self) -> RepeatV2:
+        # Tokens per joule divides by energy_j: an edited energy or window length would
+        # publish a figure nothing measured (:func:`energy_mismatch`).
+        if self.energy_j is not None and self.mean_power_w is not None and self.window_s:
+            why = energy_mismatch(self.energy_j, self.mean_power_w, self.window_s)
+            if why is not None:
+                raise FieldValueError("energy_j", why)
+        return self
 
 
 class ProbeV2(StrictModel):
