@@ -447,6 +447,6 @@ def test_a_repeat_energy_its_power_and_length_do_not_give_is_refused(
     assert (problem.file, problem.field) == ("runs/vllm-default.json", "repeats[1].power.energy_j")
     assert "is not the window's mean power × its length" in problem.message
     # Within 5% (a counter's span that starts a few ms early) is a measurement, not an edit.
-    setattr(power, "energy_j", 634 * 120.0 * 1.03)
-    setattr(power, "mean_power_w", 634.0)
+    power.energy_j = 634 * 120.0 * 1.03
+    power.mean_power_w = 634.0
     assert _report(run, tuned_run()).configs[0].repeats_detail[1].energy_j == 634 * 120.0 * 1.03
