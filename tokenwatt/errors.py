@@ -50,6 +50,21 @@ class InputError(TokenwattError):
         super().__init__("\n".join(str(p) for p in problems))
 
 
+def _inner(p: Problem, spec_file: str) -> str:
+    where = p.file if p.file not in (spec_file, "<input>") else ""
+    place = ", ".join(x for x in (where, p.field) if x)
+    return f"{place}: {p.message}" if place else p.message
+
+
+def named_by(spec_file: str, field: str, exc: InputError) -> InputError:
+    """``exc``'s problems with a file a spec names (a trace, an accuracy suite), each
+    reported under the spec file and its ``field`` first, then the named file's own place:
+    ``s.yaml: accuracy.suite: suites/x.jsonl, line 3.prompt: missing`` — the reader starts
+    from the file they gave the command. An error of the same class is returned."""
+    problems = [Problem(spec_file, field, _inner(p, spec_file)) for p in exc.problems]
+    return type(exc)(problems)
+
+
 class RecordError(InputError):
     """A run or report record that is not valid JSON or does not fit its schema."""
 

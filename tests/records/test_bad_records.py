@@ -382,3 +382,40 @@ def test_an_edited_repeat_energy_or_length_is_refused(
     (problem,) = info.value.problems
     assert problem.field == "configs[0].repeats_detail[1].energy_j"
     assert "is not the window's mean power × its length" in str(problem)
+
+
+@pytest.mark.parametrize(
+    ("edit", "field", "message"),
+    [
+        (
+            lambda d: d["configs"][0]["search"][0].__setitem__("ttft_p99_ms", "abc"),
+            "configs[0].search[0].ttft_p99_ms",
+            "must be a number or 'inf', got \"abc\"",
+        ),
+        (
+            lambda d: d["spec"]["measurement"].__setitem__("workers", "many"),
+            "spec.measurement.workers",
+            "must be a whole number or 'auto', got \"many\"",
+        ),
+    ],
+)
+def test_a_union_field_is_named_as_the_reader_sees_it_in_one_problem(
+    tmp_path: Path, edit: Any, field: str, message: str
+) -> None:
+    """pydantic reports each member of a union (``constrained-float``, ``literal['inf']``)
+    as a place of its own: the reader gets one problem at the field they can find."""
+    from tests.runs_factory import make_run, tuned_run
+    from tokenwatt.analysis import summarise
+    from tokenwatt.records.run_input import RunInput
+
+    runs = [make_run(), tuned_run()]
+    report = summarise([RunInput(f"runs/{r.label}.json", "0" * 64, r) for r in runs], title="x")
+    data = json.loads(report.model_dump_json())
+    edit(data)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(RecordError) as info:
+        load_report(path)
+    (problem,) = info.value.problems
+    assert (problem.field, problem.message) == (field, message)
+    assert "constrained" not in str(info.value) and "literal[" not in str(info.value)

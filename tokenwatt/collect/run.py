@@ -66,7 +66,7 @@ from tokenwatt.collect.plan.runfile import (
 from tokenwatt.collect.workload.dataset import pin_dataset
 from tokenwatt.collect.workload.tokens import TokenCounter, load_token_counter
 from tokenwatt.collect.workload.workload import WorkloadStream, workload_for
-from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError
+from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError, named_by
 from tokenwatt.files import exclusive_lock
 from tokenwatt.netpath import ProxyChoice
 from tokenwatt.records import (
@@ -181,7 +181,10 @@ def prepare(opts: CollectOptions, reporter: Reporter) -> PreparedRun:
     suite = suite_path(spec, opts.spec_path) if opts.accuracy else None
     if suite is not None and not suite.is_file():
         raise InputError([Problem(str(opts.spec_path), "accuracy.suite", f"no such file: {suite}")])
-    loaded_suite = read_suite(suite) if suite is not None else None
+    try:
+        loaded_suite = read_suite(suite) if suite is not None else None
+    except InputError as exc:
+        raise named_by(str(opts.spec_path), "accuracy.suite", exc) from None
     counter = load_token_counter(spec, opts.spec_path)
     check_trace_file(spec, opts.spec_path)
     check_run_options(

@@ -43,6 +43,21 @@ NEWEST_REPORT_VERSION = 3
 KNOWN_REPORT_VERSIONS = (1, 2, 3)
 
 
+_UNION_TAG = re.compile(
+    r"(?:constrained-)?(?:int|float|str|bool|bytes|decimal|date|datetime)"  # scalar members
+    r"|[a-z-]+\[.*\]"  # literal['inf'], list[int], function-after[...], is-instance[...]
+    r"|[a-z]+(?:-[a-z]+)+"  # constrained-float, tagged-union, lax-or-strict
+    r"|[A-Z][A-Za-z0-9]+"  # a model member of a union, by its class name (ReportV1)
+)
+"""A segment pydantic adds to an error's location for the member of a union that failed
+(``constrained-float``, ``literal['inf']``, ``function-after[...]``): its schema's name, never
+a field a reader sees (the records' fields are lower-case words joined by ``_``)."""
+
+
+def _is_union_tag(part: str) -> bool:
+    return _UNION_TAG.fullmatch(part) is not None
+
+
 def field_path(loc: tuple[int | str, ...]) -> str:
     """Format a pydantic error location as ``a.b[2].c`` (union tags removed)."""
     out = ""
@@ -51,11 +66,25 @@ def field_path(loc: tuple[int | str, ...]) -> str:
             out += f"[{part}]"
         elif part in ("1", "2", "3") and not out:
             continue  # the discriminator's tag, not a field
-        elif part.startswith(("function-", "tagged-union")):
+        elif _is_union_tag(part):
             continue
         else:
             out += f".{part}" if out else part
     return out
+
+
+def _merged(messages: list[str]) -> str:
+    """One message for the failed members of a union at one field: ``must be a number or
+    'inf', got "abc"`` from ``must be a number, got "abc"`` and ``must be 'inf', got "abc"``."""
+    unique = list(dict.fromkeys(messages))
+    if len(unique) == 1:
+        return unique[0]
+    tails = {m[m.rfind(", got ") :] for m in unique if ", got " in m}
+    if len(tails) == 1 and all(m.startswith("must be ") and ", got " in m for m in unique):
+        (tail,) = tails
+        alternatives = [m.removeprefix("must be ").removesuffix(tail) for m in unique]
+        return "must be " + " or ".join(alternatives) + tail
+    return "; ".join(unique)
 
 
 def _json_kind(value: Any) -> str:
@@ -205,20 +234,22 @@ def _message(err: Any) -> tuple[str, str]:
 
 
 def problems_from(file: str, error: ValidationError) -> list[Problem]:
-    """One :class:`Problem` per pydantic error, in the order pydantic reports them.
+    """One :class:`Problem` per field pydantic reports, in its order; the errors of a
+    union's members at one field are one problem, named by the field, never by pydantic's
+    name of the member (:data:`_UNION_TAG`).
 
     Messages are our own plain words, chosen by each error's ``type`` code and filled from
     its ``ctx`` and ``input`` (``must be greater than 0, got -0.6``); pydantic's message text
     is not parsed. A validator's :class:`FieldValueError` adds its field to the path.
     """
-    problems = []
+    found: dict[str, list[str]] = {}
     for err in error.errors(include_url=False):
         extra, msg = _message(err)
         path = field_path(tuple(err["loc"]))
         if extra:
             path = f"{path}.{extra}" if path and not extra.startswith("[") else path + extra
-        problems.append(Problem(file, path, msg))
-    return problems
+        found.setdefault(path, []).append(msg)  # a union's members fail at one path
+    return [Problem(file, path, _merged(messages)) for path, messages in found.items()]
 
 
 # NaN or Infinity as a bare value (after ':', ',' or '['), as Python's json module reads them.

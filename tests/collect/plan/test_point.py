@@ -194,7 +194,7 @@ def test_spec_files_past_the_ceilings_are_refused_naming_the_field() -> None:
     assert problems("measurement", max_concurrency=10_001) == [
         "measurement.max_concurrency: must be less than or equal to 10000, got 10001"
     ]
-    assert "less than or equal to 256, got 257" in problems("measurement", workers=257)[0]
+    assert "less than or equal to 256 or 'auto', got 257" in problems("measurement", workers=257)[0]
     assert problems("sweep", max_rps=80_000.0) == [
         "sweep.max_rps: 80000 req/s over warm-up + window + request timeout would schedule "
         "more than 10,000,000 arrivals in one window; the largest rate accepted with these "

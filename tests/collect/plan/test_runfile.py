@@ -282,3 +282,23 @@ def test_text_longer_than_the_records_allow_is_cut_when_written(tmp_path: Path) 
     assert back.environment.engine_version.endswith("… (cut from 1,000,000 characters)")
     assert len(back.not_covered[-1]) == 4000
     assert rec.environment.engine_version == "v" * 1_000_000  # the caller's copy is untouched
+
+
+def test_a_bad_trace_is_named_by_the_spec_file_and_field_first(tmp_path: Path) -> None:
+    """The reader gave the spec file: a bad line of the trace it names is reported under
+    the spec's workload.trace, then the trace's file and line."""
+    from tokenwatt.collect.plan.runfile import check_trace_file
+
+    spec_path = tmp_path / "s.spec.yaml"
+    (tmp_path / "t.jsonl").write_text(
+        '{"prompt": [1, 2, 3], "max_tokens": 4}\n{"prompt": "x", "max_tokens": -1}\n'
+    )
+    spec = load_spec(Path(__file__).resolve().parents[2] / "fixtures" / "sim.spec.yaml")
+    spec = spec.model_copy(
+        update={"workload": spec.workload.model_copy(update={"trace": "t.jsonl"})}
+    )
+    with pytest.raises(InputError) as info:
+        check_trace_file(spec, spec_path)
+    (problem,) = info.value.problems
+    assert (problem.file, problem.field) == (str(spec_path), "workload.trace")
+    assert problem.message.startswith(f"{tmp_path / 't.jsonl'}, line 2: max_tokens"), problem

@@ -22,7 +22,7 @@ from tokenwatt.collect.plan.modes import Mode, apply_mode
 from tokenwatt.collect.plan.point import check_endpoint_flag
 from tokenwatt.collect.workload.trace import MAX_TRACE_BYTES, load_trace
 from tokenwatt.collect.workload.workload import CHAT_MIX_V1
-from tokenwatt.errors import InputError, Problem
+from tokenwatt.errors import InputError, Problem, named_by
 from tokenwatt.files import atomic_write_text, check_regular_file, same_file
 from tokenwatt.records import (
     MAX_LABEL_CHARS,
@@ -308,8 +308,8 @@ def check_trace_file(spec: Spec, spec_path: Path) -> None:
     the context length is known; its size is bounded by :data:`MAX_TRACE_BYTES`).
 
     Raises:
-        InputError: naming the spec file and ``workload.trace`` (not a plain file, too
-            large), or the trace file and line (a bad entry; see :func:`load_trace`).
+        InputError: naming the spec file and ``workload.trace`` first, then, for a bad
+            entry, the trace file and line (see :func:`load_trace`).
     """
     if spec.workload.trace == CHAT_MIX_V1:
         return
@@ -321,4 +321,7 @@ def check_trace_file(spec: Spec, spec_path: Path) -> None:
     except InputError as exc:
         problems = [Problem(str(spec_path), "workload.trace", p.message) for p in exc.problems]
         raise InputError(problems) from None
-    load_trace(trace, vocab_size=spec.model.vocab_size, seed=spec.workload.seed)
+    try:
+        load_trace(trace, vocab_size=spec.model.vocab_size, seed=spec.workload.seed)
+    except InputError as exc:
+        raise named_by(str(spec_path), "workload.trace", exc) from None
