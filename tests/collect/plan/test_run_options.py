@@ -190,11 +190,9 @@ def test_a_bad_accuracy_suite_is_refused_before_the_engine_is_asked(here: Path) 
     before = _snapshot(here)
     code, output = _collect("--label", "x", "--out", "run.json", "--spec", spec)
     assert code == 2, output
-    assert (
-        "suite.spec.yaml: accuracy.suite: bad-suite.jsonl, line 2.id: missing, empty or not a string"
-        in output
-    )
-    assert "suite.spec.yaml: accuracy.suite: bad-suite.jsonl, line 3: not JSON" in output
+    named = "suite.spec.yaml: accuracy.suite: bad-suite.jsonl"
+    assert f"{named}, line 2.id: missing, empty or not a string" in output
+    assert f"{named}, line 3: not JSON" in output
     assert "cannot reach the engine" not in output
     assert _snapshot(here) == before
 
