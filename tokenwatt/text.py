@@ -92,8 +92,40 @@ def control_characters(text: str) -> str | None:
     return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
 
 
+# Unicode's explicit directional formatting characters (UAX #9, "Explicit Directional
+# Embeddings, Overrides and Isolates", plus the implicit marks and Arabic letter mark).
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+_ISOLATE_OPENERS = frozenset("\u2066\u2067\u2068")
+_FSI, _PDI = "\u2068", "\u2069"
+
+
+def bidi_isolated(text: str) -> str:
+    """``text`` wrapped in a first-strong isolate when it holds directional controls.
+
+    An unclosed right-to-left override in one field would otherwise reverse the fields
+    after it on the same line. Inside FSI … PDI, the closing PDI ends every embedding and
+    override opened within (UAX #9, rule X6a), so the text reorders only itself. A PDI in
+    the text that closes nothing opened inside it is dropped: it would close our isolate
+    early. Text without such controls is returned unchanged.
+    """
+    if _BIDI.isdisjoint(text):
+        return text
+    kept: list[str] = []
+    depth = 0
+    for ch in text:
+        if ch in _ISOLATE_OPENERS:
+            depth += 1
+        elif ch == _PDI:
+            if depth == 0:
+                continue
+            depth -= 1
+        kept.append(ch)
+    return _FSI + "".join(kept) + _PDI * (depth + 1)
+
+
 __all__ = [
     "UNPRINTABLE_IN_NAME",
+    "bidi_isolated",
     "control_characters",
     "has_lone_surrogate",
     "one_line",

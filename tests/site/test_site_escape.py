@@ -132,3 +132,42 @@ def test_an_unclosed_override_in_one_field_cannot_reach_the_next() -> None:
     cell = str(md_text(f"label{RLO}"))
     assert cell.startswith(FSI) and cell.endswith(PDI)
     assert cell.count(PDI) == 1
+
+
+def test_each_value_of_a_composed_cell_is_isolated_on_its_own() -> None:
+    """A cell made of several record values (engine and version, provider and instance,
+    the refused-power reasons) isolates each value: an override in the first cannot
+    reverse the next within the cell."""
+    from tests.runs_factory import make_run, tuned_run
+    from tokenwatt.analysis.summarise import summarise
+    from tokenwatt.records import RunInput
+    from tokenwatt.site.windows import _refused
+
+    run = make_run()
+    run.environment.engine_version = f"0.31.0{RLO}"
+    inputs = [
+        RunInput(f"runs/{r.label}.json", f"{i}" * 64, r) for i, r in enumerate([run, tuned_run()])
+    ]
+    report = summarise(inputs, title="x")
+    engine = report.configs[0].engine
+    assert engine.endswith(f"{FSI}0.31.0{RLO}{PDI} · KV BF16"), engine
+    repeat = (
+        report.configs[0].repeats_detail[0].model_copy(update={"power_refused": [f"a{RLO}", "b"]})
+    )
+    cell = str(_refused(repeat))
+    assert cell.endswith(f"{FSI}a{RLO}{PDI}; b"), cell
+
+
+def test_chart_data_isolates_every_string_value() -> None:
+    text = str(json_for_script({"rows": [{"name": f"lbl{RLO}", "n": 1}], "k": "plain"}))
+    data = json.loads(text)
+    assert data["rows"][0]["name"] == f"{FSI}lbl{RLO}{PDI}"
+    assert data["k"] == "plain" and data["rows"][0]["n"] == 1
+
+
+def test_a_code_block_writes_control_characters_out() -> None:
+    """The reproduce block's copy button copies its text as it is: an escape sequence or a
+    right-to-left override must be visible text there, never the character itself."""
+    block = str(code_block(f"tokenwatt collect --label a\x1b[2Jb --note x{RLO}y\rz", "sh"))
+    assert "\x1b" not in block and RLO not in block and "\r" not in block
+    assert "a\\x1b[2Jb" in block and "x\\u202ey\\x0dz" in block

@@ -81,6 +81,7 @@ from tokenwatt.records import (
     fingerprint_fields,
     problems_from,
 )
+from tokenwatt.text import bidi_isolated
 
 # At most this many points of power timeline per configuration (one repeat's window).
 _TIMELINE_POINTS = 600
@@ -317,8 +318,12 @@ def _band(repeats: Sequence[Repeat]) -> float:
 
 
 def _engine_text(run: RunRecord) -> str:
-    name = run.environment.engine_name or run.spec.engine.name
-    version = run.environment.engine_version or run.spec.engine.version
+    """The engine cell: name, version (as the engine reports them) and KV dtype, each
+    value's directional controls isolated to itself (:func:`tokenwatt.text.bidi_isolated`):
+    a right-to-left override in a reported version must not reverse what follows it."""
+    name = bidi_isolated(run.environment.engine_name or run.spec.engine.name)
+    reported = run.environment.engine_version or run.spec.engine.version
+    version = bidi_isolated(reported) if reported else None
     if version and version.lower().startswith(name.lower()):
         engine = version  # "tokenwatt-sim 0.1.0", not "tokenwatt-sim tokenwatt-sim 0.1.0"
     else:

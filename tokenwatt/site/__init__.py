@@ -5,7 +5,7 @@ shipped with the site. The public entry point is :func:`build_site`.
 """
 
 from tokenwatt.site.build import BuildResult, build_site
-from tokenwatt.site.escape import bidi_isolated
+from tokenwatt.text import bidi_isolated
 
 __all__ = [
     "BuildResult",

@@ -11,7 +11,7 @@ from typing import Any
 
 from tokenwatt.analysis import session_totals
 from tokenwatt.records import ReportV3
-from tokenwatt.site.escape import md_text
+from tokenwatt.site.escape import md_text, trusted
 from tokenwatt.site.fmt import num, pct
 
 
@@ -25,7 +25,7 @@ def cloud_rows(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
         rows.append(
             {
                 "name": md_text(name),
-                "instance": md_text(f"{c.provider} {c.instance_type}"),
+                "instance": md_text(c.provider) + trusted(" ") + md_text(c.instance_type),
                 "price": num(c.price_usd_per_hour, 2),
                 "minutes": num(c.run_s / 60.0, 1),
                 "share": pct(100.0 * c.share, 0),

@@ -14,6 +14,8 @@ from typing import Any
 
 from markupsafe import Markup
 
+from tokenwatt.text import bidi_isolated, terminal_safe
+
 # ASCII punctuation that starts or ends some Markdown or HTML construct: emphasis, links,
 # images, code, headings, lists, tables, HTML tags and entities, attribute lists, admonitions,
 # abbreviations, footnotes, math and the pymdownx inline extensions.
@@ -22,37 +24,6 @@ _LEADING_ORDERED = re.compile(r"^(\d+)([.)])")
 # Control characters (C0, DEL, C1) become spaces; the specials become references.
 _TABLE: dict[int, str] = {c: " " for c in [*range(32), *range(0x7F, 0xA0)]}
 _TABLE.update({ord(ch): f"&#{ord(ch)};" for ch in _SPECIAL})
-
-
-# Unicode's explicit directional formatting characters (UAX #9, "Explicit Directional
-# Embeddings, Overrides and Isolates", plus the implicit marks and Arabic letter mark).
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
-_ISOLATE_OPENERS = frozenset("\u2066\u2067\u2068")
-_FSI, _PDI = "\u2068", "\u2069"
-
-
-def bidi_isolated(text: str) -> str:
-    """``text`` wrapped in a first-strong isolate when it holds directional controls.
-
-    An unclosed right-to-left override in one field would otherwise reverse the fields
-    after it on the same line. Inside FSI … PDI, the closing PDI ends every embedding and
-    override opened within (UAX #9, rule X6a), so the text reorders only itself. A PDI in
-    the text that closes nothing opened inside it is dropped: it would close our isolate
-    early. Text without such controls is returned unchanged.
-    """
-    if _BIDI.isdisjoint(text):
-        return text
-    kept: list[str] = []
-    depth = 0
-    for ch in text:
-        if ch in _ISOLATE_OPENERS:
-            depth += 1
-        elif ch == _PDI:
-            if depth == 0:
-                continue
-            depth -= 1
-        kept.append(ch)
-    return _FSI + "".join(kept) + _PDI * (depth + 1)
 
 
 def md_text(value: object) -> Markup:
@@ -85,8 +56,13 @@ def code_block(text: str, language: str = "") -> Markup:
     """A fenced code block whose fence is longer than any backtick run in ``text``.
 
     Inside a fenced block Markdown does no inline processing and HTML-escapes the text, so
-    the content stays literal as long as no line can close the fence.
+    the content stays literal as long as no line can close the fence. Control characters and
+    directional controls are written out (``\x1b``, ``\u202e``;
+    :func:`tokenwatt.text.terminal_safe`): the block's copy button copies its text as it is,
+    and an escape sequence or a right-to-left override pasted into a shell would run, or
+    show, something other than the command the page shows.
     """
+    text = terminal_safe(text)
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     lines = [line.rstrip() for line in text.splitlines()]
@@ -94,13 +70,26 @@ def code_block(text: str, language: str = "") -> Markup:
     return trusted(f"{fence}{language}\n{body}\n{fence}")
 
 
+def _isolated(data: Any) -> Any:
+    """``data`` with every string value isolated (:func:`tokenwatt.text.bidi_isolated`)."""
+    if isinstance(data, str):
+        return bidi_isolated(data)
+    if isinstance(data, dict):
+        return {k: _isolated(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_isolated(v) for v in data]
+    return data
+
+
 def json_for_script(data: Any) -> Markup:
-    """JSON for a ``<script type="application/json">`` element.
+    """JSON for a ``<script type="application/json">`` element, each string value's
+    directional controls isolated to that value (a chart label with a right-to-left override
+    reorders only itself, in the chart and its tooltips).
 
     Keys sorted (deterministic output); ``<``, ``>`` and ``&`` written as ``\\u003c`` etc. so
     no text in the data can close the element or open a comment; U+2028/9 escaped too.
     """
-    text = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(_isolated(data), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     for raw, esc in (
         ("&", "\\u0026"),
         ("<", "\\u003c"),

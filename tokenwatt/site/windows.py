@@ -56,7 +56,7 @@ def _refused(r: RepeatV2) -> str | None:
     (text from the record, escaped as data); None when it was not refused."""
     if not r.power_refused:
         return None
-    return trusted("refused: ") + md_text("; ".join(r.power_refused))
+    return trusted("refused: ") + trusted("; ").join(md_text(x) for x in r.power_refused)
 
 
 def repeat_rows(report: ReportV3, names: list[str]) -> list[dict[str, Any]]:
