@@ -9,11 +9,14 @@ never brings file writing with it; only the CLI imports it.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from tokenwatt.errors import InputError, Problem, RecordError, TokenwattError
 from tokenwatt.files import atomic_write_bytes, same_file
@@ -21,6 +24,9 @@ from tokenwatt.records import (
     ReportV3,
     RunInput,
     RunRecord,
+    UpdateV2,
+    load_report,
+    problems_from,
     read_json,
     read_request_rows,
     request_log_path,
@@ -188,3 +194,43 @@ def _cannot(path: Path, exc: OSError) -> InputError:
     a file where the folder should be, a full or read-only disk)."""
     why = "a folder is in the way" if path.is_dir() else str(exc.strerror or exc)
     return InputError([Problem(str(path), "", f"cannot read or write the schema file: {why}")])
+
+
+def add_erratum(report_path: Path, run_file: str, text: str, today: dt.date) -> UpdateV2:
+    """Record, in the report at ``report_path``, that the run record ``run_file`` (one of
+    its ``run_files``) changed or was removed since the report was made: a dated update
+    (``updates``) that the page shows at its top and that ``tokenwatt build`` then takes as
+    the run record's accepted SHA-256 (None: removed). The record's figures stay as first
+    published. Written atomically.
+
+    The run record is looked for in the archive, the folder above the report's ``reports/``
+    folder, as ``tokenwatt build`` looks for it.
+
+    Raises:
+        RecordError: the report cannot be read.
+        InputError: ``run_file`` is not one the report cites; the run record is as the
+            report (or its latest erratum) already keeps it; the text is empty; the report
+            cannot be written.
+    """
+    report = load_report(report_path)
+    cited = [f.path for f in report.run_files]
+    if run_file not in cited:
+        shown = ", ".join(cited) or "none"
+        message = f"{run_file} is not a run record {report_path} cites (it cites: {shown})"
+        raise InputError([Problem("--run", "", message)])
+    path = report_path.resolve().parent.parent / run_file
+    sha = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    kept: str | None = next(f.sha256 for f in report.run_files if f.path == run_file)
+    for u in sorted(report.updates, key=lambda u: u.date):
+        if u.run_file == run_file:
+            kept = u.run_sha256  # None: removed
+    if sha == kept:
+        message = f"{run_file} is as the report already keeps it: there is no change to record"
+        raise InputError([Problem("--run", "", message)])
+    try:
+        update = UpdateV2(date=today, text=text, run_file=run_file, run_sha256=sha)
+    except ValidationError as exc:
+        raise InputError(problems_from("--text", exc)) from None
+    updated = report.model_copy(update={"updates": [*report.updates, update]})
+    write_report(ReportV3.model_validate(updated.model_dump()), report_path, force=True)
+    return update

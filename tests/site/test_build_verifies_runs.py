@@ -46,7 +46,62 @@ def test_an_unchanged_archive_builds_and_an_edited_run_fails_the_build(tmp_path:
     assert "make the report again from the run records (tokenwatt report)" in problem.message
 
 
-def test_a_cited_run_that_is_not_shipped_is_no_problem_here(tmp_path: Path) -> None:
+def test_a_run_deleted_from_the_archive_fails_the_build_but_one_never_shipped_does_not(
+    tmp_path: Path,
+) -> None:
     report = _archive(tmp_path)
     (tmp_path / "runs" / "vllm-default.json").unlink()
+    (problem,) = changed_runs(report, tmp_path)
+    assert (problem.file, problem.field) == (str(report), "run_files[0].sha256")
+    assert problem.message.startswith("runs/vllm-default.json is missing from the archive")
+    assert "tokenwatt erratum REPORT --run runs/vllm-default.json --text WHY" in problem.message
+    # An archive of reports only (no runs/ folder) ships no run records: nothing to check.
+    (tmp_path / "runs" / "vllm-fp8kv.json").unlink()
+    (tmp_path / "runs").rmdir()
     assert changed_runs(report, tmp_path) == []
+
+
+def _erratum(report: Path, *args: str) -> tuple[int, str]:
+    from click.testing import CliRunner
+
+    from tokenwatt.cli import cli
+
+    done = CliRunner().invoke(cli, ["erratum", str(report), *args])
+    return done.exit_code, done.output
+
+
+def test_an_erratum_accepts_a_changed_run_and_the_page_says_so(tmp_path: Path) -> None:
+    """`tokenwatt erratum` records the change (dated, with its reason, on the page); the
+    build then accepts the run record as it is, and fails again if it changes once more."""
+    report = _archive(tmp_path)
+    run = tmp_path / "runs" / "vllm-fp8kv.json"
+    run.write_text(run.read_text().replace('"label": "vllm-fp8kv"', '"label": "vllm-fp8kv" '))
+    assert changed_runs(report, tmp_path)
+    code, output = _erratum(report, "--run", "runs/vllm-fp8kv.json", "--text", "re-indented <b>")
+    assert code == 0, output
+    assert "accepts runs/vllm-fp8kv.json (SHA-256 " in output
+    assert changed_runs(report, tmp_path) == []
+    build_site(tmp_path / "reports", tmp_path / "docs")
+    page = next((tmp_path / "docs" / "reports").glob("*.md")).read_text(encoding="utf-8")
+    assert "!!! info \"Update " in page and "re&#45;indented &#60;b&#62;" in page
+    run.write_text(run.read_text() + "\n")
+    (problem,) = changed_runs(report, tmp_path)
+    assert "has changed since the report was made" in problem.message
+    # A second erratum, and then a removal, each accepted in turn.
+    assert _erratum(report, "--run", "runs/vllm-fp8kv.json", "--text", "again")[0] == 0
+    run.unlink()
+    assert changed_runs(report, tmp_path)
+    code, output = _erratum(report, "--run", "runs/vllm-fp8kv.json", "--text", "withdrawn")
+    assert code == 0 and "(removed)" in output, output
+    assert changed_runs(report, tmp_path) == []
+
+
+def test_an_erratum_for_a_run_not_cited_or_not_changed_is_refused(tmp_path: Path) -> None:
+    report = _archive(tmp_path)
+    before = report.read_bytes()
+    code, output = _erratum(report, "--run", "runs/other.json", "--text", "x")
+    assert code == 2 and "--run: runs/other.json is not a run record" in output, output
+    assert "runs/vllm-default.json, runs/vllm-fp8kv.json" in output
+    code, output = _erratum(report, "--run", "runs/vllm-default.json", "--text", "x")
+    assert code == 2 and "there is no change to record" in output, output
+    assert report.read_bytes() == before

@@ -200,9 +200,9 @@ def run_command(**kwargs: Any) -> None:
     _collect(**kwargs)
 
 
-from tokenwatt.cli.report import build, report, show  # noqa: E402 (registered on the group)
+from tokenwatt.cli.report import build, erratum, report, show  # noqa: E402 (registered)
 
-for _command in (build, show, report):
+for _command in (build, show, report, erratum):
     cli.add_command(_command)
 
 from tokenwatt.cli.tools import model_info_cmd, schema, sim, suites  # noqa: E402 (registered on the group)

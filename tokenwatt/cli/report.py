@@ -183,3 +183,28 @@ def _print_report(
         print_report(summary, console(), wide=wide)
     if summary["band_warning"]:
         click.echo(f"warning: {terminal_safe(summary['band_warning'])}", err=True)
+
+
+@click.command()
+@click.argument("report_file", metavar="REPORT.json", type=click.Path(path_type=Path))
+@click.option(
+    "--run",
+    "run_file",
+    required=True,
+    help="The run record whose change to record, as the report's run_files names it (runs/X.json).",
+)
+@click.option("--text", required=True, help="What changed and why; the page shows it, dated.")
+@errors_to_exit
+def erratum(report_file: Path, run_file: str, text: str) -> None:
+    """Record that a run record a report cites changed or was removed: a dated update on
+    the note's page, after which ``tokenwatt build`` accepts the run record as it is now.
+    The note's figures stay as first published; make the report again to change them."""
+    import datetime as dt
+
+    from tokenwatt.records_io import add_erratum
+
+    update = add_erratum(report_file, run_file, text, dt.date.today())
+    state = "removed" if update.run_sha256 is None else f"SHA-256 {update.run_sha256[:12]}…"
+    click.echo(
+        f"wrote {report_file}: update of {update.date.isoformat()} accepts {run_file} ({state})"
+    )

@@ -186,6 +186,19 @@ class UpdateV2(StrictModel):
     """The day of the update."""
     text: NonEmptyStr
     """What changed and why, shown at the top of the page."""
+    run_file: NonEmptyStr | None = None
+    """The run record (a path in run_files) whose change this update records (tokenwatt
+    erratum): tokenwatt build then accepts that run record as run_sha256 gives it. Null: an
+    update about the note itself."""
+    run_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    """SHA-256 (hex) of run_file as this update accepts it; null with run_file set: the run
+    record was removed from the archive."""
+
+    @model_validator(mode="after")
+    def _sha_with_its_run(self) -> UpdateV2:
+        if self.run_sha256 is not None and self.run_file is None:
+            raise FieldValueError("run_sha256", "is set without run_file (which run record?)")
+        return self
 
 
 class RunFileV2(StrictModel):

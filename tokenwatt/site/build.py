@@ -180,11 +180,14 @@ _MAX_REPORT_BYTES = 64 << 20  # records.load.MAX_JSON_BYTES, without importing p
 
 def changed_runs(report_path: Path, root: Path) -> list[Problem]:
     """One problem per run record the report at ``report_path`` cites (``run_files``) that
-    is present under ``root`` (the archive: the folder above ``reports/``) but is not the
-    file the report was made from (its SHA-256 differs). Checked on every build, cached
-    page or not: a run record edited after ``tokenwatt report`` would otherwise stand
-    behind a page it no longer agrees with. A cited run that is absent is not a problem
-    here: the page's Reproduce section says it is not shipped."""
+    is not, under ``root`` (the archive: the folder above ``reports/``), the file the report
+    was made from, or the one a later erratum accepted (``updates[*].run_file`` and
+    ``run_sha256``, :func:`_accepted`): changed (its SHA-256 differs), or missing from an
+    archive that keeps run records (a ``runs/`` folder) when it was cited there. Checked on
+    every build, cached page or not: a run record edited or deleted after ``tokenwatt
+    report`` would otherwise stand behind a page it no longer agrees with. A cited run in
+    an archive without ``runs/``, or outside it, is not shipped, as the page's Reproduce
+    section says."""
     try:
         if report_path.stat().st_size > _MAX_REPORT_BYTES:
             return []  # the loader refuses it
@@ -192,27 +195,63 @@ def changed_runs(report_path: Path, root: Path) -> list[Problem]:
     except (OSError, ValueError, RecursionError):
         return []  # the loader says what is wrong with the report itself
     cited = data.get("run_files") if isinstance(data, dict) else None
+    accepted = _accepted(data)
+    keeps_runs = (root / "runs").is_dir()
     out: list[Problem] = []
     for i, entry in enumerate(cited if isinstance(cited, list) else []):
         if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
             continue
-        run = root / entry["path"]
-        try:
-            actual = hashlib.sha256(run.read_bytes()).hexdigest() if run.is_file() else None
-        except OSError:
-            actual = None
-        if actual is not None and actual != entry.get("sha256"):
-            out.append(
-                Problem(
-                    str(report_path),
-                    f"run_files[{i}].sha256",
-                    f"{entry['path']} has changed since the report was made (its SHA-256 is "
-                    f"{actual[:12]}…, the report keeps {str(entry.get('sha256'))[:12]}…): make "
-                    "the report again from the run records (tokenwatt report), or put the "
-                    "run record back as it was",
-                )
-            )
+        path = entry["path"]
+        expected = accepted[path] if path in accepted else entry.get("sha256")
+        actual = _sha256(root / path)
+        where = f"run_files[{i}].sha256"
+        if actual is None and expected is not None and keeps_runs and path.startswith("runs/"):
+            out.append(Problem(str(report_path), where, _missing(path)))
+        elif actual is not None and actual != expected:
+            out.append(Problem(str(report_path), where, _changed(path, actual, expected)))
     return out
+
+
+_FIXES = (
+    "make the report again from the run records (tokenwatt report), put the run record "
+    "back as it was, or record the change in an erratum that the page shows (tokenwatt "
+    "erratum REPORT --run {path} --text WHY)"
+)
+
+
+def _missing(path: str) -> str:
+    return f"{path} is missing from the archive since the report was made: " + _FIXES.format(
+        path=path
+    )
+
+
+def _changed(path: str, actual: str, expected: object) -> str:
+    kept = str(expected)[:12] + "…" if expected is not None else "it removed"
+    return (
+        f"{path} has changed since the report was made (its SHA-256 is {actual[:12]}…, the "
+        f"report keeps {kept}): " + _FIXES.format(path=path)
+    )
+
+
+def _accepted(data: object) -> dict[str, str | None]:
+    """The run records the report's errata accept, by path: the SHA-256 the latest update
+    about each gives (None: removed)."""
+    updates = data.get("updates") if isinstance(data, dict) else None
+    dated = [u for u in (updates if isinstance(updates, list) else []) if isinstance(u, dict)]
+    out: dict[str, str | None] = {}
+    for u in sorted(dated, key=lambda u: str(u.get("date", ""))):
+        if isinstance(u.get("run_file"), str):
+            sha = u.get("run_sha256")
+            out[u["run_file"]] = sha if isinstance(sha, str) else None
+    return out
+
+
+def _sha256(path: Path) -> str | None:
+    """The file's SHA-256 (hex); None when it is absent or unreadable."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    except OSError:
+        return None
 
 
 def _run_files(root: Path) -> frozenset[str]:
