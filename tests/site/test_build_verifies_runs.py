@@ -83,7 +83,7 @@ def test_an_erratum_accepts_a_changed_run_and_the_page_says_so(tmp_path: Path) -
     assert changed_runs(report, tmp_path) == []
     build_site(tmp_path / "reports", tmp_path / "docs")
     page = next((tmp_path / "docs" / "reports").glob("*.md")).read_text(encoding="utf-8")
-    assert "!!! info \"Update " in page and "re&#45;indented &#60;b&#62;" in page
+    assert '!!! info "Update ' in page and "re&#45;indented &#60;b&#62;" in page
     run.write_text(run.read_text() + "\n")
     (problem,) = changed_runs(report, tmp_path)
     assert "has changed since the report was made" in problem.message
