@@ -170,6 +170,11 @@ def _row_problem(row: dict[str, Any]) -> tuple[str, str] | None:
         return "status", f"{row['status']!r} is not an HTTP status"
     if row["error"] is not None and not isinstance(row["error"], str):
         return "error", "must be an error kind (text) or null"
+    if row["sent_s"] is None:
+        # Never sent: nothing can have come back (a token, a status) for it.
+        for field in ("first_token_s", "last_token_s", "status"):
+            if row[field] is not None:
+                return field, f"{row[field]!r} for a request never sent (sent_s is null)"
     order: tuple[str, ...] = _ORDER
     never_sent = row["sent_s"] is None and row["first_token_s"] is None
     if never_sent and row["error"] == "cancelled" and row["last_token_s"] is None:
