@@ -27,11 +27,14 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import ssl
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from tokenwatt.errors import InputError, Problem
 
 ProxyChoice = Literal["auto", "environment", "off"]
 """How the spec lets the environment's proxy apply (``engine.proxy``); see the module."""
@@ -98,8 +101,8 @@ class NetworkPath:
         if self.proxy_url is None:
             return ""
         return (
-            f" (through the proxy {self.described}; set engine.proxy: off in the spec, or "
-            "no_proxy, to connect directly)"
+            f' (through the proxy {self.described}; set engine.proxy: "off" in the spec, '
+            "or no_proxy, to connect directly)"
         )
 
     @property
@@ -113,16 +116,26 @@ class NetworkPath:
     def httpx_options(self, verify: bool = True) -> dict[str, Any]:
         """Keyword arguments for ``httpx.Client``/``AsyncClient`` that take this path.
 
-        Through a proxy: ``proxy``, which makes httpx ignore the environment's proxies.
-        Direct: a mount of the default transport (``None``) for every scheme, which replaces
-        the proxies httpx would read from the environment. httpx's ``trust_env`` stays on,
-        so the environment's CA bundle (``SSL_CERT_FILE``, ``SSL_CERT_DIR``) still applies.
-        ``verify``: check the server's TLS certificate.
+        httpx's own reading of the environment is off (``trust_env=False``): it would build
+        a transport for every proxy variable, a SOCKS one included (which needs an extra it
+        may not have), before any override applied. What ``trust_env`` also gave, the
+        environment's CA bundle (``SSL_CERT_FILE``, ``SSL_CERT_DIR``), is kept
+        (:func:`_tls_verify`). ``verify``: check the server's TLS certificate.
         """
-        if self.proxy_url is not None:
-            return {"proxy": self.proxy_url, "verify": verify}
-        direct = dict.fromkeys(("all://", "http://", "https://"))
-        return {"mounts": direct, "verify": verify}
+        return {"trust_env": False, "proxy": self.proxy_url, "verify": _tls_verify(verify)}
+
+
+def _tls_verify(verify: bool) -> bool | ssl.SSLContext:
+    """``verify`` for httpx: False, True (httpx's certifi bundle), or, where the environment
+    names a CA bundle (``SSL_CERT_FILE`` or ``SSL_CERT_DIR``, as OpenSSL and httpx's
+    ``trust_env`` read them), a context that trusts it."""
+    if not verify:
+        return False
+    cafile = os.environ.get("SSL_CERT_FILE") or None
+    capath = os.environ.get("SSL_CERT_DIR") or None
+    if cafile is None and capath is None:
+        return True
+    return ssl.create_default_context(cafile=cafile, capath=capath)
 
 
 def _env_proxy(scheme: str, env: Mapping[str, str]) -> tuple[str, str] | None:
@@ -160,6 +173,10 @@ def network_path(
         url: the URL to be reached (``http://`` or ``https://``).
         choice: the spec's ``engine.proxy``.
         environ: the environment to read; by default ``os.environ``.
+
+    Raises:
+        InputError: the proxy that applies is not an HTTP(S) proxy (``socks5://`` …), named
+            by its variable.
     """
     env = os.environ if environ is None else environ
     parts = urllib.parse.urlsplit(url)
@@ -175,6 +192,19 @@ def network_path(
     if choice == "auto" and is_local_host(host):
         return NetworkPath(
             why_direct=f"{source} is set, but {host} is a loopback or link-local host"
+        )
+    scheme = urllib.parse.urlsplit(proxy_url).scheme.lower()
+    if scheme not in ("http", "https"):
+        raise InputError(
+            [
+                Problem(
+                    source,
+                    "",
+                    f"is a {scheme} proxy, which the load generator (aiohttp) cannot use for "
+                    f"{host}: give an http:// proxy, exempt the host in no_proxy, or set "
+                    'engine.proxy: "off" in the spec',
+                )
+            ]
         )
     return NetworkPath(proxy_url=proxy_url, source=source)
 

@@ -105,9 +105,15 @@ def test_the_servers_vocabulary_and_weight_type_are_read_and_bound_the_token_ids
     assert info.weight_format == "all F32"  # tiny_model.py writes float32 weights
     spec = load_spec(SPEC)
     stated = spec.model_copy(update={"model": spec.model.model_copy(update={"vocab_size": 32000})})
-    taken, line = vocab_from_server(stated, info, stated=False)
-    assert taken.model.vocab_size == 2048 and line is not None and "2,048" in line
-    assert vocab_from_server(stated, info, stated=True) == (stated, None)
+    taken, lines = vocab_from_server(stated, info, stated=False)
+    assert taken.model.vocab_size == 2048 and "2,048" in lines[0]
+    assert taken.model.weight_dtype == stated.model.weight_dtype  # a spec file states it
+    assert vocab_from_server(stated, info, stated=True) == (stated, [])
+    bf16 = stated.model_copy(
+        update={"model": stated.model.model_copy(update={"weight_dtype": "bf16"})}
+    )
+    flags, lines = vocab_from_server(bf16, info, stated=False, from_flags=True)
+    assert flags.model.weight_dtype == "fp32" and lines[1].startswith("weights: fp32")
     with pytest.raises(InputError, match=r"model.vocab_size: is 32,000, but the served model has"):
         check_vocab_fits(stated, workload_for(stated), info, (str(SPEC), "model.vocab_size"))
     check_vocab_fits(taken, workload_for(taken), info, (str(SPEC), "model.vocab_size"))
@@ -119,3 +125,4 @@ def test_the_servers_vocabulary_and_weight_type_are_read_and_bound_the_token_ids
     )
     assert "  vocab_size: 2048  # from the server (/v1/models meta.n_vocab)" in text
     assert '  weight_dtype: fp32  # the server reports "all F32" (meta.ftype)' in text
+    assert "  kv_dtype: fp16  # llama.cpp's default (f16), a guess" in text

@@ -96,7 +96,8 @@ def point_options(func: F) -> F:
             "--vocab-size",
             type=click.IntRange(min=11),
             default=None,
-            help="Token ids are drawn below it (default 32000 without --spec).",
+            help="Token ids are drawn below it (default without --spec: the vocabulary "
+            "the server reports, else 32000).",
         ),
         click.option(
             "--allow-model-alias",

@@ -237,9 +237,10 @@ def _start_record(
         reporter.line(reported_engine_line(info.engine_name, info.engine_version))
     # Everything that can refuse the run does so before the first request.
     served_warnings = check_served_model(spec, info, opts.spec_path)
-    spec, vocab_line = vocab_from_server(spec, info, stated=_vocab_stated(opts))
-    if vocab_line is not None:
-        reporter.line(vocab_line)
+    from_flags = opts.spec_path == FLAGS_SPEC
+    spec, taken = vocab_from_server(spec, info, stated=_vocab_stated(opts), from_flags=from_flags)
+    for line in taken:
+        reporter.line(line)
     stream = workload_for(
         spec,
         base_dir=opts.spec_path.parent,

@@ -13,7 +13,7 @@ import shlex
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from tokenwatt.netpath import ProxyChoice
 from tokenwatt.records.base import (
@@ -131,6 +131,11 @@ class HardwareSpec(StrictModel):
     read at run time. Outside the fingerprint."""
 
 
+def _yaml_off(value: Any) -> Any:
+    """``off`` as YAML 1.1 reads a bare ``off`` (false), so that ``proxy: off`` means off."""
+    return "off" if value is False else value
+
+
 class EngineSpec(StrictModel):
     """The OpenAI-compatible server under test."""
 
@@ -161,7 +166,7 @@ class EngineSpec(StrictModel):
     api_key_env: str | None = None
     """Name of the environment variable holding the API key, if the server needs one; the key itself
     never enters a record."""
-    proxy: ProxyChoice = "auto"
+    proxy: Annotated[ProxyChoice, BeforeValidator(_yaml_off)] = "auto"
     """Whether a proxy from the environment (http_proxy, HTTPS_PROXY, all_proxy; no_proxy
     honoured) carries the probes, /metrics, the load and the accuracy suite: auto (the
     default) uses it except for a loopback or link-local endpoint (127.0.0.1, localhost, ::1,

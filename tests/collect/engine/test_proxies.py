@@ -24,7 +24,7 @@ from tokenwatt.collect.engine.probes import probe_engine
 from tokenwatt.collect.load.http import Sender
 from tokenwatt.collect.plan.options import CollectOptions
 from tokenwatt.collect.run import measure_configuration
-from tokenwatt.errors import EngineError
+from tokenwatt.errors import EngineError, InputError
 from tokenwatt.netpath import is_local_host, network_path
 from tokenwatt.records import RequestResult, load_spec
 from tokenwatt.records.spec import PowerSpec, Spec
@@ -197,7 +197,7 @@ def test_a_dead_proxy_that_applies_is_named_by_every_connection_error(
     with pytest.raises(EngineError) as probe_error:
         probe_engine(engine.endpoint, None, timeout_s=3.0, proxy="environment")
     assert f"through the proxy {dead} (from HTTP_PROXY)" in str(probe_error.value)
-    assert "engine.proxy: off" in str(probe_error.value)
+    assert 'engine.proxy: "off"' in str(probe_error.value)
 
     async def scrape_and_send() -> tuple[str, RequestResult]:
         scraper = MetricsScraper(engine.endpoint, timeout_s=3.0, proxy="environment")
@@ -222,3 +222,28 @@ def test_a_dead_proxy_that_applies_is_named_by_every_connection_error(
     assert f"through the proxy {dead} (from HTTP_PROXY)" in (res.error_message or "")
     # and without the proxy the same engine answers
     assert probe_engine(engine.endpoint, None, timeout_s=3.0).served_models == [MODEL]
+
+
+def test_a_socks_proxy_in_the_environment_leaves_loopback_direct_and_is_named_elsewhere(
+    engine: EngineProcess, clean_env: pytest.MonkeyPatch
+) -> None:
+    """httpx would build a SOCKS transport for ALL_PROXY (and fail without its extra)
+    before any override applied: the loopback engine is probed directly all the same, and
+    a host the proxy would carry is refused in one line naming the variable."""
+    clean_env.setenv("ALL_PROXY", "socks5://127.0.0.1:9")
+    clean_env.setenv("HTTPS_PROXY", "socks5h://127.0.0.1:9")
+    assert probe_engine(engine.endpoint, None, timeout_s=3.0).served_models == [MODEL]
+    with pytest.raises(InputError) as info:
+        network_path("http://gpu-box:8000/v1")
+    (problem,) = info.value.problems
+    assert problem.file == "ALL_PROXY" and "is a socks5 proxy" in problem.message
+    assert 'engine.proxy: "off"' in problem.message
+    assert network_path("http://gpu-box:8000/v1", "off").proxy_url is None
+
+
+def test_a_bare_yaml_off_is_off() -> None:
+    """YAML 1.1 reads `proxy: off` as false; the spec takes it as "off"."""
+    data = load_spec(SIM_SPEC).model_dump(mode="json")
+    data["engine"]["proxy"] = yaml.safe_load("proxy: off")["proxy"]
+    assert data["engine"]["proxy"] is False
+    assert Spec.model_validate(data).engine.proxy == "off"

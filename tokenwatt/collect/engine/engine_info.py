@@ -33,6 +33,13 @@ def as_int(value: Any) -> int | None:
     return None
 
 
+LLAMACPP_FTYPES = {"all f32": "fp32", "f32": "fp32", "f16": "fp16", "bf16": "bf16"}
+"""llama.cpp's names of unquantized weight types (``llama_model_ftype_name``) and the spec's
+dtype for each. Its quantized types (``Q8_0``, ``Q4_K - Medium`` …) store per-block scales
+beside the weights (Q8_0: 34 bytes per 32 weights), which no dtype here counts exactly, so
+``init`` names them in a comment and writes none, and ``collect`` keeps its default."""
+
+
 class EngineInfo(StrictModel):
     """What an engine reports about itself.
 
@@ -96,6 +103,15 @@ class EngineInfo(StrictModel):
             update["context_length_source"] = self.context_length_source
         return env.model_copy(update=update)
 
+    @property
+    def weight_dtype(self) -> str | None:
+        """The spec's ``model.weight_dtype`` for the weights the engine reports, where it is
+        an unquantized type this package names exactly (:data:`LLAMACPP_FTYPES`); None
+        otherwise."""
+        if self.weight_format is None:
+            return None
+        return LLAMACPP_FTYPES.get(self.weight_format.lower().replace("(guessed)", "").strip())
+
     def set_vocab(self, value: Any, source: str) -> None:
         """Keep ``value`` as the vocabulary size (tokens) unless one is known already; a
         value that is not a whole number from 1 to :data:`MAX_VOCAB_TOKENS` is noted and
@@ -130,4 +146,4 @@ class EngineInfo(StrictModel):
         self.context_length_source = source
 
 
-__all__ = ["MAX_CONTEXT_TOKENS", "MAX_VOCAB_TOKENS", "EngineInfo", "as_int"]
+__all__ = ["LLAMACPP_FTYPES", "MAX_CONTEXT_TOKENS", "MAX_VOCAB_TOKENS", "EngineInfo", "as_int"]

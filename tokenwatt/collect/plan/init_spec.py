@@ -231,27 +231,28 @@ def _q(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-LLAMACPP_FTYPES = {"all f32": "fp32", "f32": "fp32", "f16": "fp16", "bf16": "bf16"}
-"""llama.cpp's names of unquantized weight types (``llama_model_ftype_name``) and the spec's
-dtype for each. Its quantized types (``Q8_0``, ``Q4_K - Medium`` …) store per-block scales
-beside the weights (Q8_0: 34 bytes per 32 weights), which no dtype here counts exactly, so
-``init`` names them in a comment and writes none."""
-
-
 def weight_line(info: EngineInfo) -> str:
     """The spec's ``model.weight_dtype`` line: the server's, where it names one this package
-    knows (:data:`LLAMACPP_FTYPES`), else ``bf16`` with a comment saying to set it."""
+    knows (:attr:`EngineInfo.weight_dtype`), else ``bf16`` with a comment saying to set it."""
     reported = info.weight_format
     if reported is None:
         return "  weight_dtype: bf16  # set to the served weights' dtype"
-    key = reported.lower().replace("(guessed)", "").strip()
-    dtype = LLAMACPP_FTYPES.get(key)
+    dtype = info.weight_dtype
     if dtype is not None:
         return f"  weight_dtype: {dtype}  # the server reports {_q(reported)} (meta.ftype)"
     return (
         f"  weight_dtype: bf16  # the server reports {_q(reported)} (meta.ftype), which is "
         "not one of the dtypes: set the nearest"
     )
+
+
+def kv_line(info: EngineInfo) -> str:
+    """The spec's ``model.kv_dtype`` line: llama.cpp's default KV cache type (f16, for
+    ``--cache-type-k``/``-v`` unset) for a llama.cpp server, else ``bf16``; a guess the
+    comment says to check, since no engine reports it (vLLM's ``auto`` is the model's)."""
+    llama = info.engine_name == "llama.cpp"
+    guess = "fp16  # llama.cpp's default (f16), a guess" if llama else "bf16  # a guess"
+    return f"  kv_dtype: {guess}: set it per configuration; `collect --kv-dtype` overrides it"
 
 
 def vocab_line(facts: ServerFacts) -> str:
@@ -296,7 +297,7 @@ def spec_text(facts: ServerFacts, *, endpoint: str, name: str, schema: str) -> s
         f"  name: {_q(model)}",
         *([f"  config: {_q(facts.config_path)}"] if facts.config_path else []),
         weight_line(info),
-        "  kv_dtype: bf16  # per configuration; `collect --kv-dtype` overrides it",
+        kv_line(info),
         vocab_line(facts),
         "slo:  # an interactive chat SLO",
         "  ttft_p99_ms: 2000",

@@ -214,27 +214,42 @@ def _check_trace(
     return []
 
 
-def vocab_from_server(spec: Spec, info: EngineInfo, *, stated: bool) -> tuple[Spec, str | None]:
-    """The spec with the server's vocabulary, when nobody stated one.
+def vocab_from_server(
+    spec: Spec, info: EngineInfo, *, stated: bool, from_flags: bool = False
+) -> tuple[Spec, list[str]]:
+    """The spec with what the server reports of its model where nobody stated it: the
+    vocabulary, and, in a spec built from flags (which has no weight-type flag), the
+    weights' type (:attr:`EngineInfo.weight_dtype`: llama.cpp's unquantized ones).
 
     Args:
         spec: the run's spec.
-        info: the probe (``vocab_size``: the server's, None where it does not say).
+        info: the probe (``vocab_size``, ``weight_format``: None where it does not say).
         stated: whether ``model.vocab_size`` was stated (a spec file, or ``--vocab-size``);
             a stated one is kept (:func:`check_vocab_fits` checks it).
+        from_flags: the spec was built from flags (no spec file states the weight type).
 
     Returns:
-        The spec (changed or not) and the line that says what was taken, or None.
+        The spec (changed or not) and one line per value taken, for the user.
     """
+    update: dict[str, object] = {}
+    lines = []
     served = info.vocab_size
-    if stated or served is None or served == spec.model.vocab_size:
-        return spec, None
-    model = spec.model.model_copy(update={"vocab_size": served})
-    line = (
-        f"vocabulary: token ids below {served:,}, as the server reports "
-        f"({info.vocab_source}); --vocab-size sets another"
-    )
-    return spec.model_copy(update={"model": model}), line
+    if not stated and served is not None and served != spec.model.vocab_size:
+        update["vocab_size"] = served
+        lines.append(
+            f"vocabulary: token ids below {served:,}, as the server reports "
+            f"({info.vocab_source}); --vocab-size sets another"
+        )
+    dtype = info.weight_dtype
+    if from_flags and dtype is not None and dtype != spec.model.weight_dtype:
+        update["weight_dtype"] = dtype
+        lines.append(
+            f"weights: {dtype}, as the server reports them ({info.weight_format!r}, "
+            "/v1/models meta.ftype)"
+        )
+    if not update:
+        return spec, []
+    return spec.model_copy(update={"model": spec.model.model_copy(update=update)}), lines
 
 
 def check_vocab_fits(
