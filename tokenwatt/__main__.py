@@ -1,5 +1,5 @@
 """Allow ``python -m tokenwatt``."""
 
-from tokenwatt.cli import main
+from tokenwatt.console import main
 
 main()

@@ -32,7 +32,11 @@ from tokenwatt.redact import scrub, secret_name
 POLL_S = 0.5
 """How often the watchdog looks at its parent while the engine is quiet (s)."""
 MAX_LINE_BYTES = 65536
-"""A line longer than this is written in pieces (scrubbed each), so memory stays bounded."""
+"""A line longer than this is written in pieces, so memory stays bounded."""
+OVERLAP_CHARS = 4096
+"""Characters of a long line's scrubbed piece held back and scrubbed again with the next
+piece: a secret (in any of its forms, far shorter than this) that straddles the cut is then
+whole in one of the two scrubs, and what is written has been scrubbed with it whole."""
 
 
 SECRETS_ENV = "TOKENWATT_LOG_SECRETS"
@@ -118,12 +122,18 @@ def _pump(log_path: str, pgid: int, grace_s: float, parent: int) -> None:
             chunk = os.read(stdin.fileno(), 65536)
             lines = (pending + chunk).split(b"\n")
             pending = lines.pop()
-            if len(pending) > MAX_LINE_BYTES or (not chunk and pending):
-                lines.append(pending)  # a progress bar without newlines, or the last line
+            if not chunk and pending:
+                lines.append(pending)  # the last line, without its newline
                 pending = b""
             for line in lines:
                 text = line.decode("utf-8", errors="replace")
                 log.write((scrub(text, secrets) + "\n").encode())
+            if len(pending) > MAX_LINE_BYTES:
+                # A progress bar without newlines: write its start, scrubbed, and keep the
+                # scrubbed tail to scrub again with what follows (OVERLAP_CHARS).
+                text = scrub(pending.decode("utf-8", errors="replace"), secrets)
+                log.write(text[:-OVERLAP_CHARS].encode())
+                pending = text[-OVERLAP_CHARS:].encode()
             log.flush()
             if not chunk:
                 return

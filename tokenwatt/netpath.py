@@ -50,11 +50,37 @@ def is_local_host(host: str) -> bool:
     name = host.strip("[]").lower().rstrip(".")
     if name in _LOOPBACK_NAMES or name.endswith(".localhost"):
         return True
-    try:
-        addr = ipaddress.ip_address(name.split("%", 1)[0])
-    except ValueError:
+    addr = _ip_literal(name.split("%", 1)[0])
+    if addr is None:
         return False
-    return addr.is_loopback or addr.is_link_local
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped  # ::ffff:127.0.0.1
+    # The unspecified address (0.0.0.0, ::) reaches this machine when connected to.
+    return addr.is_loopback or addr.is_link_local or addr.is_unspecified
+
+
+def _ip_literal(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``name`` as an IP address, IPv4 in every spelling the C library's ``inet_aton``
+    takes (``127.1``, ``2130706433``, ``0x7f.1``), which is how the connection reads it."""
+    try:
+        return ipaddress.ip_address(name)
+    except ValueError:
+        pass
+    parts = name.split(".")
+    if not 1 <= len(parts) <= 4:
+        return None
+    try:
+        numbers = [
+            int(p, 16) if p.startswith("0x") else int(p, 8 if p[:1] == "0" and p != "0" else 10)
+            for p in parts
+        ]
+    except ValueError:
+        return None
+    *head, last = numbers
+    if any(n > 255 for n in head) or last >= 1 << (8 * (4 - len(head))):
+        return None
+    value = sum(n << (8 * (3 - i)) for i, n in enumerate(head)) + last
+    return ipaddress.IPv4Address(value)
 
 
 @dataclass(frozen=True)
@@ -84,7 +110,8 @@ class NetworkPath:
         if ":" in host:
             host = f"[{host}]"
         netloc = host + (f":{parts.port}" if parts.port else "")
-        return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+        # No path, query or user info: a proxy needs none, and a token could sit there.
+        return urllib.parse.urlunsplit((parts.scheme, netloc, "", "", ""))
 
     @property
     def described(self) -> str | None:
@@ -155,7 +182,7 @@ def _env_proxy(scheme: str, env: Mapping[str, str]) -> tuple[str, str] | None:
 
 def _bypassed(host: str, env: Mapping[str, str]) -> bool:
     """Whether ``no_proxy``/``NO_PROXY`` in ``env`` exempts ``host``."""
-    no_proxy = env.get("no_proxy", env.get("NO_PROXY", ""))
+    no_proxy = env.get("no_proxy", "").strip() or env.get("NO_PROXY", "")
     if not no_proxy.strip():
         return False
     # The standard library's reading of no_proxy (suffixes, leading dots, ports, '*'), which
@@ -193,7 +220,15 @@ def network_path(
         return NetworkPath(
             why_direct=f"{source} is set, but {host} is a loopback or link-local host"
         )
-    scheme = urllib.parse.urlsplit(proxy_url).scheme.lower()
+    try:
+        proxy_parts = urllib.parse.urlsplit(proxy_url)
+        _ = proxy_parts.port  # raises for a port that is no number or out of range
+    except ValueError:
+        message = "is not a proxy URL (http://HOST:PORT) that can be read; its value is not shown"
+        raise InputError([Problem(source, "", message)]) from None
+    scheme = proxy_parts.scheme.lower()
+    if not proxy_parts.hostname:
+        raise InputError([Problem(source, "", "names a proxy without a host")])
     if scheme not in ("http", "https"):
         raise InputError(
             [

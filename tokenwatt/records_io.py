@@ -218,7 +218,10 @@ def add_erratum(report_path: Path, run_file: str, text: str, today: dt.date) -> 
         shown = ", ".join(cited) or "none"
         message = f"{run_file} is not a run record {report_path} cites (it cites: {shown})"
         raise InputError([Problem("--run", "", message)])
-    path = report_path.resolve().parent.parent / run_file
+    # The archive as tokenwatt build sees it: the folder above the reports folder given.
+    path = report_path.parent.resolve().parent / run_file
+    if path.exists() and not path.is_file():
+        raise InputError([Problem("--run", "", f"{run_file} is not a file ({path})")])
     sha = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
     kept: str | None = next(f.sha256 for f in report.run_files if f.path == run_file)
     for u in sorted(report.updates, key=lambda u: u.date):
@@ -227,10 +230,13 @@ def add_erratum(report_path: Path, run_file: str, text: str, today: dt.date) -> 
     if sha == kept:
         message = f"{run_file} is as the report already keeps it: there is no change to record"
         raise InputError([Problem("--run", "", message)])
+    if not text.strip():
+        raise InputError([Problem("--text", "", "is blank: say what changed and why")])
     try:
-        update = UpdateV2(date=today, text=text, run_file=run_file, run_sha256=sha)
+        update = UpdateV2(date=today, text=text.strip(), run_file=run_file, run_sha256=sha)
     except ValidationError as exc:
         raise InputError(problems_from("--text", exc)) from None
     updated = report.model_copy(update={"updates": [*report.updates, update]})
-    write_report(ReportV3.model_validate(updated.model_dump()), report_path, force=True)
+    # Through a symlink to the file it names, which stays a link.
+    write_report(ReportV3.model_validate(updated.model_dump()), report_path.resolve(), force=True)
     return update

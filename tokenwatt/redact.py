@@ -141,8 +141,26 @@ def _hex_class(digit: str) -> str:
     return f"[{digit}{digit.upper()}]" if digit.isalpha() else digit
 
 
-def _percent(data: bytes) -> str:
-    return "".join("%" + "".join(_hex_class(d) for d in f"{b:02x}") for b in data)
+def _percent(data: bytes, prefix: str = "%") -> str:
+    return "".join(prefix + "".join(_hex_class(d) for d in f"{b:02x}") for b in data)
+
+
+def _byte_forms(data: bytes) -> list[str]:
+    """Patterns of a character's bytes as escapes write them: percent-encoded once or twice
+    (``%2F``, ``%252F``), C/Python ``\\x2f``, octal ``\\057`` and quoted-printable ``=2F``."""
+    octal = "".join(re.escape(f"\\{b:03o}") for b in data)
+    return [
+        _percent(data),
+        _percent(data, "%25"),
+        _percent(data, r"\\[xX]"),
+        octal,
+        _percent(data, "="),
+    ]
+
+
+# Characters a copy may carry between a key's characters and that show as nothing: soft
+# hyphen, zero-width space, non-joiner and joiner, word joiner, BOM.
+_INVISIBLE = "(?:[\u00ad\u200b-\u200d\u2060\ufeff])*"
 
 
 @functools.lru_cache(maxsize=64)
@@ -155,17 +173,17 @@ def _secret_patterns(secret: str) -> tuple[re.Pattern[str], ...]:
     the core of its base64 at each of the three offsets a prefix (``user:``) can put it."""
     chars = []
     for ch in secret:
-        alts = {re.escape(ch), _percent(ch.encode()), *_html_entities(ch)}
+        alts = {re.escape(ch), *_byte_forms(ch.encode()), *_html_entities(ch)}
         if ch == " ":
             alts.add(r"\+")
         if ord(ch) < 256:  # Latin-1, as a form encoded in it carries the character
-            alts.add(_percent(bytes([ord(ch)])))
+            alts.update(_byte_forms(bytes([ord(ch)])))
         chars.append(f"(?:{'|'.join(sorted(alts))})")
     raw = secret.encode()
-    hex_bytes = ["".join(_hex_class(d) for d in f"{b:02x}") for b in raw]
+    hex_bytes = [r"(?:\\[xX]|0[xX])?" + "".join(_hex_class(d) for d in f"{b:02x}") for b in raw]
     patterns = [
-        re.compile("".join(chars)),
-        re.compile(r"[\s:.-]?".join(hex_bytes)),
+        re.compile(_INVISIBLE.join(chars)),
+        re.compile(r"[\s:.,-]{0,2}".join(hex_bytes)),
         _json_escaped(secret),
     ]
     cores = set()
@@ -191,9 +209,20 @@ def _html_entities(ch: str) -> list[str]:
     code = ord(ch)
     hex_digits = "".join(_hex_class(d) for d in f"{code:x}")
     alts = [rf"&#0*{code};?", rf"&#[xX]0*{hex_digits};?"]
-    names = {html.entities.codepoint2name.get(code)} | ({"apos"} if ch == "'" else set())
-    alts += [rf"&{name};" for name in names if name]
+    alts += [re.escape(f"&{name}") for name in _html5_names().get(ch, ())]
     return alts
+
+
+@functools.cache
+def _html5_names() -> dict[str, tuple[str, ...]]:
+    """HTML's named character references by the one character each stands for
+    (:data:`html.entities.html5`: ``lowbar;``, ``sol;``, ``amp`` …, with and without ``;``
+    as the standard lists them)."""
+    out: dict[str, list[str]] = {}
+    for name, value in html.entities.html5.items():
+        if len(value) == 1:
+            out.setdefault(value, []).append(name)
+    return {ch: tuple(names) for ch, names in out.items()}
 
 
 def _secret_forms(secret: str) -> list[str]:
@@ -225,6 +254,10 @@ def _json_escaped(secret: str) -> re.Pattern[str]:
         hex_units = [units[i : i + 2].hex() for i in range(0, len(units), 2)]
         alts = {re.escape(ch), re.escape(escaped)}
         alts.add("".join(r"\\u" + "".join(f"[{d}{d.upper()}]" for d in h) for h in hex_units))
+        # \U0000005f (Python, C++) and \u{5f} (JavaScript, Rust, Swift) of the code point.
+        point = "".join(_hex_class(d) for d in f"{ord(ch):x}")
+        alts.add(rf"\\U0*{point}")
+        alts.add(rf"\\u\{{0*{point}\}}")
         if ch == "/":
             alts.add(r"\\/")
         parts.append(f"(?:{'|'.join(sorted(alts))})")

@@ -397,10 +397,20 @@ def test_an_edited_repeat_energy_or_length_is_refused(
             "spec.measurement.workers",
             "must be a whole number or 'auto', got \"many\"",
         ),
+        (  # a field named like a pydantic type, kept
+            lambda d: d.__setitem__("updates", [{"date": "2026-13-01", "text": "x"}]),
+            "updates[0].date",
+            None,
+        ),
+        (  # dictionary keys, capitalised or hyphenated, kept
+            lambda d: d["configs"][0].__setitem__("throttle_counts", {"Sw-Power": "x"}),
+            "configs[0].throttle_counts.Sw-Power",
+            'must be a whole number, got "x"',
+        ),
     ],
 )
 def test_a_union_field_is_named_as_the_reader_sees_it_in_one_problem(
-    tmp_path: Path, edit: Any, field: str, message: str
+    tmp_path: Path, edit: Any, field: str, message: str | None
 ) -> None:
     """pydantic reports each member of a union (``constrained-float``, ``literal['inf']``)
     as a place of its own: the reader gets one problem at the field they can find."""
@@ -417,5 +427,6 @@ def test_a_union_field_is_named_as_the_reader_sees_it_in_one_problem(
     with pytest.raises(RecordError) as info:
         load_report(path)
     (problem,) = info.value.problems
-    assert (problem.field, problem.message) == (field, message)
+    assert problem.field == field
+    assert message is None or problem.message == message
     assert "constrained" not in str(info.value) and "literal[" not in str(info.value)

@@ -178,6 +178,12 @@ CASES = [
         "model.vocab_size",
         "required field is missing",
     ),
+    Case(  # token ids are drawn from 10 up: a smaller vocabulary would crash the draw
+        "tiny-vocab-size",
+        edited("model", "vocab_size", 5),
+        "model.vocab_size",
+        "must be greater than or equal to 11, got 5",
+    ),
     Case(
         "p90-below-median",
         edited("workload", "input_tokens", {"median": 1024, "p90": 512}),

@@ -38,11 +38,12 @@ def _per_char(key: str, data: st.DataObject, encode: Callable[[str], str]) -> st
 def percent(key: str, data: st.DataObject) -> str:
     upper = data.draw(st.booleans())
     latin1 = data.draw(st.booleans()) and all(ord(c) < 256 for c in key)
+    style = data.draw(st.sampled_from(["%{:02x}", "%25{:02x}", "\\x{:02x}", "={:02X}", "\\{:03o}"]))
 
     def one(ch: str) -> str:
         raw = bytes([ord(ch)]) if latin1 else ch.encode()
-        text = "".join(f"%{b:02x}" for b in raw)
-        return text.upper() if upper else text
+        text = "".join(style.format(b) for b in raw)
+        return text.upper() if upper and "o}" not in style else text
 
     return _per_char(key, data, one)
 
@@ -54,7 +55,13 @@ def quoted(key: str, data: st.DataObject) -> str:
 
 
 def json_escaped(key: str, data: st.DataObject) -> str:
+    style = data.draw(st.sampled_from(["utf16", "U", "braces"]))
+
     def one(ch: str) -> str:
+        if style == "U":
+            return f"\\U{ord(ch):08x}"
+        if style == "braces":
+            return f"\\u{{{ord(ch):x}}}"
         units = ch.encode("utf-16-be")
         hexes = [units[i : i + 2].hex() for i in range(0, len(units), 2)]
         return "".join("\\u" + h for h in hexes)
@@ -65,10 +72,12 @@ def json_escaped(key: str, data: st.DataObject) -> str:
 def html_references(key: str, data: st.DataObject) -> str:
     style = data.draw(st.sampled_from(["dec", "hex", "HEX", "named"]))
 
+    names = {v: k for k, v in html.entities.html5.items() if k.endswith(";")}
+
     def one(ch: str) -> str:
-        name = html.entities.codepoint2name.get(ord(ch))
+        name = names.get(ch)
         if style == "named" and name:
-            return f"&{name};"
+            return f"&{name}"
         if style == "dec":
             return f"&#{ord(ch)};"
         return f"&#x{ord(ch):x};" if style != "HEX" else f"&#X{ord(ch):X};"
@@ -84,8 +93,9 @@ def b64(key: str, data: st.DataObject) -> str:
 
 
 def hexed(key: str, data: st.DataObject) -> str:
-    sep = data.draw(st.sampled_from(["", ":", " ", "-"]))
-    text = sep.join(f"{b:02x}" for b in key.encode())
+    sep = data.draw(st.sampled_from(["", ":", " ", "-", ", "]))
+    prefix = data.draw(st.sampled_from(["", "0x", "\\x"]))
+    text = sep.join(f"{prefix}{b:02x}" for b in key.encode())
     return text.upper() if data.draw(st.booleans()) else text
 
 
@@ -93,7 +103,22 @@ def plain(key: str, data: st.DataObject) -> str:
     return json.dumps(key)[1:-1] if data.draw(st.booleans()) else key
 
 
-ENCODINGS: list[Encode] = [plain, percent, quoted, json_escaped, html_references, b64, hexed]
+def invisible(key: str, data: st.DataObject) -> str:
+    """Zero-width characters (or soft hyphens) between the key's characters."""
+    mark = data.draw(st.sampled_from(["\u200b", "\u00ad", "\u2060", "\ufeff"]))
+    return mark.join(key)
+
+
+ENCODINGS: list[Encode] = [
+    plain,
+    percent,
+    quoted,
+    json_escaped,
+    html_references,
+    b64,
+    hexed,
+    invisible,
+]
 
 
 @settings(

@@ -105,3 +105,26 @@ def test_an_erratum_for_a_run_not_cited_or_not_changed_is_refused(tmp_path: Path
     code, output = _erratum(report, "--run", "runs/vllm-default.json", "--text", "x")
     assert code == 2 and "there is no change to record" in output, output
     assert report.read_bytes() == before
+
+
+def test_an_erratum_through_a_symlinked_report_sees_the_archive_build_sees(tmp_path: Path) -> None:
+    """The archive is the folder above the reports folder given, as for the build: a report
+    that is a link to a file elsewhere gets an erratum about the run it cites here, and
+    stays a link."""
+    report = _archive(tmp_path)
+    store = tmp_path / "store"
+    store.mkdir()
+    target = store / report.name
+    report.rename(target)
+    report.symlink_to(target)
+    run = tmp_path / "runs" / "vllm-fp8kv.json"
+    run.write_text(run.read_text() + "\n")
+    code, output = _erratum(report, "--run", "runs/vllm-fp8kv.json", "--text", "  ")
+    assert code == 2 and "--text: is blank" in output, output
+    code, output = _erratum(report, "--run", "runs/vllm-fp8kv.json", "--text", "reformatted")
+    assert code == 0 and "(removed)" not in output, output
+    assert report.is_symlink() and changed_runs(report, tmp_path) == []
+    run.unlink()
+    run.mkdir()
+    code, output = _erratum(report, "--run", "runs/vllm-fp8kv.json", "--text", "x")
+    assert code == 2 and "is not a file" in output, output

@@ -26,6 +26,7 @@ from pathlib import Path
 from tokenwatt import __version__
 from tokenwatt.analysis import METER_NOT_OPENED
 from tokenwatt.collect.accuracy.runner import LoadedSuite, read_suite, run_suite
+from tokenwatt.collect.engine.endpoints import api_base_url
 from tokenwatt.collect.engine.engine_proc import (
     LaunchedEngine,
     apply_engine_cmd,
@@ -68,7 +69,7 @@ from tokenwatt.collect.workload.tokens import TokenCounter, load_token_counter
 from tokenwatt.collect.workload.workload import WorkloadStream, workload_for
 from tokenwatt.errors import EngineError, InputError, Problem, TelemetryError, named_by
 from tokenwatt.files import exclusive_lock
-from tokenwatt.netpath import ProxyChoice
+from tokenwatt.netpath import ProxyChoice, network_path
 from tokenwatt.records import (
     SIM_VERSION,
     ModeOverride,
@@ -230,7 +231,7 @@ def _start_record(
     opts, api_key = plan.opts, plan.api_key
     spec = engine.spec_for(plan.spec) if engine is not None else plan.spec
     engine_log = engine.plan.log_path if engine is not None else opts.engine_log
-    secrets = [api_key] if api_key else []
+    secrets = run_secrets(api_key, spec)
     warnings = scan_engine_log(engine_log, secrets) if engine_log is not None else []
     info = probe_engine(spec.engine.endpoint, api_key, proxy=spec.engine.proxy)
     if opts.point is not None and opts.point.any_given:
@@ -260,6 +261,13 @@ def _start_record(
     rec.not_covered += fit_notes
     rec.simulated = spec.hardware.adapter == "sim" or _is_sim_engine(info)
     return rec, stream, info
+
+
+def run_secrets(api_key: str | None, spec: Spec) -> list[str]:
+    """The values no record or message of the run may hold: the API key and the password
+    of a proxy the run's requests go through (:attr:`tokenwatt.netpath.NetworkPath.secrets`)."""
+    path = network_path(api_base_url(spec.engine.endpoint), spec.engine.proxy)
+    return ([api_key] if api_key else []) + path.secrets
 
 
 def _vocab_stated(opts: CollectOptions) -> bool:
@@ -368,9 +376,10 @@ def _measure(
     spec = rec.spec
     api_key = runner.config.api_key
     progress = runner.progress
+    secrets = run_secrets(api_key, spec)
 
     def checkpoint() -> None:
-        write_record(rec, opts.out, [api_key] if api_key else [])
+        write_record(rec, opts.out, secrets)
 
     measurement = Measurement(
         rec,
@@ -420,7 +429,7 @@ def _measure(
     except BaseException as exc:
         # Whatever else ends the run (a bug, memory, a library's error) is raised on, but
         # the record says so instead of staying "in progress".
-        rec.incomplete_reason = failure_reason(exc, secrets=[api_key or ""])
+        rec.incomplete_reason = failure_reason(exc, secrets=secrets)
         raise
     finally:
         rec.finished = dt.datetime.now(dt.UTC)

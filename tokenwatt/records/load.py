@@ -44,10 +44,8 @@ KNOWN_REPORT_VERSIONS = (1, 2, 3)
 
 
 _UNION_TAG = re.compile(
-    r"(?:constrained-)?(?:int|float|str|bool|bytes|decimal|date|datetime)"  # scalar members
+    r"(?:constrained-)?(?:int|float|str|bool|bytes|decimal)"  # scalar members
     r"|[a-z-]+\[.*\]"  # literal['inf'], list[int], function-after[...], is-instance[...]
-    r"|[a-z]+(?:-[a-z]+)+"  # constrained-float, tagged-union, lax-or-strict
-    r"|[A-Z][A-Za-z0-9]+"  # a model member of a union, by its class name (ReportV1)
 )
 """A segment pydantic adds to an error's location for the member of a union that failed
 (``constrained-float``, ``literal['inf']``, ``function-after[...]``): its schema's name, never

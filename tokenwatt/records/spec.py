@@ -17,6 +17,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from tokenwatt.netpath import ProxyChoice
 from tokenwatt.records.base import (
+    MAX_QUANTITY,
     ArrivalProcess,
     FieldValueError,
     LoadProfile,
@@ -136,6 +137,11 @@ def _yaml_off(value: Any) -> Any:
     return "off" if value is False else value
 
 
+MIN_VOCAB = 11
+"""The smallest vocabulary a spec takes: synthetic prompts draw token ids from 10 up, below
+the vocabulary (ids 0–9 are where tokenizers put their special tokens)."""
+
+
 class EngineSpec(StrictModel):
     """The OpenAI-compatible server under test."""
 
@@ -226,8 +232,9 @@ class ModelSpec(StrictModel):
     """Data-parallel replicas of the model."""
     tensor_parallel: PosInt = 1
     """Tensor-parallel degree of each replica (GPUs per replica)."""
-    vocab_size: PosInt
-    """The tokenizer's vocabulary size: prompts are drawn as token ids below it."""
+    vocab_size: Annotated[int, Field(ge=MIN_VOCAB, le=int(MAX_QUANTITY))]
+    """The tokenizer's vocabulary size: prompts are drawn as token ids below it (at least
+    11: ids 0–9 are left out, where special tokens sit)."""
     geometry: dict[str, int | float | str] = Field(default_factory=dict)
     """The model's geometry as config.json names it (num_hidden_layers, hidden_size,
     num_key_value_heads, ...), when config is not given; empty: MBU is not computed. Outside the

@@ -441,6 +441,10 @@ def test_a_dripping_answer_is_cut_at_the_requests_deadline(dripping_models: str)
         (-5, 7, None, None),
         (True, "", None, None),
         (1 << 30, "F16\x1b[2J", None, "F16\\x1b[2J"),
+        (5, None, None, None),  # below the 11 a spec takes
+        ("\u00b2", None, None, None),  # a digit to str.isdigit, not to int()
+        ("\u0661\u0662\u0663\u0664\u0665", None, None, None),  # Arabic-Indic digits
+        ("9" * 5000, None, None, None),
     ],
 )
 def test_llamacpp_meta_gives_the_vocabulary_and_weight_type_or_a_note(

@@ -79,6 +79,15 @@ def engine() -> Iterator[EngineProcess]:
         ("192.168.1.2", False),
         ("localhost.example.com", False),
         ("engine.internal", False),
+        # inet_aton's spellings and the unspecified and IPv4-mapped addresses
+        ("127.1", True),
+        ("2130706433", True),
+        ("0x7f.1", True),
+        ("0.0.0.0", True),
+        ("[::]", True),
+        ("[::ffff:127.0.0.1]", True),
+        ("10.1", False),
+        ("256.1.1.1", False),
     ],
 )
 def test_loopback_and_link_local_hosts_are_told_apart(host: str, local: bool) -> None:
@@ -247,3 +256,55 @@ def test_a_bare_yaml_off_is_off() -> None:
     data["engine"]["proxy"] = yaml.safe_load("proxy: off")["proxy"]
     assert data["engine"]["proxy"] is False
     assert Spec.model_validate(data).engine.proxy == "off"
+
+
+async def test_a_proxy_password_is_a_secret_of_the_run_wherever_text_is_kept(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    """A proxy that answers with the credentials it was sent (a 407 page) must not put the
+    password into a request's kept error text, the record's sweep, or a scrape's error."""
+    from tokenwatt.collect.load.loadconfig import LoadConfig
+    from tokenwatt.collect.load.window_state import WindowState
+    from tokenwatt.collect.run import run_secrets
+
+    clean_env.setenv("HTTP_PROXY", "http://user:pa%40ss%21word@proxy.corp:3128")
+    spec = load_spec(SIM_SPEC)
+    spec = spec.model_copy(
+        update={"engine": spec.engine.model_copy(update={"endpoint": "http://gpu-box:8000/v1"})}
+    )
+    assert run_secrets("k3y-value", spec) == ["k3y-value", "pa@ss!word"]
+    cfg = LoadConfig.for_spec(spec, api_key="k3y-value")
+    async with aiohttp.ClientSession() as session:
+        sender = WindowState(cfg, session).sender
+    assert "pa@ss!word" in sender.secrets
+    res = RequestResult(scheduled_s=0.0)
+    from tokenwatt.collect.load.http import fail
+
+    fail(
+        res,
+        "http_407",
+        None,
+        message="HTTP 407",
+        body=b"denied: user:pa@ss!word",
+        secrets=sender.secrets,
+    )
+    assert "pa@ss!word" not in (res.error_body or "") and "[redacted]" in (res.error_body or "")
+
+
+@pytest.mark.parametrize(
+    "value", ["http://u:s3cr3t@127.0.0.1:abc", "http://p:99999", "http://[::1", "http://:8080"]
+)
+def test_a_proxy_variable_that_cannot_be_read_is_named_without_its_value(value: str) -> None:
+    with pytest.raises(InputError) as info:
+        network_path("http://gpu-box/v1", "auto", {"HTTP_PROXY": value})
+    (problem,) = info.value.problems
+    assert problem.file == "HTTP_PROXY" and "s3cr3t" not in str(info.value)
+
+
+def test_the_recorded_proxy_has_no_path_and_a_blank_no_proxy_does_not_hide_another() -> None:
+    env = {"HTTP_PROXY": "http://p:1/tok3nPath?x=1", "no_proxy": " ", "NO_PROXY": "*"}
+    assert network_path("http://gpu-box/v1", "auto", env).proxy_url is None
+    del env["NO_PROXY"]
+    assert (
+        network_path("http://gpu-box/v1", "auto", env).described == "http://p:1 (from HTTP_PROXY)"
+    )

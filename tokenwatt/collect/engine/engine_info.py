@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from tokenwatt.records import Environment, NonNegInt, StrictModel
+from tokenwatt.records import MIN_VOCAB, Environment, NonNegInt, StrictModel
 from tokenwatt.redact import scrub_capped
 from tokenwatt.text import terminal_safe
 
@@ -28,8 +28,8 @@ def as_int(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer() and value >= 0:
         return int(value)
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 18:
+        return int(value)  # ASCII digits only: "²" and "١٢" are digits to str.isdigit()
     return None
 
 
@@ -119,7 +119,7 @@ class EngineInfo(StrictModel):
         if value is None or self.vocab_size is not None:
             return
         n = as_int(value)
-        if n is None or not 0 < n <= MAX_VOCAB_TOKENS:
+        if n is None or not MIN_VOCAB <= n <= MAX_VOCAB_TOKENS:
             shown = scrub_capped(terminal_safe(repr(value)), 40)
             self.notes.append(f"{source} is {shown}, not a vocabulary size: ignored")
             return

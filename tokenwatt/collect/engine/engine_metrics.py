@@ -46,6 +46,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tokenwatt.collect.engine.endpoints import server_root_url
 from tokenwatt.netpath import ProxyChoice, network_path
 from tokenwatt.records import EngineMetrics
+from tokenwatt.redact import scrub
 
 # sample name -> list of (labels, value)
 Families = dict[str, list[tuple[dict[str, str], float]]]
@@ -313,8 +314,9 @@ class MetricsScraper:
         except TimeoutError as exc:
             raise ScrapeError(f"no answer within {self.timeout_s:g} s") from exc
         except (httpx.HTTPError, ValueError) as exc:
-            note = network_path(self.url, self.proxy).error_note
-            raise ScrapeError(f"{type(exc).__name__}: {exc}"[:300] + note) from exc
+            path = network_path(self.url, self.proxy)
+            text = f"{type(exc).__name__}: {exc}"[:300] + path.error_note
+            raise ScrapeError(scrub(text, [self.api_key or "", *path.secrets])) from exc
         self.names_seen.update(families)
         return reduce_families(families, t)
 

@@ -91,7 +91,7 @@ class WindowState:
             cfg.request_timeout_s,
             cfg.max_concurrency,
             keep_alive=cfg.keep_alive,
-            secrets=(cfg.api_key,) if cfg.api_key else (),
+            secrets=((cfg.api_key,) if cfg.api_key else ()) + tuple(cfg.path.secrets),
             path=cfg.path,
         )
         self.slots = asyncio.Semaphore(cfg.max_concurrency)
