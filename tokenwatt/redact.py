@@ -174,8 +174,10 @@ def _secret_patterns(secret: str) -> tuple[re.Pattern[str], ...]:
     chars = []
     for ch in secret:
         alts = {re.escape(ch), *_byte_forms(ch.encode()), *_html_entities(ch)}
+        if "!" <= ch <= "~":  # its fullwidth form (U+FF01–U+FF5E), which NFKC folds back
+            alts.add(re.escape(chr(ord(ch) + 0xFEE0)))
         if ch == " ":
-            alts.add(r"\+")
+            alts.update((r"\+", "\u3000"))
         if ord(ch) < 256:  # Latin-1, as a form encoded in it carries the character
             alts.update(_byte_forms(bytes([ord(ch)])))
         chars.append(f"(?:{'|'.join(sorted(alts))})")

@@ -103,6 +103,11 @@ def plain(key: str, data: st.DataObject) -> str:
     return json.dumps(key)[1:-1] if data.draw(st.booleans()) else key
 
 
+def fullwidth(key: str, data: st.DataObject) -> str:
+    """ASCII characters as their fullwidth forms (U+FF01–U+FF5E), some or all."""
+    return _per_char(key, data, lambda ch: chr(ord(ch) + 0xFEE0) if "!" <= ch <= "~" else ch)
+
+
 def invisible(key: str, data: st.DataObject) -> str:
     """Zero-width characters (or soft hyphens) between the key's characters."""
     mark = data.draw(st.sampled_from(["\u200b", "\u00ad", "\u2060", "\ufeff"]))
@@ -118,6 +123,7 @@ ENCODINGS: list[Encode] = [
     b64,
     hexed,
     invisible,
+    fullwidth,
 ]
 
 
