@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tokenwatt.errors import InputError, Problem, RecordError, TokenwattError
-from tokenwatt.files import atomic_write_bytes, same_file
+from tokenwatt.files import atomic_write_bytes, file_sha256, same_file
 from tokenwatt.records import (
     ReportV3,
     RunInput,
@@ -222,7 +222,7 @@ def add_erratum(report_path: Path, run_file: str, text: str, today: dt.date) -> 
     path = report_path.parent.resolve().parent / run_file
     if path.exists() and not path.is_file():
         raise InputError([Problem("--run", "", f"{run_file} is not a file ({path})")])
-    sha = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    sha = file_sha256(path) if path.is_file() else None
     kept: str | None = next(f.sha256 for f in report.run_files if f.path == run_file)
     for u in sorted(report.updates, key=lambda u: u.date):
         if u.run_file == run_file:

@@ -6,9 +6,12 @@ moment, read from the checkpointed record or the progress the collector prints."
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import socket
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,19 @@ from tokenwatt.records import RunRecord
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collect_process import finish, probes, start_collect, wait_for, write_spec
 from scripted_engine import EngineProcess
+
+
+@contextlib.contextmanager
+def silent_endpoint() -> Iterator[str]:
+    """An endpoint on 127.0.0.1 that accepts connections and never answers: a run asking it
+    anything is still starting when the test signals it."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        listener.close()
 
 
 @pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
@@ -69,13 +85,7 @@ def test_sighup_before_the_first_window_writes_nothing_and_leaves_no_lock(
 ) -> None:
     """The engine probe waits on a server that accepts and never answers: the signal lands
     before any window, so there is no record, and the lock beside --out is released."""
-    import socket
-
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    try:
-        endpoint = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    with silent_endpoint() as endpoint:
         spec = write_spec(tmp_path, endpoint, warmup_s=0.2, window_s=2.0)
         out = tmp_path / "run.json"
         proc = start_collect(spec, out)
@@ -83,8 +93,6 @@ def test_sighup_before_the_first_window_writes_nothing_and_leaves_no_lock(
         time.sleep(0.5)
         proc.send_signal(signal.SIGHUP)
         stderr = finish(proc)
-    finally:
-        listener.close()
     assert proc.returncode == 129, stderr
     assert "stopped by SIGHUP before the first window; no record written" in stderr
     assert not out.exists() and not (tmp_path / ".run.json.lock").exists()
@@ -97,13 +105,7 @@ def test_ctrl_c_while_collect_is_starting_exits_130_with_one_line(
     """SIGINT while Python still loads what collect needs (seconds on two cores) or while
     it asks an engine that never answers: status 130 and one line, never click's "Aborted!"
     and status 1, never a traceback."""
-    import socket
-
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    try:
-        endpoint = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    with silent_endpoint() as endpoint:
         spec = write_spec(tmp_path, endpoint, warmup_s=0.2, window_s=2.0)
         out = tmp_path / "run.json"
         proc = start_collect(spec, out)
@@ -111,8 +113,6 @@ def test_ctrl_c_while_collect_is_starting_exits_130_with_one_line(
         assert proc.poll() is None
         proc.send_signal(signal.SIGINT)
         stderr = finish(proc)
-    finally:
-        listener.close()
     assert proc.returncode == 130, stderr
     # What the run had said before (its mode line) may precede it: one line says it ended.
     lines = [line for line in stderr.splitlines() if line.strip()]

@@ -97,7 +97,7 @@ def test_the_servers_vocabulary_and_weight_type_are_read_and_bound_the_token_ids
     vocabulary when nobody stated one, a stated larger one is refused before a request, and
     the server refuses the ids the check protects against."""
     from tokenwatt.collect.plan.init_spec import ServerFacts, spec_text
-    from tokenwatt.collect.plan.preflight import check_vocab_fits, vocab_from_server
+    from tokenwatt.collect.plan.preflight import check_vocab_fits, model_from_server
 
     info = probe_engine(llamacpp_server.endpoint, None)
     assert info.vocab_size == tiny_model.vocab_size == 2048
@@ -105,14 +105,14 @@ def test_the_servers_vocabulary_and_weight_type_are_read_and_bound_the_token_ids
     assert info.weight_format == "all F32"  # tiny_model.py writes float32 weights
     spec = load_spec(SPEC)
     stated = spec.model_copy(update={"model": spec.model.model_copy(update={"vocab_size": 32000})})
-    taken, lines = vocab_from_server(stated, info, stated=False)
+    taken, lines = model_from_server(stated, info, stated=False)
     assert taken.model.vocab_size == 2048 and "2,048" in lines[0]
     assert taken.model.weight_dtype == stated.model.weight_dtype  # a spec file states it
-    assert vocab_from_server(stated, info, stated=True) == (stated, [])
+    assert model_from_server(stated, info, stated=True) == (stated, [])
     bf16 = stated.model_copy(
         update={"model": stated.model.model_copy(update={"weight_dtype": "bf16"})}
     )
-    flags, lines = vocab_from_server(bf16, info, stated=False, from_flags=True)
+    flags, lines = model_from_server(bf16, info, stated=False, from_flags=True)
     assert flags.model.weight_dtype == "fp32" and lines[1].startswith("weights: fp32")
     with pytest.raises(InputError, match=r"model.vocab_size: is 32,000, but the served model has"):
         check_vocab_fits(stated, workload_for(stated), info, (str(SPEC), "model.vocab_size"))

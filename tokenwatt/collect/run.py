@@ -52,7 +52,7 @@ from tokenwatt.collect.plan.preflight import (
     check_served_model,
     check_vocab_fits,
     check_workload_fits,
-    vocab_from_server,
+    model_from_server,
 )
 from tokenwatt.collect.plan.run_spec import run_spec
 from tokenwatt.collect.plan.runfile import (
@@ -239,7 +239,7 @@ def _start_record(
     # Everything that can refuse the run does so before the first request.
     served_warnings = check_served_model(spec, info, opts.spec_path)
     from_flags = opts.spec_path == FLAGS_SPEC
-    spec, taken = vocab_from_server(spec, info, stated=_vocab_stated(opts), from_flags=from_flags)
+    spec, taken = model_from_server(spec, info, stated=_vocab_stated(opts), from_flags=from_flags)
     for line in taken:
         reporter.line(line)
     stream = workload_for(

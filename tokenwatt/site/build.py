@@ -10,13 +10,13 @@ anything is written; the output is byte-for-byte the same for the same input.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokenwatt.errors import InputError, Problem, RecordError, StaleSiteError
+from tokenwatt.files import file_sha256
 from tokenwatt.site.assets import BUNDLE_PATH, static_assets, vega_bundle
 from tokenwatt.site.cache import PageCache, code_key
 from tokenwatt.site.output import (
@@ -249,7 +249,7 @@ def _accepted(data: object) -> dict[str, str | None]:
 def _sha256(path: Path) -> str | None:
     """The file's SHA-256 (hex); None when it is absent or unreadable."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        return file_sha256(path) if path.is_file() else None
     except OSError:
         return None
 

@@ -15,7 +15,7 @@
   to fit (:class:`~tokenwatt.collect.workload.prompts.ChatMix`) and the share is noted, since a
   lognormal's tail has no bound and refusing it would refuse every model with a short
   context. A trace is replayed exactly, so a trace with any request too long is refused.
-* :func:`vocab_from_server` and :func:`check_vocab_fits` — token ids are drawn below
+* :func:`model_from_server` and :func:`check_vocab_fits` — token ids are drawn below
   ``model.vocab_size``; where the server reports its vocabulary (llama.cpp's ``n_vocab``), a
   spec built from flags without ``--vocab-size`` takes it, and a stated one larger than the
   server's is refused: llama.cpp answers a prompt with an id beyond it with HTTP 400
@@ -214,7 +214,7 @@ def _check_trace(
     return []
 
 
-def vocab_from_server(
+def model_from_server(
     spec: Spec, info: EngineInfo, *, stated: bool, from_flags: bool = False
 ) -> tuple[Spec, list[str]]:
     """The spec with what the server reports of its model where nobody stated it: the
