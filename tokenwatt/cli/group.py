@@ -11,10 +11,11 @@ stays instant. Library errors become exit codes in one place, :mod:`tokenwatt.cl
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -240,14 +241,23 @@ def main() -> None:
         status = cli.main(prog_name="tokenwatt", standalone_mode=False)
     except click.exceptions.Abort as exc:
         if isinstance(exc.__cause__, KeyboardInterrupt):
-            click.echo("interrupted (Ctrl-C); nothing more was done", err=True)
-            sys.exit(INTERRUPTED_STATUS)
+            _interrupted()
         click.echo("Aborted!", err=True)
         sys.exit(1)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:  # between click's own handling and ours
-        click.echo("interrupted (Ctrl-C); nothing more was done", err=True)
-        sys.exit(INTERRUPTED_STATUS)
+        _interrupted()
     sys.exit(status if isinstance(status, int) else 0)
+
+
+def _interrupted() -> NoReturn:
+    """One line and status 130 for a Ctrl-C no command handled: nothing was written, so
+    there is nothing to finish. The process ends here (``os._exit``), not through the
+    interpreter's shutdown: after an import cut short by the interrupt, that shutdown was
+    seen to end the process by SIGINT itself (status −2, about 1 run in 12)."""
+    click.echo("interrupted (Ctrl-C); nothing more was done", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(INTERRUPTED_STATUS)
