@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from tokenwatt.errors import InputError, Problem, RecordError, TokenwattError
 from tokenwatt.files import atomic_write_bytes, file_sha256, same_file
 from tokenwatt.records import (
+    ReplicationV1,
     ReportV3,
     RunInput,
     RunRecord,
@@ -133,6 +134,95 @@ def write_report(
     except OSError as exc:
         raise InputError([Problem(str(out), "", f"cannot write: {exc.strerror or exc}")]) from exc
     return out
+
+
+def write_replication(record: ReplicationV1, out: Path) -> Path:
+    """Write a replication record as JSON, atomically; an existing file is never replaced
+    (replications are dated, one file each).
+
+    Raises:
+        InputError: ``out`` exists or cannot be written.
+    """
+    if out.exists():
+        raise InputError([Problem(str(out), "", "already exists; a replication is never replaced")])
+    text = record.model_dump_json(indent=2) + "\n"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(out, text.encode("utf-8"))
+    except OSError as exc:
+        raise InputError([Problem(str(out), "", f"cannot write: {exc.strerror or exc}")]) from exc
+    return out
+
+
+def load_reports(folder: Path) -> list[ReportV3]:
+    """Every report record ``*.json`` in ``folder`` (hidden names aside), validated and
+    migrated; the problems of every file are reported together.
+
+    Raises:
+        RecordError: no such folder, or one problem per problem of any file.
+    """
+    if not folder.is_dir():
+        raise RecordError([Problem(str(folder), "", "no such folder of report records")])
+    reports: list[ReportV3] = []
+    problems: list[Problem] = []
+    for path in sorted(p for p in folder.glob("*.json") if not p.name.startswith(".")):
+        try:
+            reports.append(load_report(path))
+        except RecordError as exc:
+            problems += exc.problems
+    if problems:
+        raise RecordError(problems)
+    return reports
+
+
+def write_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str], out: Path, fmt: str) -> Path:
+    """Write ``rows`` (one dict per row, keys ``columns``) as CSV (UTF-8, a header line,
+    empty cells for missing values) or Parquet (pyarrow; typed columns, nulls kept),
+    atomically.
+
+    Raises:
+        InputError: ``out`` cannot be written, or Parquet without pyarrow (naming the
+            extra that brings it).
+    """
+    import io
+
+    if fmt == "parquet":
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise InputError(
+                [
+                    Problem(
+                        str(out),
+                        "--out",
+                        "writing Parquet needs pyarrow: pip install 'tokenwatt-bench[parquet]'",
+                    )
+                ]
+            ) from None
+        table = pa.Table.from_pylist([dict(r) for r in rows], schema=_arrow_schema(pa, columns))
+        buffer = pa.BufferOutputStream()
+        pq.write_table(table, buffer)
+        data = buffer.getvalue().to_pybytes()
+    else:
+        import csv
+
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=list(columns), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        data = text.getvalue().encode("utf-8")
+    try:
+        atomic_write_bytes(out, data)
+    except OSError as exc:
+        raise InputError([Problem(str(out), "", f"cannot write: {exc.strerror or exc}")]) from exc
+    return out
+
+
+def _arrow_schema(pa: Any, columns: Mapping[str, str]) -> Any:
+    """The Arrow schema of ``columns`` (name → ``str``, ``bool``, ``int`` or ``float``)."""
+    kinds = {"str": pa.string(), "bool": pa.bool_(), "int": pa.int64(), "float": pa.float64()}
+    return pa.schema([pa.field(name, kinds[kind]) for name, kind in columns.items()])
 
 
 class StaleSchemaError(TokenwattError):

@@ -4,6 +4,7 @@ Imports nothing from the other stages but :mod:`tokenwatt.records` (``lint-impor
 checks it). The other stages and the CLI import analysis from here, not from its modules.
 """
 
+from tokenwatt.analysis.archive import COLUMNS, ArchiveRow, archive_rows, frontier, report_rows
 from tokenwatt.analysis.arrival_fit import KS_ALPHA, bunched_sends_warning, send_gaps_ks_p
 from tokenwatt.analysis.capacity import Capacity, NoCredit, capacity, cards_needed
 from tokenwatt.analysis.config_settings import SETTING_LABELS, differing_settings
@@ -93,6 +94,13 @@ from tokenwatt.analysis.power import (
 )
 from tokenwatt.analysis.power_band import Resolution
 from tokenwatt.analysis.repeat_stats import config_tokens_per_joule, repeat_tokens_per_joule
+from tokenwatt.analysis.replication import (
+    FIGURE_NAMES,
+    changed_settings,
+    disagreeing_names,
+    replication_checks,
+    replication_verdict,
+)
 from tokenwatt.analysis.report import (
     ConfigAnalysis,
     Disagreement,
@@ -147,12 +155,15 @@ from tokenwatt.analysis.window_labels import (
 )
 
 __all__ = [
+    "COLUMNS",
+    "FIGURE_NAMES",
     "KS_ALPHA",
     "LATENCIES",
     "METER_NOT_OPENED",
     "MINUS",
     "SETTING_LABELS",
     "AccuracySummary",
+    "ArchiveRow",
     "Capacity",
     "ConfigAnalysis",
     "Disagreement",
@@ -173,6 +184,7 @@ __all__ = [
     "accuracy_summary",
     "active_parameters_per_token",
     "analyse_report",
+    "archive_rows",
     "band_warning",
     "bootstrap_delta_ci_pts",
     "bunched_sends_warning",
@@ -181,6 +193,7 @@ __all__ = [
     "cards_needed",
     "cause_notes",
     "change_pct",
+    "changed_settings",
     "ci_side",
     "ci_text",
     "classify_failure",
@@ -193,6 +206,7 @@ __all__ = [
     "decode_steps_per_s",
     "delta_pct",
     "differing_settings",
+    "disagreeing_names",
     "doubt_sentence",
     "engine_is_local",
     "error_notes",
@@ -204,6 +218,7 @@ __all__ = [
     "extract_answer",
     "fit_search_warning",
     "fixed",
+    "frontier",
     "gate_comparison",
     "gate_delta_text",
     "gate_drop_text",
@@ -237,7 +252,10 @@ __all__ = [
     "power_warnings",
     "rate_text",
     "repeat_tokens_per_joule",
+    "replication_checks",
+    "replication_verdict",
     "report_command",
+    "report_rows",
     "report_summary",
     "request_label",
     "request_percentiles",

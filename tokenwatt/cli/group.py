@@ -215,7 +215,12 @@ from tokenwatt.cli.init import init_command  # noqa: E402 (registered after cli 
 
 cli.add_command(init_command)
 
+from tokenwatt.cli.export import export  # noqa: E402 (registered on the group)
+from tokenwatt.cli.replicate import replicate  # noqa: E402 (registered on the group)
 from tokenwatt.cli.session import session_command  # noqa: E402 (registered on the group)
+
+cli.add_command(replicate)
+cli.add_command(export)
 
 cli.add_command(session_command)
 

@@ -48,6 +48,13 @@ from tokenwatt.records.power import (
     PowerScope,
     PowerWindow,
 )
+from tokenwatt.records.replication import (
+    Figure,
+    FigureCheck,
+    FigureVerdict,
+    ReplicationV1,
+    ReplicationVerdict,
+)
 from tokenwatt.records.report_v1 import (
     AccuracySuiteV1,
     ConfigV1,
@@ -196,6 +203,9 @@ __all__ = [
     "Environment",
     "ErrorSample",
     "ErrorSampleV3",
+    "Figure",
+    "FigureCheck",
+    "FigureVerdict",
     "FleetV1",
     "HardwareV1",
     "IdleStart",
@@ -229,6 +239,8 @@ __all__ = [
     "QuantileCI",
     "Repeat",
     "RepeatV2",
+    "ReplicationV1",
+    "ReplicationVerdict",
     "ReportRecord",
     "ReportV1",
     "ReportV2",

@@ -10,6 +10,7 @@ from pydantic import TypeAdapter
 
 from tokenwatt.records.base import MAX_TEXT_CHARS
 from tokenwatt.records.load import AnyReport
+from tokenwatt.records.replication import ReplicationV1
 from tokenwatt.records.run import RunRecord
 from tokenwatt.records.session import Session
 from tokenwatt.records.spec import Spec
@@ -20,13 +21,14 @@ def json_schemas() -> dict[str, dict[str, Any]]:
 
     ``report`` accepts every known report version (v1 without ``schema_version``, v2, v3);
     ``run`` is the run record; ``spec`` the benchmark spec; ``session`` the file
-    ``tokenwatt session`` runs.
+    ``tokenwatt session`` runs; ``replication`` what ``tokenwatt replicate`` writes.
     """
     schemas = {
         "report": TypeAdapter(AnyReport).json_schema(),
         "run": RunRecord.model_json_schema(),
         "spec": Spec.model_json_schema(),
         "session": Session.model_json_schema(),
+        "replication": ReplicationV1.model_json_schema(),
     }
     for schema in schemas.values():
         _bound_strings(schema)

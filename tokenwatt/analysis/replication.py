@@ -1,0 +1,168 @@
+"""Does a published figure still hold? The headline figures of a configuration as
+published and as measured again, judged by whether their 95% intervals overlap.
+
+Pure. The rule (methods/replication.md): two measurements of one figure agree when their
+intervals overlap and disagree when they do not; a figure without a value or an interval
+on either side is unknown, never "agree". Goodput decides: a replication agrees when its
+goodput agrees and no figure disagrees, disagrees when any figure does, and is otherwise
+inconclusive. A configuration published as measured whose replication met the SLO at no
+load disagrees on goodput; a replication whose result is inconclusive is inconclusive.
+
+Intervals: goodput and tokens per joule, Student's t over the repeats
+(:func:`~tokenwatt.analysis.intervals.t_interval`); p99 TTFT and TPOT, the order-statistic
+interval a report keeps (``ttft_p99_ci_ms``, an unbounded upper end counting as infinite);
+accuracy, the Clopper–Pearson interval of the score over the items scored (Clopper &
+Pearson 1934, via :func:`scipy.stats.binomtest`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from tokenwatt.analysis.config_settings import differing_settings
+from tokenwatt.analysis.intervals import t_interval
+from tokenwatt.analysis.repeat_stats import (
+    config_tokens_per_joule,
+    goodput_interval,
+    repeat_tpjs,
+)
+from tokenwatt.records import (
+    ConfigV3,
+    Figure,
+    FigureCheck,
+    FigureVerdict,
+    QuantileCI,
+    ReplicationVerdict,
+)
+
+Span = tuple[float | None, float | None, float | None]
+"""(value, low, high); high None: unbounded above."""
+
+
+def _finite(value: float | str | None) -> float | None:
+    return float(value) if isinstance(value, float | int) and math.isfinite(value) else None
+
+
+def _goodput(cfg: ConfigV3) -> Span:
+    if cfg.result_status != "measured":
+        return None, None, None
+    ci = goodput_interval(cfg.repeats_detail)
+    if ci is None and cfg.goodput_ci_tok_s is not None:
+        return cfg.goodput_tok_s, cfg.goodput_ci_tok_s.low, cfg.goodput_ci_tok_s.high
+    return cfg.goodput_tok_s, *((ci.low, ci.high) if ci is not None else (None, None))
+
+
+def _p99(value: float | str | None, ci: QuantileCI | None) -> Span:
+    v = _finite(value)
+    if v is None or ci is None:
+        return v, None, None
+    return v, _finite(ci.low_ms), _finite(ci.high_ms)
+
+
+def _tpj(cfg: ConfigV3) -> Span:
+    value = config_tokens_per_joule(cfg)
+    values = repeat_tpjs(cfg.repeats_detail)
+    ci = t_interval(values) if values else None
+    return value, *((ci.low, ci.high) if ci is not None else (None, None))
+
+
+def _accuracy(cfg: ConfigV3) -> Span:
+    acc = cfg.accuracy
+    if acc is None:
+        return None, None, None
+    if not acc.items:
+        return acc.score, None, None
+    from scipy.stats import binomtest
+
+    n = acc.items * max(acc.seeds or 1, 1)
+    k = round(acc.score / 100.0 * n)
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+    return acc.score, 100.0 * ci.low, 100.0 * ci.high
+
+
+def _spans(cfg: ConfigV3) -> dict[Figure, Span]:
+    return {
+        "goodput_tok_s": _goodput(cfg),
+        "ttft_p99_ms": _p99(cfg.ttft_p99_ms, cfg.ttft_p99_ci_ms),
+        "tpot_p99_ms": _p99(cfg.tpot_p99_ms, cfg.tpot_p99_ci_ms),
+        "tokens_per_joule": _tpj(cfg),
+        "accuracy": _accuracy(cfg),
+    }
+
+
+def _judge(
+    figure: Figure, old: Span, new: Span, old_cfg: ConfigV3, new_cfg: ConfigV3
+) -> FigureCheck:
+    verdict: FigureVerdict = "unknown"
+    reason: str | None = None
+    if figure == "goodput_tok_s" and old_cfg.result_status == "measured":
+        if new_cfg.result_status == "none_met":
+            verdict, reason = "disagree", "the replication met the SLO at no load"
+        elif new_cfg.result_status == "inconclusive":
+            reason = "the replication's result is inconclusive"
+    if figure == "goodput_tok_s" and old_cfg.result_status != "measured":
+        reason = f"the published result is {old_cfg.result_status.replace('_', ' ')}"
+    if verdict == "unknown" and reason is None:
+        verdict, reason = _overlap(old, new)
+    return FigureCheck(
+        figure=figure,
+        old=old[0],
+        old_low=old[1],
+        old_high=old[2],
+        new=new[0],
+        new_low=new[1],
+        new_high=new[2],
+        verdict=verdict,
+        reason=reason,
+    )
+
+
+def _overlap(old: Span, new: Span) -> tuple[FigureVerdict, str | None]:
+    (ov, ol, oh), (nv, nl, nh) = old, new
+    if ov is None and nv is None:
+        return "unknown", "measured on neither side"
+    if ov is None or nv is None:
+        return "unknown", "published without it" if ov is None else "not measured again"
+    if ol is None or nl is None:
+        return "unknown", "no interval (fewer than two passing repeats, or too few values)"
+    old_high = math.inf if oh is None else oh
+    new_high = math.inf if nh is None else nh
+    if ol <= new_high and nl <= old_high:
+        return "agree", None
+    side = "higher" if nl > old_high else "lower"
+    return "disagree", "the new interval lies wholly " + side + " than the published one"
+
+
+def replication_checks(old: ConfigV3, new: ConfigV3) -> list[FigureCheck]:
+    """Each headline figure of ``old`` (as published) against ``new`` (measured again)."""
+    olds, news = _spans(old), _spans(new)
+    return [_judge(f, olds[f], news[f], old, new) for f in olds]
+
+
+def replication_verdict(checks: Sequence[FigureCheck]) -> ReplicationVerdict:
+    """agrees, disagrees or inconclusive, by the rule of this module's docstring."""
+    if any(c.verdict == "disagree" for c in checks):
+        return "disagrees"
+    goodput = next((c for c in checks if c.figure == "goodput_tok_s"), None)
+    return "agrees" if goodput is not None and goodput.verdict == "agree" else "inconclusive"
+
+
+def changed_settings(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
+    """Names of the settings whose values differ between the two configurations."""
+    return [name for name, differs in differing_settings([old, new]) if differs]
+
+
+FIGURE_NAMES: dict[Figure, str] = {
+    "goodput_tok_s": "SLO goodput (tok/s)",
+    "ttft_p99_ms": "p99 TTFT (ms)",
+    "tpot_p99_ms": "p99 TPOT (ms)",
+    "tokens_per_joule": "tokens per joule (tok/J)",
+    "accuracy": "accuracy (%)",
+}
+"""How each figure is named on pages and in the terminal."""
+
+
+def disagreeing_names(checks: Sequence[FigureCheck]) -> list[str]:
+    """The names (:data:`FIGURE_NAMES`) of the figures that disagree."""
+    return [FIGURE_NAMES[c.figure] for c in checks if c.verdict == "disagree"]

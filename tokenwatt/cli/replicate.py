@@ -1,0 +1,209 @@
+"""``tokenwatt replicate``: measure a published configuration again and say whether its
+headline figures still hold (registered on the group in :mod:`tokenwatt.cli.group`).
+
+The configuration is measured from what its records hold: the run record the report cites,
+when the archive keeps it (its effective spec, engine command and flags, mode), else the
+report's spec with the configuration's KV-cache dtype and mode. The new run record goes to
+``runs/replications/``, the replication record to ``replications/``; the report is never
+changed. The verdicts are :mod:`tokenwatt.analysis.replication`'s.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tokenwatt.cli.exits import errors_to_exit
+from tokenwatt.errors import InputError, Problem
+
+DISAGREES_STATUS = 1
+"""Exit status when the replication disagrees with the published figures (0 otherwise)."""
+
+
+@click.command("replicate")
+@click.argument("report_file", metavar="REPORT.json", type=click.Path(path_type=Path))
+@click.option(
+    "--config", "label", help="The configuration's label (needed when there are several)."
+)
+@click.option("--endpoint", help="The engine's URL, when it is not where the record says.")
+@click.option(
+    "--archive",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="The archive's folder (holding reports/, runs/, replications/); default: the "
+    "folder above the report's.",
+)
+@click.option("--no-progress", is_flag=True, help="No live display while measuring.")
+@errors_to_exit
+def replicate(
+    report_file: Path,
+    label: str | None,
+    endpoint: str | None,
+    archive: Path | None,
+    no_progress: bool,
+) -> None:
+    """Measure a published configuration again and compare its headline figures.
+
+    Writes the run record under runs/replications/ and a replication record under
+    replications/ that the note's page shows; exits 1 when a figure disagrees.
+    """
+    import shlex
+
+    from tokenwatt.cli.progress import TerminalReporter
+    from tokenwatt.collect import CollectOptions, measure_configuration
+    from tokenwatt.files import atomic_write_text
+    from tokenwatt.records import load_report
+    from tokenwatt.redact import scrub
+
+    report = load_report(report_file)
+    root = archive or report_file.resolve().parent.parent
+    cfg_index = _config_index(report, label, report_file)
+    cfg = report.configs[cfg_index]
+    spec_text, mode, source = _what_to_measure(report, cfg_index, root)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    name = f"{report.id}--{cfg.label}--{stamp}"
+    run_dir = root / "runs" / "replications"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    spec_path = run_dir / f"{name}.spec.yaml"
+    atomic_write_text(spec_path, spec_text)
+    out = run_dir / f"{name}.json"
+    command = scrub(shlex.join(["tokenwatt", *sys.argv[1:]]))
+    click.echo(f"replicating {cfg.label} of {report.id} from its {source} into {out}", err=True)
+    opts = CollectOptions(
+        spec_path=spec_path,
+        label=cfg.label,
+        role=cfg.effective_role,  # type: ignore[arg-type]
+        out=out,
+        mode=mode,  # type: ignore[arg-type]
+        endpoint=endpoint,
+        accuracy=cfg.accuracy is not None,
+        command=command,
+        progress=not no_progress,
+    )
+    measure_configuration(opts, TerminalReporter(live=opts.progress))
+    record = _replication(report_file, report, cfg_index, out, root, command)
+    target = root / "replications" / f"{name}.json"
+    from tokenwatt.records_io import write_replication
+
+    write_replication(record, target)
+    _print(record, target)
+    if record.verdict == "disagrees":
+        sys.exit(DISAGREES_STATUS)
+
+
+def _config_index(report: Any, label: str | None, path: Path) -> int:
+    labels = [c.label for c in report.configs]
+    if label is None and len(labels) == 1:
+        return 0
+    if label in labels:
+        return labels.index(label)
+    said = "names no configuration" if label is None else f"names no configuration {label!r}"
+    raise InputError(
+        [Problem(str(path), "--config", f"{said}; its configurations: {', '.join(labels)}")]
+    )
+
+
+def _what_to_measure(report: Any, index: int, root: Path) -> tuple[str, str, str]:
+    """The spec's YAML text, the mode and where they came from: the run record the report
+    cites for the configuration when the archive holds it unchanged, else the report."""
+    import yaml
+
+    from tokenwatt.files import file_sha256
+
+    cfg = report.configs[index]
+    cited = report.run_files[index] if index < len(report.run_files) else None
+    path = root / cited.path if cited is not None else None
+    if (
+        cited is not None
+        and path is not None
+        and path.is_file()
+        and file_sha256(path) == cited.sha256
+    ):
+        from tokenwatt.records_io import load_run
+
+        run = load_run(path).run
+        spec = run.spec
+        mode, source = run.mode, f"run record {cited.path}"
+    elif report.spec is not None:
+        spec = report.spec
+        kv = cfg.settings.get("kv_dtype")
+        if kv:
+            spec = spec.model_copy(update={"model": spec.model.model_copy(update={"kv_dtype": kv})})
+        mode, source = cfg.mode or "full", "report record (its run record is not in the archive)"
+    else:
+        raise InputError(
+            [
+                Problem(
+                    str(root / "reports" / f"{report.id}.json"),
+                    "spec",
+                    "keeps no spec and its run record is not in the archive: there is "
+                    "nothing to measure it again from",
+                )
+            ]
+        )
+    data = spec.model_dump(mode="json", exclude_none=True)
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True), mode, source
+
+
+def _replication(
+    report_file: Path, report: Any, index: int, run_path: Path, root: Path, command: str
+) -> Any:
+    import dataclasses
+
+    from tokenwatt import analysis
+    from tokenwatt.files import file_sha256
+    from tokenwatt.records import ReplicationV1
+    from tokenwatt.records_io import load_run
+
+    item = load_run(run_path)
+    old = report.configs[index]
+    as_base = item.run.model_copy(update={"role": "baseline"})
+    demo = report.demo or item.run.simulated or item.run.mode == "smoke"
+    summary = analysis.summarise(
+        [dataclasses.replace(item, run=as_base)],
+        title=report.title,
+        report_id=report.id,
+        demo=demo,
+    )
+    new = summary.configs[0].model_copy(update={"role": old.role, "key": old.key})
+    checks = analysis.replication_checks(old, new)
+    return ReplicationV1(
+        report_id=report.id,
+        report_sha256=file_sha256(report_file),
+        config=old.label,
+        measured_at=item.run.finished or item.run.started,
+        run_file=run_path.resolve().relative_to(root.resolve()).as_posix(),
+        run_sha256=item.sha256,
+        command=command,
+        fingerprint=item.run.fingerprint,
+        changed_settings=analysis.changed_settings(old.settings, new.settings),
+        measured=new,
+        figures=checks,
+        verdict=analysis.replication_verdict(checks),
+    )
+
+
+def _print(record: Any, target: Path) -> None:
+    from tokenwatt.analysis import FIGURE_NAMES, fixed
+    from tokenwatt.text import terminal_safe
+
+    def num(v: float | None) -> str:
+        return "—" if v is None else fixed(v, 1)
+
+    def span(low: float | None, high: float | None) -> str:
+        if low is None:
+            return ""
+        return f" [{num(low)}, {num(high) if high is not None else '∞'}]"
+
+    for c in record.figures:
+        line = (
+            f"{FIGURE_NAMES[c.figure]}: published {num(c.old)}{span(c.old_low, c.old_high)}, "
+            f"now {num(c.new)}{span(c.new_low, c.new_high)} → {c.verdict}"
+        )
+        click.echo(terminal_safe(line + (f" ({c.reason})" if c.reason else "")))
+    if record.changed_settings:
+        click.echo(f"changed settings: {', '.join(record.changed_settings)}")
+    click.echo(f"replication {record.verdict}; wrote {target}")
