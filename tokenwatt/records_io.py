@@ -175,8 +175,11 @@ def load_reports(folder: Path) -> list[ReportV3]:
     return reports
 
 
-def write_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str], out: Path, fmt: str) -> Path:
-    """Write ``rows`` (one dict per row, keys ``columns``) as CSV (UTF-8, a header line,
+def write_rows(
+    rows: Sequence[dict[str, Any]], columns: Mapping[str, str], out: Path, fmt: str
+) -> Path:
+    """Write ``rows`` (one dict per row, keys ``columns``: name → kind, ``str``, ``bool``,
+    ``int`` or ``float``) as CSV (UTF-8, a header line,
     empty cells for missing values) or Parquet (pyarrow; typed columns, nulls kept),
     atomically.
 
