@@ -4,7 +4,14 @@ Imports nothing from the other stages but :mod:`tokenwatt.records` (``lint-impor
 checks it). The other stages and the CLI import analysis from here, not from its modules.
 """
 
-from tokenwatt.analysis.archive import COLUMNS, ArchiveRow, archive_rows, frontier, report_rows
+from tokenwatt.analysis.archive import (
+    COLUMNS,
+    ArchiveRow,
+    archive_rows,
+    frontier,
+    frontier_rows,
+    report_rows,
+)
 from tokenwatt.analysis.arrival_fit import KS_ALPHA, bunched_sends_warning, send_gaps_ks_p
 from tokenwatt.analysis.capacity import Capacity, NoCredit, capacity, cards_needed
 from tokenwatt.analysis.config_settings import SETTING_LABELS, differing_settings
@@ -219,6 +226,7 @@ __all__ = [
     "fit_search_warning",
     "fixed",
     "frontier",
+    "frontier_rows",
     "gate_comparison",
     "gate_delta_text",
     "gate_drop_text",

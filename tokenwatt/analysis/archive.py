@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from tokenwatt.analysis.intervals import t_interval
 from tokenwatt.analysis.repeat_stats import repeat_tpjs
-from tokenwatt.analysis.report import ConfigAnalysis, analyse_report
+from tokenwatt.analysis.report import ConfigAnalysis, ReportAnalysis, analyse_report
 from tokenwatt.records import ReportV3, fingerprint
 
 Gate = Literal["pass", "fail", "no gate", "baseline"]
@@ -198,10 +198,11 @@ def _row(report: ReportV3, c: ConfigAnalysis) -> ArchiveRow:
     )
 
 
-def report_rows(report: ReportV3) -> list[ArchiveRow]:
+def report_rows(report: ReportV3, analysis: ReportAnalysis | None = None) -> list[ArchiveRow]:
     """One row per configuration of ``report`` (a migrated record), in record order;
-    frontier flags unset (they depend on the whole archive: :func:`mark_frontiers`)."""
-    analysis = analyse_report(report)
+    frontier flags unset (they depend on the whole archive: :func:`mark_frontiers`).
+    ``analysis``: the report's :func:`analyse_report`, when the caller has it."""
+    analysis = analysis or analyse_report(report)
     return [_row(report, c) for c in analysis.configs]
 
 
@@ -254,6 +255,12 @@ def mark_frontiers(rows: Iterable[ArchiveRow]) -> list[ArchiveRow]:
         )
         for i, row in enumerate(out)
     ]
+
+
+def frontier_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`mark_frontiers` over rows kept as dicts (:meth:`ArchiveRow.as_dict`, as the
+    site's page cache keeps them)."""
+    return [r.as_dict() for r in mark_frontiers(ArchiveRow(**row) for row in rows)]
 
 
 def archive_rows(reports: Iterable[ReportV3]) -> list[ArchiveRow]:

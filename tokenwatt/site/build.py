@@ -14,6 +14,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tokenwatt.errors import InputError, Problem, RecordError, StaleSiteError
 from tokenwatt.files import file_sha256
@@ -126,7 +127,10 @@ def build_site(
         raise InputError([Problem(str(docs_dir), "--out", refusal)])
     found = sorted(p for p in reports_dir.glob("*.json") if not p.name.startswith("."))
     files = [p for p in found if p.is_file()]
-    loaded, problems = _load_all(files, cache, spec_names, run_files)
+    reps, problems = _replications(reports_dir.resolve().parent / "replications")
+    loaded, load_problems = _load_all(files, cache, spec_names, run_files, reps)
+    problems += load_problems
+    problems += _orphan_replications(reps, loaded)
     problems += [p for path in files for p in changed_runs(path, reports_dir.resolve().parent)]
     problems += [_not_a_file(p) for p in found if not p.is_file()]
     problems += _duplicate_ids(loaded)
@@ -264,8 +268,76 @@ def _run_files(root: Path) -> frozenset[str]:
         return frozenset()
 
 
+@dataclass(frozen=True)
+class _Replication:
+    file: str
+    raw: bytes
+    report_id: str
+
+
+def _replications(folder: Path) -> tuple[list[_Replication], list[Problem]]:
+    """The replication records under ``folder`` (``replications/`` beside ``reports/``),
+    read as bytes with their report id; each is validated when its report's page is
+    rendered. A file that is not JSON naming a report is a problem here."""
+    out: list[_Replication] = []
+    problems: list[Problem] = []
+    if not folder.is_dir():
+        return out, problems
+    for path in sorted(p for p in folder.glob("*.json") if not p.name.startswith(".")):
+        try:
+            raw = path.read_bytes()
+            data = json.loads(raw) if len(raw) <= _MAX_REPORT_BYTES else None
+        except (OSError, ValueError, RecursionError) as exc:
+            problems.append(Problem(str(path), "", f"cannot read a replication record: {exc}"))
+            continue
+        rid = data.get("report_id") if isinstance(data, dict) else None
+        if not isinstance(rid, str):
+            problems.append(Problem(str(path), "report_id", "names no report"))
+            continue
+        out.append(_Replication(str(path), raw, rid))
+    return out, problems
+
+
+def _orphan_replications(reps: list[_Replication], loaded: list[_Loaded]) -> list[Problem]:
+    ids = {item.page.id for item in loaded}
+    return [
+        Problem(r.file, "report_id", f"names {r.report_id!r}, which no report record has")
+        for r in reps
+        if r.report_id not in ids and ids
+    ]
+
+
+def _report_id(raw: bytes) -> str | None:
+    """The report's id as its JSON gives it (None when unreadable: the loader says why)."""
+    try:
+        data = json.loads(raw) if len(raw) <= _MAX_REPORT_BYTES else None
+    except (ValueError, RecursionError):
+        return None
+    rid = data.get("id") if isinstance(data, dict) else None
+    return rid if isinstance(rid, str) else None
+
+
+def _validated_replications(reps: list[_Replication]) -> tuple[list[Any], list[Problem]]:
+    """The replication records validated (:class:`~tokenwatt.records.ReplicationV1`), and
+    one problem per problem of any."""
+    from tokenwatt.records import ReplicationV1, validate
+
+    out: list[Any] = []
+    problems: list[Problem] = []
+    for r in reps:
+        try:
+            out.append(validate(ReplicationV1, json.loads(r.raw), r.file))
+        except RecordError as exc:
+            problems += exc.problems
+    return out, problems
+
+
 def _load_all(
-    files: list[Path], cache: PageCache, spec_names: frozenset[str], run_files: frozenset[str]
+    files: list[Path],
+    cache: PageCache,
+    spec_names: frozenset[str],
+    run_files: frozenset[str],
+    reps: list[_Replication],
 ) -> tuple[list[_Loaded], list[Problem]]:
     loaded: list[_Loaded] = []
     problems: list[Problem] = []
@@ -276,12 +348,15 @@ def _load_all(
         except OSError as exc:
             problems.append(Problem(file, "", f"cannot read the file: {exc.strerror or exc}"))
             continue
-        key = cache.key(file, raw)
+        mine = [r for r in reps if r.report_id == _report_id(raw)] if reps else []
+        key = cache.key(file, b"\0".join([raw, *(r.raw for r in mine)]))
         entry = cache.get(key)
         if entry is not None:
             try:
-                loaded.append(_Loaded(file, raw, RenderedReport(**entry)))
-                continue
+                page = RenderedReport(**entry)
+                if page.rows is not None:
+                    loaded.append(_Loaded(file, raw, page))
+                    continue
             except TypeError:
                 pass  # an entry of an older shape: render again
         # Imported only when a page must be rendered: pydantic models and Altair take ~1 s.
@@ -297,7 +372,11 @@ def _load_all(
         if refused:
             problems += refused
             continue
-        page = render_report(report, file, spec_names, run_files)
+        valid, bad = _validated_replications([r for r in mine if r.report_id == report.id])
+        if bad:
+            problems += bad
+            continue
+        page = render_report(report, file, spec_names, run_files, valid)
         cache.put(key, page.to_json())
         loaded.append(_Loaded(file, raw, page))
     return loaded, problems
@@ -324,6 +403,14 @@ def _duplicate_ids(loaded: list[_Loaded]) -> list[Problem]:
                 Problem(item.file, "id", f"the id {item.page.id!r} is already used by {other}")
             )
     return problems
+
+
+def _frontier_rows(loaded: list[_Loaded]) -> list[dict[str, Any]]:
+    """Every note's archive rows, frontier flags set across the archive."""
+    from tokenwatt import analysis
+
+    ordered = sorted(loaded, key=lambda item: item.page.id)
+    return analysis.frontier_rows(row for item in ordered for row in item.page.rows or [])
 
 
 def schema_texts(cache: PageCache) -> dict[str, str]:
@@ -359,13 +446,19 @@ def _site_files(
 ) -> dict[str, bytes]:
     import json
 
-    from tokenwatt.site.templates import render_index, render_schemas, render_spec_reference
+    from tokenwatt.site.templates import (
+        render_frontier,
+        render_index,
+        render_schemas,
+        render_spec_reference,
+    )
 
     out: dict[str, bytes] = {}
     for item in loaded:
         out[f"reports/{item.page.id}.md"] = item.page.page.encode("utf-8")
         out[f"reports/{item.page.id}.json"] = item.raw
     out["index.md"] = render_index([item.page for item in loaded]).encode("utf-8")
+    out["frontier.md"] = render_frontier(_frontier_rows(loaded)).encode("utf-8")
     out[SITE_MARKER] = SITE_MARKER_TEXT
     out.update(copied_pages(templates))
     out.setdefault("methods/mbu.md", MBU_PLACEHOLDER.encode("utf-8"))

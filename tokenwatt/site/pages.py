@@ -20,14 +20,15 @@ from tokenwatt.analysis import (
     conclusion,
     gate_comparison,
     gate_delta_text,
+    report_rows,
     straddles_threshold,
 )
 from tokenwatt.errors import Problem
-from tokenwatt.records import ReportV3
+from tokenwatt.records import ReplicationV1, ReportV3
 from tokenwatt.site.chart_specs import chart_specs
 from tokenwatt.site.compare import compare_rows, hardware_text, has_accuracy, has_power
 from tokenwatt.site.cost import cloud_brief, cloud_rows, cloud_totals
-from tokenwatt.site.escape import code_block, md_text, trusted
+from tokenwatt.site.escape import code_block, json_for_script, md_text, trusted
 from tokenwatt.site.fmt import DASH, num, pct, signed_pct, signed_pts
 from tokenwatt.site.intervals import (
     band_warning,
@@ -35,6 +36,12 @@ from tokenwatt.site.intervals import (
     goodput_delta_cell,
     p99_cell,
     tokens_per_joule_cell,
+)
+from tokenwatt.site.replications import (
+    latest_verdict,
+    replication_sections,
+    trend_chart,
+    trend_rows,
 )
 from tokenwatt.site.reproduce import reproduce_section
 from tokenwatt.site.search import result_stories, search_sections
@@ -383,6 +390,7 @@ def render_report(
     file: str,
     spec_names: frozenset[str] = frozenset(),
     run_files: frozenset[str] = frozenset(),
+    replications: list[ReplicationV1] | None = None,
 ) -> RenderedReport:
     """Render one report's page (Markdown) and collect its disagreement warnings.
 
@@ -390,7 +398,10 @@ def render_report(
     a spec named in the reproduce text is (see :func:`spec_locations`). ``run_files``: the
     repository's run records as ``runs/...`` paths; the page says which run files its
     commands name are not shipped (:func:`~tokenwatt.site.reproduce.reproduce_section`).
+    ``replications``: the replication records of this report (its Replications section,
+    the trend chart and the index's mark, :mod:`tokenwatt.site.replications`).
     """
+    reps = replications or []
     rep = reproduce_section(report, run_files, spec_names)
     analysis = analyse_report(report)
     names = _names(analysis)
@@ -419,7 +430,8 @@ def render_report(
         "status_notes": status_notes(analysis, names),
         "accuracy_stats": _accuracy_stats(analysis, names, report.accuracy.threshold_pts),
         "conclusion": conclusion(analysis, report.fleet.cards),
-        "charts": chart_specs(report, analysis, names),
+        "charts": chart_specs(report, analysis, names) + _trend(report, reps),
+        "replications": replication_sections(report, reps),
         "disagreements": [str(d) for d in analysis.disagreements],
         "setup": setup_sections(report, analysis, power=power, accuracy=accuracy),
         "band_warning": band,
@@ -457,4 +469,24 @@ def render_report(
         updated=bool(report.updates),
         page=page,
         warnings=warnings,
+        rows=[row.as_dict() for row in report_rows(report, analysis)],
+        replication=latest_verdict(report, reps),
     )
+
+
+def _trend(report: ReportV3, reps: list[ReplicationV1]) -> list[dict[str, Any]]:
+    """The trend chart of the headline figures, when the note has replications."""
+    rows = trend_rows(report, reps)
+    if not rows:
+        return []
+    spec = trend_chart(rows)
+    return [
+        {
+            "id": "trends",
+            "title": "Headline figures over time",
+            "caption": "The published measurement and every replication, each point "
+            "labelled with its engine version; bars are 95% intervals.",
+            "spec": spec,
+            "json": json_for_script(spec),
+        }
+    ]

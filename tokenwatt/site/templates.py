@@ -76,7 +76,10 @@ class RenderedReport:
 
     ``outcome`` is the few-word verdict the index shows (recomputed by the analysis);
     ``updated`` is True when the record carries update notices; ``cloud`` the cloud
-    sessions' total cost (empty for a report without one).
+    sessions' total cost (empty for a report without one); ``rows`` the configurations'
+    archive rows (:func:`tokenwatt.analysis.report_rows`, as dicts; None in cache entries
+    of an older shape), ``replication`` the latest replication's verdict (``agrees``,
+    ``disagrees``, ``inconclusive``; empty without one).
     """
 
     id: str
@@ -91,6 +94,8 @@ class RenderedReport:
     page: str
     warnings: list[str]
     cloud: str = ""
+    rows: list[dict[str, Any]] | None = None
+    replication: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (for the page cache)."""
@@ -103,6 +108,15 @@ def render_index(reports: list[RenderedReport]) -> str:
     ordered.sort(key=lambda r: r.published, reverse=True)
     env = environment(templates_dir())
     return env.get_template("index.md.j2").render({"reports": ordered})
+
+
+def render_frontier(rows: list[dict[str, Any]]) -> str:
+    """The frontier page over every note's archive rows, frontier flags set
+    (:mod:`tokenwatt.site.frontier`)."""
+    from tokenwatt.site.frontier import frontier_context
+
+    env = environment(templates_dir())
+    return env.get_template("frontier.md.j2").render(frontier_context(rows))
 
 
 def render_spec_reference(spec_schema: dict[str, Any]) -> str:

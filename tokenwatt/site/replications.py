@@ -1,0 +1,175 @@
+"""A note's replications: the dated "Replications" section and the trend of each headline
+figure across the published measurement and every replication of a configuration.
+
+Verdicts are recomputed from the report's configuration and the replication's ``measured``
+one (:func:`tokenwatt.analysis.replication_checks`), never read from the stored figures.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from markupsafe import Markup
+
+from tokenwatt import analysis
+from tokenwatt.records import ConfigV3, FigureCheck, ReplicationV1, ReportV3
+from tokenwatt.site.charts import ChartSpec, Rows, finish_chart, named_chart
+from tokenwatt.site.fmt import num
+
+
+def _span(low: float | None, high: float | None) -> Markup:
+    if low is None:
+        return Markup("")
+    top = num(high) if high is not None else Markup("∞")
+    return Markup(" [") + num(low) + Markup(", ") + top + Markup("]")
+
+
+def _figure_rows(checks: list[FigureCheck]) -> list[dict[str, Any]]:
+    return [
+        {
+            "figure": analysis.FIGURE_NAMES[c.figure],
+            "old": num(c.old) + _span(c.old_low, c.old_high),
+            "new": num(c.new) + _span(c.new_low, c.new_high),
+            "verdict": c.verdict,
+            "reason": c.reason or "",
+        }
+        for c in checks
+    ]
+
+
+def judged(report: ReportV3, rep: ReplicationV1) -> tuple[ConfigV3, list[FigureCheck], str] | None:
+    """The report's configuration the replication measured again, the figures' checks and
+    the verdict, recomputed; None when the report has no configuration of that label."""
+    old = next((c for c in report.configs if c.label == rep.config), None)
+    if old is None:
+        return None
+    checks = analysis.replication_checks(old, rep.measured)
+    return old, checks, analysis.replication_verdict(checks)
+
+
+def replication_sections(report: ReportV3, reps: list[ReplicationV1]) -> list[dict[str, Any]]:
+    """The Replications section's entries, newest first."""
+    out = []
+    for rep in sorted(reps, key=lambda r: r.measured_at, reverse=True):
+        result = judged(report, rep)
+        if result is None:
+            continue
+        old, checks, verdict = result
+        out.append(
+            {
+                "date": rep.measured_at.date().isoformat(),
+                "config": rep.config,
+                "verdict": verdict,
+                "disagreeing": ", ".join(analysis.disagreeing_names(checks)),
+                "engine_old": old.settings.get("engine_version") or report.software.engine_version,
+                "engine_new": rep.measured.settings.get("engine_version"),
+                "changed": ", ".join(rep.changed_settings),
+                "run_file": rep.run_file,
+                "command": rep.command,
+                "rows": _figure_rows(checks),
+            }
+        )
+    return out
+
+
+def latest_verdict(report: ReportV3, reps: list[ReplicationV1]) -> str:
+    """The latest replication's verdict (agrees, disagrees, inconclusive); empty without."""
+    for rep in sorted(reps, key=lambda r: r.measured_at, reverse=True):
+        result = judged(report, rep)
+        if result is not None:
+            return result[2]
+    return ""
+
+
+_TREND_FIGURES = ("goodput_tok_s", "ttft_p99_ms", "tpot_p99_ms", "tokens_per_joule", "accuracy")
+
+
+def trend_rows(report: ReportV3, reps: list[ReplicationV1]) -> Rows:
+    """One row per configuration, figure and measurement (the published one, then each
+    replication by date): value, interval ends, engine version and date."""
+    rows: Rows = []
+    for rep in reps:
+        result = judged(report, rep)
+        if result is None:
+            continue
+        old, checks, _ = result
+        old_version = old.settings.get("engine_version") or report.software.engine_version
+        new_version = rep.measured.settings.get("engine_version")
+        for c in checks:
+            for when, value, low, high, version, what in (
+                (
+                    report.published.isoformat(),
+                    c.old,
+                    c.old_low,
+                    c.old_high,
+                    old_version,
+                    "published",
+                ),
+                (
+                    rep.measured_at.date().isoformat(),
+                    c.new,
+                    c.new_low,
+                    c.new_high,
+                    new_version,
+                    "replication",
+                ),
+            ):
+                if value is None:
+                    continue
+                rows.append(
+                    {
+                        "config": rep.config,
+                        "figure": analysis.FIGURE_NAMES[c.figure],
+                        "date": when,
+                        "value": value,
+                        "low": low,
+                        "high": high,
+                        "version": version or "not stated",
+                        "what": what,
+                    }
+                )
+    unique = {(r["config"], r["figure"], r["date"], r["what"]): r for r in rows}
+    return sorted(unique.values(), key=lambda r: (r["config"], r["figure"], r["date"]))
+
+
+@cache
+def _trend_template() -> ChartSpec:
+    import altair as alt
+
+    base = alt.Chart()
+    x = alt.X("date:T", title="Measured")
+    y = alt.Y("value:Q", title=None, scale=alt.Scale(zero=False))
+    colour = alt.Color("config:N", title="Configuration")
+    line = base.mark_line(point=True).encode(
+        x=x,
+        y=y,
+        color=colour,
+        tooltip=[
+            alt.Tooltip("config:N", title="Configuration"),
+            alt.Tooltip("figure:N", title="Figure"),
+            alt.Tooltip("date:T", title="Measured"),
+            alt.Tooltip("value:Q", title="Value", format=",.2f"),
+            alt.Tooltip("version:N", title="Engine version"),
+            alt.Tooltip("what:N", title="Measurement"),
+        ],
+    )
+    bars = (
+        base.transform_filter("isValid(datum.low) && isValid(datum.high)")
+        .mark_rule()
+        .encode(x=x, y="low:Q", y2="high:Q", color=colour)
+    )
+    labels = base.mark_text(dy=-10, fontSize=10).encode(x=x, y=y, text="version:N", color=colour)
+    chart = (
+        alt.layer(line, bars, labels, data=named_chart(alt, "rows"))
+        .properties(width=560, height=140)
+        .facet(row=alt.Row("figure:N", title=None))
+        .resolve_scale(y="independent")
+    )
+    return finish_chart(chart)
+
+
+def trend_chart(rows: Rows) -> ChartSpec:
+    """Each headline figure over time, one panel per figure, the engine version on each
+    point, with 95% intervals where known."""
+    return {**_trend_template(), "datasets": {"rows": rows}}
