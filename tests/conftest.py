@@ -45,6 +45,7 @@ E2E_FILES = frozenset(
         "test_remote.py",
         # `tokenwatt collect`, `session`, `init` (or the simulator) as child processes
         "test_accuracy_sim.py",
+        "test_replicate_e2e.py",
         "test_engine_launch.py",
         "test_fault_matrix.py",
         "test_init.py",

@@ -42,7 +42,9 @@ def test_gate_failures_and_inconclusive_results_are_rows_but_never_on_a_frontier
     for name in ("a-gatefail", "a-inconc"):
         row = by[name]
         assert not (row.frontier_goodput or row.frontier_tokens_per_joule or row.frontier_cost)
-    assert by["a-inconc"].goodput_tok_s == 0.0  # not measured: no goodput, never a number
+    inconc = by["a-inconc"]  # not measured: no figure is a number
+    assert inconc.goodput_tok_s is None and inconc.goodput_per_card is None
+    assert inconc.tpot_p99_ms is None and inconc.tokens_per_joule is None
 
 
 def test_goodput_per_card_divides_by_the_cards(rows: list[analysis.ArchiveRow]) -> None:

@@ -63,10 +63,10 @@ class ArchiveRow:
     mode: str | None
     result_status: str
     gate: Gate
-    goodput_tok_s: float
+    goodput_tok_s: float | None
     goodput_low: float | None
     goodput_high: float | None
-    goodput_per_card: float
+    goodput_per_card: float | None
     goodput_per_card_low: float | None
     goodput_per_card_high: float | None
     ttft_p99_ms: float | None
@@ -155,11 +155,15 @@ def _gate(c: ConfigAnalysis) -> Gate:
 def _row(report: ReportV3, c: ConfigAnalysis) -> ArchiveRow:
     cfg = c.config
     cards = report.hardware.count
-    ci = c.goodput_ci
-    tpj = repeat_tpjs(cfg.repeats_detail)
-    tpj_ci = t_interval(tpj) if tpj else None
-    inter, inter_low, inter_high = _interactivity(c)
     measured = cfg.result_status == "measured"
+    ci = c.goodput_ci if measured else None
+    tpj = repeat_tpjs(cfg.repeats_detail) if measured else None
+    tpj_ci = t_interval(tpj) if tpj else None
+    inter, inter_low, inter_high = _interactivity(c) if measured else (None, None, None)
+
+    def kept(value: float | None) -> float | None:
+        return _finite(value) if measured else None
+
     return ArchiveRow(
         note=report.id,
         title=report.title,
@@ -178,21 +182,21 @@ def _row(report: ReportV3, c: ConfigAnalysis) -> ArchiveRow:
         mode=cfg.mode,
         result_status=cfg.result_status,
         gate=_gate(c),
-        goodput_tok_s=cfg.goodput_tok_s if measured else 0.0,
+        goodput_tok_s=kept(cfg.goodput_tok_s),
         goodput_low=ci.low if ci is not None else None,
         goodput_high=ci.high if ci is not None else None,
-        goodput_per_card=(cfg.goodput_tok_s if measured else 0.0) / cards,
+        goodput_per_card=kept(cfg.goodput_tok_s / cards),
         goodput_per_card_low=ci.low / cards if ci is not None else None,
         goodput_per_card_high=ci.high / cards if ci is not None else None,
-        ttft_p99_ms=_finite(cfg.ttft_p99_ms),
-        tpot_p99_ms=_finite(cfg.tpot_p99_ms),
+        ttft_p99_ms=kept(cfg.ttft_p99_ms),
+        tpot_p99_ms=kept(cfg.tpot_p99_ms),
         interactivity_tok_s_user=inter,
         interactivity_low=inter_low,
         interactivity_high=inter_high,
-        tokens_per_joule=c.tokens_per_joule,
+        tokens_per_joule=kept(c.tokens_per_joule),
         tokens_per_joule_low=tpj_ci.low if tpj_ci is not None else None,
         tokens_per_joule_high=tpj_ci.high if tpj_ci is not None else None,
-        usd_per_million_tokens=c.usd_per_million_tokens,
+        usd_per_million_tokens=kept(c.usd_per_million_tokens),
         accuracy_score=cfg.accuracy.score if cfg.accuracy is not None else None,
         accuracy_delta_pts=cfg.accuracy.delta_pts if cfg.accuracy is not None else None,
     )

@@ -62,12 +62,14 @@ def replicate(
     root = archive or report_file.resolve().parent.parent
     cfg_index = _config_index(report, label, report_file)
     cfg = report.configs[cfg_index]
-    spec_text, mode, source = _what_to_measure(report, cfg_index, root)
+    spec_text, mode, source, folder = _what_to_measure(report, cfg_index, root)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     name = f"{report.id}--{cfg.label}--{stamp}"
     run_dir = root / "runs" / "replications"
     run_dir.mkdir(parents=True, exist_ok=True)
-    spec_path = run_dir / f"{name}.spec.yaml"
+    # Beside the original spec, so that the paths in it (suite, trace, dataset) resolve as
+    # they did; removed after the run, whose record keeps the spec it measured with.
+    spec_path = folder / f".{name}.spec.yaml"
     atomic_write_text(spec_path, spec_text)
     out = run_dir / f"{name}.json"
     command = scrub(shlex.join(["tokenwatt", *sys.argv[1:]]))
@@ -83,7 +85,10 @@ def replicate(
         command=command,
         progress=not no_progress,
     )
-    measure_configuration(opts, TerminalReporter(live=opts.progress))
+    try:
+        measure_configuration(opts, TerminalReporter(live=opts.progress))
+    finally:
+        spec_path.unlink(missing_ok=True)
     record = _replication(report_file, report, cfg_index, out, root, command)
     target = root / "replications" / f"{name}.json"
     from tokenwatt.records_io import write_replication
@@ -106,9 +111,30 @@ def _config_index(report: Any, label: str | None, path: Path) -> int:
     )
 
 
-def _what_to_measure(report: Any, index: int, root: Path) -> tuple[str, str, str]:
-    """The spec's YAML text, the mode and where they came from: the run record the report
-    cites for the configuration when the archive holds it unchanged, else the report."""
+def _spec_folder(command: str, root: Path) -> Path:
+    """Where the original spec file was: the folder of the ``--spec`` the run's command
+    names, when it is under ``root``; else ``root/specs`` when there is one; else ``root``."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = []
+    for i, word in enumerate(words):
+        given = words[i + 1] if word == "--spec" and i + 1 < len(words) else None
+        if word.startswith("--spec="):
+            given = word.split("=", 1)[1]
+        if given:
+            folder = (root / given).parent
+            if folder.is_dir():
+                return folder
+    return root / "specs" if (root / "specs").is_dir() else root
+
+
+def _what_to_measure(report: Any, index: int, root: Path) -> tuple[str, str, str, Path]:
+    """The spec's YAML text, the mode, where they came from (the run record the report
+    cites for the configuration when the archive holds it unchanged, else the report) and
+    the folder of the original spec file (:func:`_spec_folder`)."""
     import yaml
 
     from tokenwatt.files import file_sha256
@@ -127,12 +153,14 @@ def _what_to_measure(report: Any, index: int, root: Path) -> tuple[str, str, str
         run = load_run(path).run
         spec = run.spec
         mode, source = run.mode, f"run record {cited.path}"
+        command = run.command
     elif report.spec is not None:
         spec = report.spec
         kv = cfg.settings.get("kv_dtype")
         if kv:
             spec = spec.model_copy(update={"model": spec.model.model_copy(update={"kv_dtype": kv})})
         mode, source = cfg.mode or "full", "report record (its run record is not in the archive)"
+        command = report.reproduce
     else:
         raise InputError(
             [
@@ -145,7 +173,8 @@ def _what_to_measure(report: Any, index: int, root: Path) -> tuple[str, str, str
             ]
         )
     data = spec.model_dump(mode="json", exclude_none=True)
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True), mode, source
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    return text, mode, source, _spec_folder(command, root)
 
 
 def _replication(

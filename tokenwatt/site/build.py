@@ -130,7 +130,7 @@ def build_site(
     reps, problems = _replications(reports_dir.resolve().parent / "replications")
     loaded, load_problems = _load_all(files, cache, spec_names, run_files, reps)
     problems += load_problems
-    problems += _orphan_replications(reps, loaded)
+    problems += _orphan_replications(reps, files)
     problems += [p for path in files for p in changed_runs(path, reports_dir.resolve().parent)]
     problems += [_not_a_file(p) for p in found if not p.is_file()]
     problems += _duplicate_ids(loaded)
@@ -298,12 +298,20 @@ def _replications(folder: Path) -> tuple[list[_Replication], list[Problem]]:
     return out, problems
 
 
-def _orphan_replications(reps: list[_Replication], loaded: list[_Loaded]) -> list[Problem]:
-    ids = {item.page.id for item in loaded}
+def _orphan_replications(reps: list[_Replication], files: list[Path]) -> list[Problem]:
+    """One problem per replication whose report is not in the archive."""
+    if not reps:
+        return []
+    ids = set()
+    for path in files:
+        try:
+            ids.add(_report_id(path.read_bytes()))
+        except OSError:
+            continue  # the loader says so
     return [
         Problem(r.file, "report_id", f"names {r.report_id!r}, which no report record has")
         for r in reps
-        if r.report_id not in ids and ids
+        if r.report_id not in ids
     ]
 
 

@@ -64,7 +64,9 @@ def replication_sections(report: ReportV3, reps: list[ReplicationV1]) -> list[di
                 "disagreeing": ", ".join(analysis.disagreeing_names(checks)),
                 "engine_old": old.settings.get("engine_version") or report.software.engine_version,
                 "engine_new": rep.measured.settings.get("engine_version"),
-                "changed": ", ".join(rep.changed_settings),
+                "changed": ", ".join(
+                    analysis.SETTING_LABELS.get(name, name) for name in rep.changed_settings
+                ),
                 "run_file": rep.run_file,
                 "command": rep.command,
                 "rows": _figure_rows(checks),
