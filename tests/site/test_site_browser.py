@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import pytest
 from sitecase import HOSTILE, REPO, hostile_data, rich_data, write_record
 
+from tests import archive_factory
 from tests.runs_factory import make_run, tuned_run
 from tokenwatt.analysis.summarise import summarise
 from tokenwatt.records import RunInput
@@ -79,6 +80,7 @@ def site_url(tmp_path_factory: pytest.TempPathFactory, bundle_cache: Path) -> It
     write_record(reports, hostile_data())
     write_record(reports, rich_data())
     off_scale_record(reports)
+    archive_factory.write_archive(root, fillers=2)  # notes across models for the frontier
     cache = root / "cache"
     shutil.copytree(bundle_cache, cache)
     build_site(reports, root / "docs", cache_dir=cache)
@@ -238,4 +240,41 @@ def test_an_infinite_p99_is_drawn_as_a_labelled_off_scale_marker(
     )
     assert [m for m in marks if "Worst p99 / limit: ∞" in m], marks
     assert page.locator("article img").count() == 0
+    assert events == []
+
+
+def _points(page: Page) -> int:
+    """Points drawn on the frontier chart (Vega's SVG symbol marks)."""
+    count: int = page.eval_on_selector_all(
+        "#tw-chart-frontier g.mark-symbol.role-mark path", "els => els.length"
+    )
+    return count
+
+
+def test_frontier_filters_and_views_work_in_the_browser(
+    site_url: str, browser_page: tuple[Page, list[str], list[str]]
+) -> None:
+    page, _off_host, events = browser_page
+    page.goto(f"{site_url}/frontier/")
+    page.wait_for_function("document.querySelector('#tw-chart-frontier svg') !== null")
+    every = _points(page)
+    # Every configuration with a goodput and an interactivity: the archive's 17 (groups A
+    # and B, two fillers; the inconclusive one has neither) and the other notes' points.
+    assert every >= 17
+    page.select_option("#tw-chart-frontier select[name=f_model]", "model-b")
+    page.wait_for_function(
+        "document.querySelectorAll('#tw-chart-frontier g.mark-symbol.role-mark path').length === 4"
+    )
+    page.select_option("#tw-chart-frontier select[name=f_hardware]", "1× SIM H100")
+    page.wait_for_function(
+        "document.querySelectorAll('#tw-chart-frontier g.mark-symbol.role-mark path').length === 0"
+    )
+    page.select_option("#tw-chart-frontier select[name=f_model]", "all")
+    page.wait_for_function(
+        "document.querySelectorAll('#tw-chart-frontier g.mark-symbol.role-mark path').length === 7"
+    )
+    page.check("#tw-chart-frontier input[type=radio][value=tokens_per_joule]")
+    page.wait_for_function(
+        "document.querySelectorAll('#tw-chart-frontier g.mark-symbol.role-mark path').length === 7"
+    )
     assert events == []
