@@ -38,13 +38,31 @@ def test_the_same_measurement_agrees() -> None:
 
 
 def test_a_goodput_outside_the_interval_disagrees_and_is_named() -> None:
-    # Intervals: 1000 ± 12.7·10 ≈ [873, 1127] and 500 ± 127 ≈ [373, 627]: no overlap.
-    checks = analysis.replication_checks(_config(1000.0), _config(500.0))
+    # Intervals: 1000 ± 12.7·10 ≈ [873, 1127] (its top raised to 1000·16/9 ≈ 1778, the
+    # bracket up to the failing probe at 16 req/s) and 300 ± 127 ≈ [173, 533]: no overlap.
+    checks = analysis.replication_checks(_config(1000.0), _config(300.0))
     goodput = next(c for c in checks if c.figure == "goodput_tok_s")
     assert goodput.verdict == "disagree"
     assert goodput.reason == "the new interval lies wholly lower than the published one"
     assert analysis.replication_verdict(checks) == "disagrees"
     assert "SLO goodput (tok/s)" in analysis.disagreeing_names(checks)
+
+
+def test_a_goodput_inside_the_search_bracket_agrees() -> None:
+    # 1500 ± 127 lies above the t-interval [873, 1127] but inside the bracket to 1778: the
+    # search (9 req/s passed, 16 failed) cannot tell the two apart.
+    old, new = _config(1000.0), _config(1500.0)
+    check = next(c for c in analysis.replication_checks(old, new) if c.figure == "goodput_tok_s")
+    assert check.old_high == pytest.approx(1000.0 * 16 / 9)
+    assert check.verdict == "agree"
+    # Without the failing probe, the published goodput is a lower bound: unbounded above.
+    old.search = [w for w in old.search if w.rate_rps != 16.0]
+    check = next(c for c in analysis.replication_checks(old, new) if c.figure == "goodput_tok_s")
+    assert (check.verdict, check.old_high) == ("agree", None)
+    # A migrated record keeps no search: the repeats' t-interval alone.
+    old.search = []
+    check = next(c for c in analysis.replication_checks(old, new) if c.figure == "goodput_tok_s")
+    assert check.verdict == "disagree" and check.old_high == pytest.approx(1000.0 + 127.06, 0.01)
 
 
 def test_a_smaller_change_inside_the_intervals_agrees() -> None:
@@ -99,3 +117,17 @@ def test_changed_settings_are_named() -> None:
     assert analysis.changed_settings(
         {"engine_version": "0.1", "kv_dtype": "fp8"}, {"engine_version": "0.2", "kv_dtype": "fp8"}
     ) == ["engine_version"]
+
+
+def test_latency_and_energy_at_another_load_are_not_compared() -> None:
+    old, new = _config(1000.0, 40.0), _config(1000.0, 80.0)
+    for rep in new.repeats_detail:
+        rep.rate_rps = 12.0  # the published repeats ran at 9 req/s
+    checks = {c.figure: c for c in analysis.replication_checks(old, new)}
+    for figure in ("ttft_p99_ms", "tpot_p99_ms", "tokens_per_joule"):
+        assert checks[figure].verdict == "unknown"
+        assert checks[figure].reason == (
+            "measured at another load (9 req/s published, 12 req/s now): not comparable"
+        )
+    assert checks["goodput_tok_s"].verdict == "agree"
+    assert analysis.replication_verdict(list(checks.values())) == "agrees"

@@ -26,7 +26,7 @@ def test_committed_schemas_are_current(repo_root: Path) -> None:
 def test_schema_check_command_passes_on_the_repository(repo_root: Path) -> None:
     result = CliRunner().invoke(cli, ["schema", "--check", "--out", str(repo_root / "schemas")])
     assert result.exit_code == 0, result.output
-    assert "4 schema files are current" in result.output
+    assert "5 schema files are current" in result.output
 
 
 def test_export_then_check_and_stale_detection(tmp_path: Path) -> None:
@@ -36,6 +36,7 @@ def test_export_then_check_and_stale_detection(tmp_path: Path) -> None:
     assert not out.exists()  # --check writes nothing
     first = export_schemas(out)
     assert sorted(p.name for p in first.written) == [
+        "replication.schema.json",
         "report.schema.json",
         "run.schema.json",
         "session.schema.json",
@@ -54,7 +55,7 @@ def test_export_then_check_and_stale_detection(tmp_path: Path) -> None:
 
 def test_schema_text_is_canonical() -> None:
     schemas = json_schemas()
-    assert set(schemas) == {"report", "run", "spec", "session"}
+    assert set(schemas) == {"report", "run", "spec", "session", "replication"}
     text = schema_text(schemas["spec"])
     assert text.endswith("}\n") and json.loads(text) == schemas["spec"]
     assert schema_text(json.loads(text)) == text

@@ -58,8 +58,8 @@ def site(tmp_path_factory: pytest.TempPathFactory, bundle_cache: Path) -> Path:
     a_one = next(r for r in reports if r.id == "a-one")
     folder = root / "replications"
     folder.mkdir()
-    # Three replications of a-base: the same, the same, then half the goodput.
-    for day, (goodput, version) in enumerate([(1000, "0.1"), (1005, "0.2"), (500, "0.3")]):
+    # Three replications of a-base: the same, the same, then under a third of the goodput.
+    for day, (goodput, version) in enumerate([(1000, "0.1"), (1005, "0.2"), (300, "0.3")]):
         rep = replication(a_one, "a-base", goodput, day, version)
         (folder / f"a-one--a-base--{day}.json").write_text(rep.model_dump_json(), "utf-8")
     cache = root / "cache"
@@ -136,7 +136,7 @@ def test_trends_draw_from_the_replications(site: Path) -> None:
         ("2026-11-01", 1000.0, "0.1"),
         ("2026-12-01", 1000.0, "0.1"),
         ("2026-12-02", 1005.0, "0.2"),
-        ("2026-12-03", 500.0, "0.3"),
+        ("2026-12-03", 300.0, "0.3"),
     ]
     assert all(r["low"] is not None for r in goodput)
     assert "tw-spec-trends" not in (site / "reports" / "a-two.md").read_text(encoding="utf-8")
@@ -166,3 +166,45 @@ def test_an_invalid_replication_names_its_file_and_field(tmp_path: Path, cache_d
     with pytest.raises(RecordError) as err:
         build_site(tmp_path / "reports", tmp_path / "docs", cache_dir=cache_dir)
     assert [(p.file, p.field) for p in err.value.problems] == [(str(path), "verdict")]
+
+
+def test_notes_of_one_fingerprint_draw_one_trend(tmp_path: Path, cache_dir: Path) -> None:
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    for day, (note_id, version, goodput) in enumerate(
+        [("t-old", "0.1", 1000.0), ("t-new", "0.2", 800.0)]
+    ):
+        note = factory.Note(
+            note_id,
+            "model-t",
+            "SIM H100",
+            1,
+            "tokenwatt-sim",
+            version,
+            (factory.Cfg("t-cfg", goodput, 40),),
+        )
+        rec = factory.report(note, day)
+        (folder / f"{note_id}.json").write_text(rec.model_dump_json(), "utf-8")
+    other = factory.Note(
+        "t-else",
+        "model-u",
+        "SIM H100",
+        1,
+        "tokenwatt-sim",
+        "0.1",
+        (factory.Cfg("t-cfg", 500.0, 40),),
+    )  # another model: another spec
+    (folder / "t-else.json").write_text(factory.report(other).model_dump_json(), "utf-8")
+    build_site(folder, tmp_path / "docs", cache_dir=cache_dir)
+    for note_id in ("t-old", "t-new"):
+        page = (tmp_path / "docs" / "reports" / f"{note_id}.md").read_text("utf-8")
+        assert "tokenwatt: trends" not in page
+        blob = page.split('<script type="application/json" id="tw-spec-trends">')[1]
+        rows = json.loads(blob.split("</script>")[0])["datasets"]["rows"]
+        goodput = [r for r in rows if r["figure"] == "SLO goodput (tok/s)"]
+        assert [(r["date"], r["value"], r["version"]) for r in goodput] == [
+            ("2026-11-01", 1000.0, "0.1"),
+            ("2026-11-02", 800.0, "0.2"),
+        ]
+    alone = (tmp_path / "docs" / "reports" / "t-else.md").read_text("utf-8")
+    assert "tw-spec-trends" not in alone and "tokenwatt: trends" not in alone

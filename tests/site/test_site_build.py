@@ -275,6 +275,7 @@ def test_changed_record_rebuilds_only_its_files(
     write_record(seed_reports, data)
     result = build_site(seed_reports, docs, cache_dir=cache_dir)
     assert result.changed == [
+        "frontier.md",  # the note's title is in its points
         "index.md",
         "reports/rich-v2-detail.json",
         "reports/rich-v2-detail.md",

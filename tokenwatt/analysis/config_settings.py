@@ -8,15 +8,17 @@ whose values differ. Only what the run record holds is named; nothing is inferre
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 
-from tokenwatt.records import NOT_STATED, RunRecord, run_unstated
+from tokenwatt.records import NOT_STATED, RunRecord, Spec, run_unstated
 
 SETTING_LABELS: dict[str, str] = {
     "engine": "Engine",
     "engine_version": "Engine version",
     "engine_flags": "Engine flags (spec)",
     "engine_flags_reported": "Engine flags (as the engine reported them)",
+    "engine_command": "Engine command (collect started it)",
     "kernels": "Kernels / image",
     "api": "API",
     "served_model": "Served model",
@@ -48,6 +50,15 @@ def _flags(flags: Sequence[str]) -> str:
     return " ".join(flags)
 
 
+def _launch(spec: Spec) -> str | None:
+    """The command line collect started the engine with, as the spec gives it (with its
+    ``{port}`` placeholder, so that two runs on different ports compare equal)."""
+    launch = spec.engine.launch
+    if launch is None:
+        return None
+    return launch.cmd or (shlex.join(launch.argv) if launch.argv else None)
+
+
 def config_settings(run: RunRecord) -> dict[str, str]:
     """The run's serving setup by name (see :data:`SETTING_LABELS`), values as text.
 
@@ -62,6 +73,7 @@ def config_settings(run: RunRecord) -> dict[str, str]:
         "engine_version": env.engine_version or spec.engine.version,
         "engine_flags": _flags(spec.engine.flags),
         "engine_flags_reported": _flags(env.engine_flags),
+        "engine_command": _launch(spec),
         "kernels": spec.engine.kernels,
         "api": spec.engine.api,
         "served_model": spec.engine.model,

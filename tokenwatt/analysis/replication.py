@@ -7,9 +7,14 @@ on either side is unknown, never "agree". Goodput decides: a replication agrees 
 goodput agrees and no figure disagrees, disagrees when any figure does, and is otherwise
 inconclusive. A configuration published as measured whose replication met the SLO at no
 load disagrees on goodput; a replication whose result is inconclusive is inconclusive.
+Latencies and tokens per joule depend on the load: when the replication's search stopped
+at another rate than the published one, they are unknown (not comparable), and only goodput
+and accuracy are judged.
 
 Intervals: goodput and tokens per joule, Student's t over the repeats
-(:func:`~tokenwatt.analysis.intervals.t_interval`); p99 TTFT and TPOT, the order-statistic
+(:func:`~tokenwatt.analysis.intervals.t_interval`), goodput's upper end raised to the
+goodput scaled to the lowest rate above the found one that missed the SLO, or unbounded when
+none did (the search located capacity only within that bracket: :func:`_bracket_top`); p99 TTFT and TPOT, the order-statistic
 interval a report keeps (``ttft_p99_ci_ms``, an unbounded upper end counting as infinite);
 accuracy, the Clopper–Pearson interval of the score over the items scored (Clopper &
 Pearson 1934, via :func:`scipy.stats.binomtest`).
@@ -28,12 +33,14 @@ from tokenwatt.analysis.repeat_stats import (
     repeat_tpjs,
 )
 from tokenwatt.records import (
+    NOT_SUSTAINED_PREFIX,
     ConfigV3,
     Figure,
     FigureCheck,
     FigureVerdict,
     QuantileCI,
     ReplicationVerdict,
+    SearchWindowV3,
 )
 
 Span = tuple[float | None, float | None, float | None]
@@ -49,8 +56,37 @@ def _goodput(cfg: ConfigV3) -> Span:
         return None, None, None
     ci = goodput_interval(cfg.repeats_detail)
     if ci is None and cfg.goodput_ci_tok_s is not None:
-        return cfg.goodput_tok_s, cfg.goodput_ci_tok_s.low, cfg.goodput_ci_tok_s.high
-    return cfg.goodput_tok_s, *((ci.low, ci.high) if ci is not None else (None, None))
+        low, high = cfg.goodput_ci_tok_s.low, cfg.goodput_ci_tok_s.high
+    elif ci is not None:
+        low, high = ci.low, ci.high
+    else:
+        return cfg.goodput_tok_s, None, None
+    if not cfg.search:  # a migrated record keeps no search: the repeats' interval only
+        return cfg.goodput_tok_s, low, high
+    top = _bracket_top(cfg)
+    return cfg.goodput_tok_s, low, None if top is None else max(high, top)
+
+
+def _bracket_top(cfg: ConfigV3) -> float | None:
+    """The goodput at the lowest rate above the found one where a window (probe or repeat)
+    showed the engine past its capacity (:func:`_missed`), scaled from the found rate (tok/s): the search located the
+    capacity only within that bracket, so a measurement anywhere in it is the same result.
+    None when none did (the sweep's top was met, or what lay above was invalid for the
+    client's sake): the capacity may lie anywhere above."""
+    found = cfg.repeats_detail[0].rate_rps if cfg.repeats_detail else None
+    if not found:
+        return None
+    above = [w.rate_rps for w in cfg.search if _missed(w) and w.rate_rps > found]
+    return cfg.goodput_tok_s * min(above) / found if above else None
+
+
+def _missed(w: SearchWindowV3) -> bool:
+    """The window showed the engine past its capacity: a valid window that missed the SLO,
+    or one invalid because the server did not keep up with the rate (not sustained). A
+    window invalid for the client's sake (it lagged, a worker died) shows nothing."""
+    if w.valid:
+        return not w.slo_pass
+    return (w.invalid_reason or "").startswith(NOT_SUSTAINED_PREFIX)
 
 
 def _p99(value: float | str | None, ci: QuantileCI | None) -> Span:
@@ -103,6 +139,8 @@ def _judge(
             reason = "the replication's result is inconclusive"
     if figure == "goodput_tok_s" and old_cfg.result_status != "measured":
         reason = f"the published result is {old_cfg.result_status.replace('_', ' ')}"
+    if figure in _AT_THE_LOAD and reason is None:
+        reason = _other_load(old_cfg, new_cfg)
     if verdict == "unknown" and reason is None:
         verdict, reason = _overlap(old, new)
     return FigureCheck(
@@ -116,6 +154,24 @@ def _judge(
         verdict=verdict,
         reason=reason,
     )
+
+
+_AT_THE_LOAD = frozenset({"ttft_p99_ms", "tpot_p99_ms", "tokens_per_joule"})
+"""Figures that depend on the load they were measured at: compared only at the same rate."""
+
+
+def _rate(cfg: ConfigV3) -> float | None:
+    return cfg.repeats_detail[0].rate_rps if cfg.repeats_detail else None
+
+
+def _other_load(old: ConfigV3, new: ConfigV3) -> str | None:
+    """Why two operating points cannot be compared, or None when they can: latency and
+    energy per token depend on the load, so two searches that stopped at different rates
+    measured different things there."""
+    a, b = _rate(old), _rate(new)
+    if a is None or b is None or math.isclose(a, b, rel_tol=1e-6):
+        return None
+    return f"measured at another load ({a:g} req/s published, {b:g} req/s now): not comparable"
 
 
 def _overlap(old: Span, new: Span) -> tuple[FigureVerdict, str | None]:

@@ -36,6 +36,11 @@ DISAGREES_STATUS = 1
     help="The archive's folder (holding reports/, runs/, replications/); default: the "
     "folder above the report's.",
 )
+@click.option(
+    "--engine-cmd",
+    help="Start the engine with this command line instead of the one the record keeps "
+    "(to measure a changed flag: the replication names the settings that differ).",
+)
 @click.option("--no-progress", is_flag=True, help="No live display while measuring.")
 @errors_to_exit
 def replicate(
@@ -43,6 +48,7 @@ def replicate(
     label: str | None,
     endpoint: str | None,
     archive: Path | None,
+    engine_cmd: str | None,
     no_progress: bool,
 ) -> None:
     """Measure a published configuration again and compare its headline figures.
@@ -81,6 +87,7 @@ def replicate(
         out=out,
         mode=mode,  # type: ignore[arg-type]
         endpoint=endpoint,
+        engine_cmd=engine_cmd,
         accuracy=cfg.accuracy is not None,
         command=command,
         progress=not no_progress,
@@ -216,7 +223,7 @@ def _replication(
 
 
 def _print(record: Any, target: Path) -> None:
-    from tokenwatt.analysis import FIGURE_NAMES, fixed
+    from tokenwatt.analysis import FIGURE_NAMES, SETTING_LABELS, fixed
     from tokenwatt.text import terminal_safe
 
     def num(v: float | None) -> str:
@@ -234,5 +241,6 @@ def _print(record: Any, target: Path) -> None:
         )
         click.echo(terminal_safe(line + (f" ({c.reason})" if c.reason else "")))
     if record.changed_settings:
-        click.echo(f"changed settings: {', '.join(record.changed_settings)}")
+        names = [SETTING_LABELS.get(n, n) for n in record.changed_settings]
+        click.echo(terminal_safe(f"settings that differ: {', '.join(names)}"))
     click.echo(f"replication {record.verdict}; wrote {target}")

@@ -362,7 +362,7 @@ def _load_all(
         if entry is not None:
             try:
                 page = RenderedReport(**entry)
-                if page.rows is not None:
+                if page.rows is not None and page.trend is not None:
                     loaded.append(_Loaded(file, raw, page))
                     continue
             except TypeError:
@@ -454,6 +454,7 @@ def _site_files(
 ) -> dict[str, bytes]:
     import json
 
+    from tokenwatt.site.replications import TREND_MARKER, trend_section
     from tokenwatt.site.templates import (
         render_frontier,
         render_index,
@@ -462,8 +463,12 @@ def _site_files(
     )
 
     out: dict[str, bytes] = {}
+    archive = [row for item in loaded for row in item.page.rows or []]
     for item in loaded:
-        out[f"reports/{item.page.id}.md"] = item.page.page.encode("utf-8")
+        page = item.page
+        trends = trend_section(page.id, page.rows or [], page.trend or [], archive)
+        text = page.page.replace(str(TREND_MARKER) + "\n", trends)
+        out[f"reports/{item.page.id}.md"] = text.encode("utf-8")
         out[f"reports/{item.page.id}.json"] = item.raw
     out["index.md"] = render_index([item.page for item in loaded]).encode("utf-8")
     out["frontier.md"] = render_frontier(_frontier_rows(loaded)).encode("utf-8")

@@ -32,7 +32,9 @@ SITE_MARKER_TEXT = (
     b"Keep nothing else here.\n"
 )
 
-_LAYOUT_FILES = frozenset({"index.md", "schemas.md", "spec-reference.md", SITE_MARKER})
+_LAYOUT_FILES = frozenset(
+    {"index.md", "frontier.md", "schemas.md", "spec-reference.md", SITE_MARKER}
+)
 _LAYOUT_DIRS = frozenset({"reports", "methods", "guide", "schemas", "assets"})
 
 

@@ -28,7 +28,7 @@ from tokenwatt.records import ReplicationV1, ReportV3
 from tokenwatt.site.chart_specs import chart_specs
 from tokenwatt.site.compare import compare_rows, hardware_text, has_accuracy, has_power
 from tokenwatt.site.cost import cloud_brief, cloud_rows, cloud_totals
-from tokenwatt.site.escape import code_block, json_for_script, md_text, trusted
+from tokenwatt.site.escape import code_block, md_text, trusted
 from tokenwatt.site.fmt import DASH, num, pct, signed_pct, signed_pts
 from tokenwatt.site.intervals import (
     band_warning,
@@ -38,9 +38,9 @@ from tokenwatt.site.intervals import (
     tokens_per_joule_cell,
 )
 from tokenwatt.site.replications import (
+    TREND_MARKER,
     latest_verdict,
     replication_sections,
-    trend_chart,
     trend_rows,
 )
 from tokenwatt.site.reproduce import reproduce_section
@@ -430,7 +430,8 @@ def render_report(
         "status_notes": status_notes(analysis, names),
         "accuracy_stats": _accuracy_stats(analysis, names, report.accuracy.threshold_pts),
         "conclusion": conclusion(analysis, report.fleet.cards),
-        "charts": chart_specs(report, analysis, names) + _trend(report, reps),
+        "charts": chart_specs(report, analysis, names),
+        "trend_marker": TREND_MARKER,
         "replications": replication_sections(report, reps),
         "disagreements": [str(d) for d in analysis.disagreements],
         "setup": setup_sections(report, analysis, power=power, accuracy=accuracy),
@@ -471,22 +472,5 @@ def render_report(
         warnings=warnings,
         rows=[row.as_dict() for row in report_rows(report, analysis)],
         replication=latest_verdict(report, reps),
+        trend=trend_rows(report, reps),
     )
-
-
-def _trend(report: ReportV3, reps: list[ReplicationV1]) -> list[dict[str, Any]]:
-    """The trend chart of the headline figures, when the note has replications."""
-    rows = trend_rows(report, reps)
-    if not rows:
-        return []
-    spec = trend_chart(rows)
-    return [
-        {
-            "id": "trends",
-            "title": "Headline figures over time",
-            "caption": "The published measurement and every replication, each point "
-            "labelled with its engine version; bars are 95% intervals.",
-            "spec": spec,
-            "json": json_for_script(spec),
-        }
-    ]

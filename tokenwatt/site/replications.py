@@ -15,6 +15,7 @@ from markupsafe import Markup
 from tokenwatt import analysis
 from tokenwatt.records import ConfigV3, FigureCheck, ReplicationV1, ReportV3
 from tokenwatt.site.charts import ChartSpec, Rows, finish_chart, named_chart
+from tokenwatt.site.escape import json_for_script
 from tokenwatt.site.fmt import num
 
 
@@ -84,7 +85,74 @@ def latest_verdict(report: ReportV3, reps: list[ReplicationV1]) -> str:
     return ""
 
 
-_TREND_FIGURES = ("goodput_tok_s", "ttft_p99_ms", "tpot_p99_ms", "tokens_per_joule", "accuracy")
+TREND_MARKER = Markup("<!-- tokenwatt: trends -->")
+"""Where the trend chart goes on a note's page: the build replaces it (or removes it) once
+every note is loaded, since the trend also draws other notes of the same spec fingerprint
+(:func:`trend_section`)."""
+
+_ROW_FIGURES: dict[str, tuple[str, str | None, str | None]] = {
+    # archive row field of each figure: (value, low, high)
+    "goodput_tok_s": ("goodput_tok_s", "goodput_low", "goodput_high"),
+    "ttft_p99_ms": ("ttft_p99_ms", None, None),
+    "tpot_p99_ms": ("tpot_p99_ms", None, None),
+    "tokens_per_joule": ("tokens_per_joule", "tokens_per_joule_low", "tokens_per_joule_high"),
+    "accuracy": ("accuracy_score", None, None),
+}
+
+
+def note_points(row: dict[str, Any]) -> Rows:
+    """The trend points another note's configuration gives (an archive row): each figure
+    at its publication date, with its engine version."""
+    out: Rows = []
+    for figure, (value, low, high) in _ROW_FIGURES.items():
+        if row.get(value) is None:
+            continue
+        out.append(
+            {
+                "config": row["config"],
+                "figure": analysis.FIGURE_NAMES[figure],  # type: ignore[index]
+                "date": row["published"],
+                "value": row[value],
+                "low": row.get(low) if low else None,
+                "high": row.get(high) if high else None,
+                "version": row.get("engine_version") or "not stated",
+                "what": f"note {row['note']}",
+            }
+        )
+    return out
+
+
+def trend_section(
+    note: str, own_rows: list[dict[str, Any]], trend: Rows, archive: list[dict[str, Any]]
+) -> str:
+    """The trend chart's Markdown for note ``note``: its replications' points (``trend``)
+    and, for each of its configurations (``own_rows``), the same configuration (label) in
+    other notes of the same spec fingerprint; its own published point when any of those
+    exist. Empty when there is nothing to draw beyond the note itself."""
+    keys = {(r["fingerprint"], r["config"]) for r in own_rows if r.get("fingerprint")}
+    others = [
+        p
+        for r in archive
+        if r["note"] != note and (r.get("fingerprint"), r["config"]) in keys
+        for p in note_points(r)
+    ]
+    if not trend and not others:
+        return ""
+    rows = list(trend)
+    if not trend:  # the note's own point, which the replications' rows otherwise hold
+        configs = {p["config"] for p in others}
+        rows = [p for r in own_rows if r["config"] in configs for p in note_points(r)]
+        for p in rows:
+            p["what"] = "published"
+    rows = sorted([*rows, *others], key=lambda r: (r["config"], r["figure"], r["date"]))
+    spec = trend_chart(rows)
+    return (
+        "### Headline figures over time\n\n"
+        "The published measurement, every replication and every other note of the same spec "
+        "fingerprint, each point labelled with its engine version; bars are 95% intervals.\n\n"
+        '<div class="tw-chart" id="tw-chart-trends" data-tw-spec="tw-spec-trends"></div>\n'
+        f'<script type="application/json" id="tw-spec-trends">{json_for_script(spec)}</script>\n'
+    )
 
 
 def trend_rows(report: ReportV3, reps: list[ReplicationV1]) -> Rows:

@@ -79,7 +79,9 @@ class RenderedReport:
     sessions' total cost (empty for a report without one); ``rows`` the configurations'
     archive rows (:func:`tokenwatt.analysis.report_rows`, as dicts; None in cache entries
     of an older shape), ``replication`` the latest replication's verdict (``agrees``,
-    ``disagrees``, ``inconclusive``; empty without one).
+    ``disagrees``, ``inconclusive``; empty without one), ``trend`` the points its
+    replications give the trend chart (:func:`tokenwatt.site.replications.trend_rows`),
+    which the build completes with other notes of the same spec fingerprint.
     """
 
     id: str
@@ -96,6 +98,7 @@ class RenderedReport:
     cloud: str = ""
     rows: list[dict[str, Any]] | None = None
     replication: str = ""
+    trend: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (for the page cache)."""
