@@ -131,3 +131,19 @@ def test_latency_and_energy_at_another_load_are_not_compared() -> None:
         )
     assert checks["goodput_tok_s"].verdict == "agree"
     assert analysis.replication_verdict(list(checks.values())) == "agrees"
+
+
+def test_a_search_that_missed_where_the_published_one_met_disagrees() -> None:
+    old, new = _config(1000.0), _config(1000.0)
+    # The replication's probe at 9 req/s (the published repeats' rate) missed the SLO.
+    probe = next(w for w in new.search if w.step == "probe" and w.rate_rps == 9.0)
+    probe.slo_pass = False
+    check = next(c for c in analysis.replication_checks(old, new) if c.figure == "goodput_tok_s")
+    assert check.verdict == "disagree"
+    assert check.reason == (
+        "the replication missed the SLO at 9 req/s; the published configuration met it at 9 req/s"
+    )
+    check = next(c for c in analysis.replication_checks(new, old) if c.figure == "goodput_tok_s")
+    assert check.reason == (
+        "the replication met the SLO at 9 req/s; the published configuration missed it at 9 req/s"
+    )

@@ -11,6 +11,9 @@ Latencies and tokens per joule depend on the load: when the replication's search
 at another rate than the published one, they are unknown (not comparable), and only goodput
 and accuracy are judged.
 
+Goodput also disagrees when the two searches contradict each other: one missed the SLO at a
+rate at or below the one where the other met it with all its repeats (:func:`_crossed`).
+
 Intervals: goodput and tokens per joule, Student's t over the repeats
 (:func:`~tokenwatt.analysis.intervals.t_interval`), goodput's upper end raised to the
 goodput scaled to the lowest rate above the found one that missed the SLO, or unbounded when
@@ -80,6 +83,30 @@ def _bracket_top(cfg: ConfigV3) -> float | None:
     return cfg.goodput_tok_s * min(above) / found if above else None
 
 
+def _lowest_miss(cfg: ConfigV3) -> float | None:
+    """The lowest rate (req/s) at which a window showed the engine past its capacity."""
+    rates = [w.rate_rps for w in cfg.search if _missed(w)]
+    return min(rates) if rates else None
+
+
+def _crossed(old: ConfigV3, new: ConfigV3) -> str | None:
+    """Why the two searches contradict each other, or None: one missed the SLO at a rate
+    (or below one) that the other met it at, with its repeats there."""
+    old_rate, new_rate = _rate(old), _rate(new)
+    new_miss, old_miss = _lowest_miss(new), _lowest_miss(old)
+    if old_rate is not None and new_miss is not None and new_miss <= old_rate:
+        return (
+            f"the replication missed the SLO at {new_miss:g} req/s; the published "
+            f"configuration met it at {old_rate:g} req/s"
+        )
+    if new_rate is not None and old_miss is not None and old_miss <= new_rate:
+        return (
+            f"the replication met the SLO at {new_rate:g} req/s; the published "
+            f"configuration missed it at {old_miss:g} req/s"
+        )
+    return None
+
+
 def _missed(w: SearchWindowV3) -> bool:
     """The window showed the engine past its capacity: a valid window that missed the SLO,
     or one invalid because the server did not keep up with the rate (not sustained). A
@@ -137,6 +164,10 @@ def _judge(
             verdict, reason = "disagree", "the replication met the SLO at no load"
         elif new_cfg.result_status == "inconclusive":
             reason = "the replication's result is inconclusive"
+    if figure == "goodput_tok_s" and reason is None and new_cfg.result_status == "measured":
+        crossed = _crossed(old_cfg, new_cfg)
+        if crossed is not None:
+            verdict, reason = "disagree", crossed
     if figure == "goodput_tok_s" and old_cfg.result_status != "measured":
         reason = f"the published result is {old_cfg.result_status.replace('_', ' ')}"
     if figure in _AT_THE_LOAD and reason is None:
