@@ -21,7 +21,9 @@ from tokenwatt.cli.exits import errors_to_exit
 from tokenwatt.errors import InputError, Problem
 
 DISAGREES_STATUS = 1
-"""Exit status when the replication disagrees with the published figures (0 otherwise)."""
+"""Exit status when the replication disagrees with the published figures (0 otherwise).
+A run that did not complete exits as ``collect`` does (128 + the signal, or 1) and writes
+no replication record."""
 
 
 @click.command("replicate")
@@ -58,8 +60,9 @@ def replicate(
     """
     import shlex
 
+    from tokenwatt.cli.collect_report import print_collect_end
     from tokenwatt.cli.progress import TerminalReporter
-    from tokenwatt.collect import CollectOptions, measure_configuration
+    from tokenwatt.collect import CollectOptions, StopSignal, exit_status, measure_configuration
     from tokenwatt.files import atomic_write_text
     from tokenwatt.records import load_report
     from tokenwatt.redact import scrub
@@ -92,10 +95,25 @@ def replicate(
         command=command,
         progress=not no_progress,
     )
+    reporter = TerminalReporter(live=opts.progress)
     try:
-        measure_configuration(opts, TerminalReporter(live=opts.progress))
+        measured = measure_configuration(opts, reporter)
+    except StopSignal as exc:  # before the first window: nothing was measured
+        click.echo(f"stopped by {exc.name} before the first window; nothing written", err=True)
+        sys.exit(exit_status(exc.name))
+    except KeyboardInterrupt:
+        click.echo("interrupted (Ctrl-C) before the first window; nothing written", err=True)
+        sys.exit(130)
     finally:
         spec_path.unlink(missing_ok=True)
+    status = print_collect_end(measured, out, reporter)
+    if status or not measured.complete:
+        click.echo(
+            f"no replication record written: the run in {out} is incomplete or measured "
+            "nothing (see above)",
+            err=True,
+        )
+        sys.exit(status or 1)
     record = _replication(report_file, report, cfg_index, out, root, command)
     target = root / "replications" / f"{name}.json"
     from tokenwatt.records_io import write_replication
