@@ -18,7 +18,8 @@ Intervals: goodput and tokens per joule, Student's t over the repeats
 (:func:`~tokenwatt.analysis.intervals.t_interval`), goodput's upper end raised to the
 goodput scaled to the lowest rate above the found one that missed the SLO, or unbounded when
 none did (the search located capacity only within that bracket: :func:`_bracket_top`);
-p99 TTFT and TPOT, the order-statistic interval a report keeps (``ttft_p99_ci_ms``, an unbounded upper end counting as infinite);
+p99 TTFT and TPOT, the order-statistic interval a report keeps (``ttft_p99_ci_ms``, an
+unbounded upper end counting as infinite);
 accuracy, the Clopper–Pearson interval of the score over the items scored (Clopper &
 Pearson 1934, via :func:`scipy.stats.binomtest`).
 """
@@ -73,7 +74,8 @@ def _goodput(cfg: ConfigV3) -> Span:
 def _bracket_top(cfg: ConfigV3) -> float | None:
     """The goodput at the lowest rate above the found one where a window (probe or repeat)
     showed the engine past its capacity (:func:`_missed`), scaled from the found rate
-    (tok/s): the search located the capacity only within that bracket, so a measurement anywhere in it is the same result.
+    (tok/s): the search located the capacity only within that bracket, so a measurement
+    anywhere in it is the same result.
     None when none did (the sweep's top was met, or what lay above was invalid for the
     client's sake): the capacity may lie anywhere above."""
     found = cfg.repeats_detail[0].rate_rps if cfg.repeats_detail else None
