@@ -4,6 +4,8 @@ worked out by hand (tests/archive_factory.py)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests import archive_factory as factory
 from tokenwatt import analysis
@@ -101,3 +103,17 @@ def test_precision_of_a_configuration_whose_kv_dtype_the_record_does_not_keep() 
     assert base.precision == "weights fp8 · KV bf16"
     # The v2 seed keeps no settings: the tuned (FP8 KV) configuration's dtype is not the spec's.
     assert tuned.precision == "weights fp8"
+
+
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=14))
+def test_frontier_is_the_set_no_point_dominates(points: list[tuple[int, int]]) -> None:
+    # The definition, point by point (quadratic), against the one-pass computation.
+    expected = [
+        not any(
+            ox >= x and oy >= y and (ox > x or oy > y)
+            for j, (ox, oy) in enumerate(points)
+            if j != i
+        )
+        for i, (x, y) in enumerate(points)
+    ]
+    assert analysis.frontier([(float(x), float(y)) for x, y in points]) == expected

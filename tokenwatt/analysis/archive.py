@@ -220,15 +220,27 @@ _AXES: dict[View, tuple[str, int]] = {
 
 def frontier(points: Sequence[tuple[float, float]]) -> list[bool]:
     """Which of ``points`` (x, y), both more-is-better, no other point dominates: one at
-    least as large on both and larger on one. Ties (equal points) are all kept."""
-    out = []
-    for i, (x, y) in enumerate(points):
-        beaten = any(
-            ox >= x and oy >= y and (ox > x or oy > y)
-            for j, (ox, oy) in enumerate(points)
-            if j != i
-        )
-        out.append(not beaten)
+    least as large on both and larger on one. Ties (equal points) are all kept.
+
+    One pass over the points sorted by x, largest first (O(n log n)): a point survives
+    when it has the largest y among the points of its x, and that y beats every y of a
+    larger x."""
+    order = sorted(range(len(points)), key=lambda i: -points[i][0])
+    out = [False] * len(points)
+    best = -math.inf  # the largest y among points of a strictly larger x
+    start = 0
+    while start < len(order):
+        x = points[order[start]][0]
+        end = start
+        while end < len(order) and points[order[end]][0] == x:
+            end += 1
+        group = order[start:end]
+        top = max(points[i][1] for i in group)
+        if top > best:
+            for i in group:
+                out[i] = points[i][1] == top
+        best = max(best, top)
+        start = end
     return out
 
 
