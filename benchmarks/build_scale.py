@@ -3,8 +3,9 @@
 Usage: python benchmarks/build_scale.py [N ...]   (default: 100 1000)
 
 For each N, writes N valid, varied report records (derived from the archive's first record;
-every other one with sweep probes, a 120-sample power timeline and an MBU breakdown) into a
-temporary folder, then runs `python -m tokenwatt build` three times in fresh processes:
+every other one with sweep probes, a 120-sample power timeline and an MBU breakdown; five
+models on four accelerators, so the frontier page has twenty frontiers) into a temporary
+folder, then runs `python -m tokenwatt build` three times in fresh processes:
 cold (no docs, no page cache; the vega-embed bundle cache is kept, as after a first build),
 unchanged (nothing to do), and after touching one record. Prints wall time and peak memory
 (max RSS of the child process). Targets on a 2-core machine: 1,000 records ≤ 30 s cold and
@@ -38,8 +39,12 @@ def make_records(n: int, folder: Path) -> None:
         data["title"] = f"Synthetic lab note {i}"
         data["status"] = "draft" if i % 3 else "published"
         data["published"] = f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}"
+        # Five models on four accelerators: twenty frontiers of about a hundred points each.
+        data["model"]["name"] = f"Model-{i % 5}"
+        data["hardware"]["accelerator"] = f"Accelerator {i % 4}"
         for j, cfg in enumerate(data["configs"]):
             cfg["goodput_tok_s"] = round(rng.uniform(3000, 6000), 1)
+            cfg["tpot_p99_ms"] = round(rng.uniform(20, 50), 1)
             cfg["node_power_kw"] = round(rng.uniform(0.55, 0.7), 3)
             cfg["accuracy"]["score"] = round(rng.uniform(85, 97), 1)
             if i % 2:

@@ -68,6 +68,7 @@ def test_replications_agree_then_disagree_when_the_engine_slowed(tmp_path: Path)
         assert done.returncode == 0, done.stdout + done.stderr
         done = _tokenwatt(root, "report", "runs/sim-base.json", "--title", "Sim note", "--demo")
         assert done.returncode == 0, done.stdout + done.stderr
+        published = (root / "reports" / "sim-note.json").read_bytes()
         same = _tokenwatt(
             root,
             "replicate",
@@ -109,6 +110,7 @@ def test_replications_agree_then_disagree_when_the_engine_slowed(tmp_path: Path)
         "sim.spec.yaml",
     ]
     # The original report is unchanged, and the site shows both replications.
+    assert (root / "reports" / "sim-note.json").read_bytes() == published
     built = _tokenwatt(root, "build", "--out", "docs")
     assert built.returncode == 0, built.stdout + built.stderr
     page = (root / "docs" / "reports" / "sim-note.md").read_text("utf-8")
