@@ -454,7 +454,7 @@ def _site_files(
 ) -> dict[str, bytes]:
     import json
 
-    from tokenwatt.site.replications import TREND_MARKER, trend_section
+    from tokenwatt.site.replications import TREND_MARKER, families, trend_section
     from tokenwatt.site.templates import (
         render_frontier,
         render_index,
@@ -463,10 +463,10 @@ def _site_files(
     )
 
     out: dict[str, bytes] = {}
-    archive = [row for item in loaded for row in item.page.rows or []]
+    fams = families([row for item in loaded for row in item.page.rows or []])
     for item in loaded:
         page = item.page
-        trends = trend_section(page.id, page.rows or [], page.trend or [], archive)
+        trends = trend_section(page.id, page.rows or [], page.trend or [], fams)
         text = page.page.replace(str(TREND_MARKER) + "\n", trends)
         out[f"reports/{item.page.id}.md"] = text.encode("utf-8")
         out[f"reports/{item.page.id}.json"] = item.raw

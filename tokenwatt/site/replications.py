@@ -122,20 +122,41 @@ def note_points(row: dict[str, Any]) -> Rows:
     return out
 
 
-def trend_section(
-    note: str, own_rows: list[dict[str, Any]], trend: Rows, archive: list[dict[str, Any]]
-) -> str:
+TREND_NOTES = 20
+"""Other notes of one configuration a trend draws at most: the most recently published."""
+
+Families = dict[tuple[str, str], list[dict[str, Any]]]
+"""Archive rows by (spec fingerprint, configuration label), newest first."""
+
+
+def families(archive: list[dict[str, Any]]) -> Families:
+    """The archive's rows grouped by spec fingerprint and configuration label, newest
+    first: the same configuration of the same measurement, in every note that has it."""
+    out: Families = {}
+    for row in archive:
+        if row.get("fingerprint"):
+            out.setdefault((row["fingerprint"], row["config"]), []).append(row)
+    for rows in out.values():
+        rows.sort(key=lambda r: (r["published"], r["note"]), reverse=True)
+    return out
+
+
+def trend_section(note: str, own_rows: list[dict[str, Any]], trend: Rows, fams: Families) -> str:
     """The trend chart's Markdown for note ``note``: its replications' points (``trend``)
-    and, for each of its configurations (``own_rows``), the same configuration (label) in
-    other notes of the same spec fingerprint; its own published point when any of those
-    exist. Empty when there is nothing to draw beyond the note itself."""
-    keys = {(r["fingerprint"], r["config"]) for r in own_rows if r.get("fingerprint")}
-    others = [
-        p
-        for r in archive
-        if r["note"] != note and (r.get("fingerprint"), r["config"]) in keys
-        for p in note_points(r)
-    ]
+    and, for each of its configurations (``own_rows``), the same configuration in other
+    notes of the same spec fingerprint (:func:`families`; the :data:`TREND_NOTES` most
+    recent); its own published point when any of those exist. Empty when there is nothing
+    to draw beyond the note itself."""
+    others: Rows = []
+    left_out = 0
+    for row in own_rows:
+        family = [
+            r
+            for r in fams.get((row.get("fingerprint") or "", row["config"]), [])
+            if r["note"] != note
+        ]
+        left_out += max(len(family) - TREND_NOTES, 0)
+        others += [p for r in family[:TREND_NOTES] for p in note_points(r)]
     if not trend and not others:
         return ""
     rows = list(trend)
@@ -146,10 +167,18 @@ def trend_section(
             p["what"] = "published"
     rows = sorted([*rows, *others], key=lambda r: (r["config"], r["figure"], r["date"]))
     spec = trend_chart(rows)
+    more = (
+        f" The {left_out} older note(s) of the same configuration are left out; the frontier "
+        "page and `tokenwatt export` have them all."
+        if left_out
+        else ""
+    )
     return (
         "### Headline figures over time\n\n"
-        "The published measurement, every replication and every other note of the same spec "
-        "fingerprint, each point labelled with its engine version; bars are 95% intervals.\n\n"
+        "The published measurement, every replication and the other notes of the same spec "
+        "fingerprint, each point labelled with its engine version; bars are 95% intervals. "
+        "A replication whose result was not measured (no load met the SLO, or inconclusive) "
+        f"has no point: its entry above says so.{more}\n\n"
         '<div class="tw-chart" id="tw-chart-trends" data-tw-spec="tw-spec-trends"></div>\n'
         f'<script type="application/json" id="tw-spec-trends">{json_for_script(spec)}</script>\n'
     )
