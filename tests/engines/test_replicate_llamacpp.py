@@ -66,7 +66,7 @@ def test_replicate_on_llamacpp_holds_then_disagrees_with_fewer_slots(
         tmp_path, "replicate", "reports/tiny.json", "--no-progress",
         "--engine-cmd", shlex.join([*base, "--parallel", "1"]),
     )  # fmt: skip
-    assert fewer.returncode == 1, fewer.stdout + fewer.stderr[-3000:]
+    assert fewer.returncode == 3, fewer.stdout + fewer.stderr[-3000:]
     assert "replication disagrees" in fewer.stdout
     goodput = next(x for x in fewer.stdout.splitlines() if x.startswith("SLO goodput"))
     assert "→ disagree (the replication missed the SLO at " in goodput

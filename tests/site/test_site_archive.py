@@ -107,7 +107,7 @@ def test_a_note_shows_its_replications_newest_first(site: Path) -> None:
     page = (site / "reports" / "a-one.md").read_text(encoding="utf-8")
     section = page[page.index("## Replications") : page.index("## Charts")]
     found = re.findall(
-        r"### (2026&#45;12&#45;0\d): a&#45;base, (\*\*disagrees\*\*|agrees)", section
+        r"### (2026&#45;12&#45;0\d) 00&#58;00 UTC: a&#45;base, (\*\*disagrees\*\*|agrees)", section
     )
     dates = [(d.replace("&#45;", "-"), v) for d, v in found]
     assert dates == [

@@ -39,8 +39,12 @@ View = Literal["goodput", "tokens_per_joule", "cost"]
 class ArchiveRow:
     """One configuration of one note, with its headline figures and their intervals.
 
-    Units: tok/s (goodput), tok/s per card, ms (latencies), tok/s per user
-    (interactivity), tok/J, US$ per million output tokens, accuracy points. ``None``
+    Units: tok/s (goodput), tok/s per card, ms (latencies and the SLO's limits), req/s
+    (the operating point's rate), tok/s per user (interactivity), tok/J, US$ per million
+    output tokens, % (MBU, accuracy), accuracy points (the delta). ``updated``: the note
+    carries update notices that correct some figures (the row keeps them as first
+    published). Latency intervals are the p99's order-statistic ends; an end beyond the
+    sample is empty. ``None``
     where the record does not give the figure (no power, no cost, no interval). The
     ``frontier_*`` fields say whether the row is on the frontier of that view within
     its model and hardware (:func:`mark_frontiers`).
@@ -51,6 +55,7 @@ class ArchiveRow:
     published: str
     status: str
     demo: bool
+    updated: bool
     fingerprint: str | None
     model: str
     hardware: str
@@ -63,6 +68,11 @@ class ArchiveRow:
     mode: str | None
     result_status: str
     gate: Gate
+    slo_ttft_p99_ms: float
+    slo_tpot_p99_ms: float
+    rate_rps: float | None
+    repeats: int
+    slo_pass_count: int
     goodput_tok_s: float | None
     goodput_low: float | None
     goodput_high: float | None
@@ -70,7 +80,11 @@ class ArchiveRow:
     goodput_per_card_low: float | None
     goodput_per_card_high: float | None
     ttft_p99_ms: float | None
+    ttft_p99_low: float | None
+    ttft_p99_high: float | None
     tpot_p99_ms: float | None
+    tpot_p99_low: float | None
+    tpot_p99_high: float | None
     interactivity_tok_s_user: float | None
     interactivity_low: float | None
     interactivity_high: float | None
@@ -78,6 +92,7 @@ class ArchiveRow:
     tokens_per_joule_low: float | None
     tokens_per_joule_high: float | None
     usd_per_million_tokens: float | None
+    mbu_pct: float | None
     accuracy_score: float | None
     accuracy_delta_pts: float | None
     frontier_goodput: bool = False
@@ -140,8 +155,7 @@ def _precision(report: ReportV3, c: ConfigAnalysis) -> str:
     kv = c.config.settings.get("kv_dtype")
     if kv is None and c.is_baseline and spec is not None:
         kv = spec.model.kv_dtype
-    parts = [f"weights {weights}" if weights else None, f"KV {kv}" if kv else None]
-    return " · ".join(p for p in parts if p) or "not stated"
+    return f"weights {weights or 'not stated'} · KV {kv or 'not stated'}"
 
 
 def _gate(c: ConfigAnalysis) -> Gate:
@@ -170,6 +184,7 @@ def _row(report: ReportV3, c: ConfigAnalysis) -> ArchiveRow:
         published=report.published.isoformat(),
         status=report.status,
         demo=report.demo,
+        updated=bool(report.updates),
         fingerprint=fingerprint(report.spec) if report.spec is not None else None,
         model=report.model.name,
         hardware=f"{cards}× {report.hardware.accelerator}",
@@ -182,6 +197,11 @@ def _row(report: ReportV3, c: ConfigAnalysis) -> ArchiveRow:
         mode=cfg.mode,
         result_status=cfg.result_status,
         gate=_gate(c),
+        slo_ttft_p99_ms=report.slo.ttft_p99_ms,
+        slo_tpot_p99_ms=report.slo.tpot_p99_ms,
+        rate_rps=cfg.repeats_detail[0].rate_rps if measured and cfg.repeats_detail else None,
+        repeats=cfg.repeats,
+        slo_pass_count=cfg.slo_pass_count,
         goodput_tok_s=kept(cfg.goodput_tok_s),
         goodput_low=ci.low if ci is not None else None,
         goodput_high=ci.high if ci is not None else None,
@@ -189,7 +209,11 @@ def _row(report: ReportV3, c: ConfigAnalysis) -> ArchiveRow:
         goodput_per_card_low=ci.low / cards if ci is not None else None,
         goodput_per_card_high=ci.high / cards if ci is not None else None,
         ttft_p99_ms=kept(cfg.ttft_p99_ms),
+        ttft_p99_low=kept(_bound(cfg.ttft_p99_ci_ms.low_ms)) if cfg.ttft_p99_ci_ms else None,
+        ttft_p99_high=kept(_bound(cfg.ttft_p99_ci_ms.high_ms)) if cfg.ttft_p99_ci_ms else None,
         tpot_p99_ms=kept(cfg.tpot_p99_ms),
+        tpot_p99_low=kept(_bound(cfg.tpot_p99_ci_ms.low_ms)) if cfg.tpot_p99_ci_ms else None,
+        tpot_p99_high=kept(_bound(cfg.tpot_p99_ci_ms.high_ms)) if cfg.tpot_p99_ci_ms else None,
         interactivity_tok_s_user=inter,
         interactivity_low=inter_low,
         interactivity_high=inter_high,
@@ -197,6 +221,7 @@ def _row(report: ReportV3, c: ConfigAnalysis) -> ArchiveRow:
         tokens_per_joule_low=tpj_ci.low if tpj_ci is not None else None,
         tokens_per_joule_high=tpj_ci.high if tpj_ci is not None else None,
         usd_per_million_tokens=kept(c.usd_per_million_tokens),
+        mbu_pct=kept(cfg.mbu_pct),
         accuracy_score=cfg.accuracy.score if cfg.accuracy is not None else None,
         accuracy_delta_pts=cfg.accuracy.delta_pts if cfg.accuracy is not None else None,
     )

@@ -147,6 +147,15 @@ def _accuracy(cfg: ConfigV3) -> Span:
 
 
 def _spans(cfg: ConfigV3) -> dict[Figure, Span]:
+    if cfg.result_status != "measured":  # no operating point: no latency, no energy
+        nothing: Span = (None, None, None)
+        return {
+            "goodput_tok_s": nothing,
+            "ttft_p99_ms": nothing,
+            "tpot_p99_ms": nothing,
+            "tokens_per_joule": nothing,
+            "accuracy": _accuracy(cfg),
+        }
     return {
         "goodput_tok_s": _goodput(cfg),
         "ttft_p99_ms": _p99(cfg.ttft_p99_ms, cfg.ttft_p99_ci_ms),

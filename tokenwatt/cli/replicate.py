@@ -20,8 +20,10 @@ import click
 from tokenwatt.cli.exits import errors_to_exit
 from tokenwatt.errors import InputError, Problem
 
-DISAGREES_STATUS = 1
-"""Exit status when the replication disagrees with the published figures (0 otherwise).
+DISAGREES_STATUS = 3
+"""Exit status when the replication disagrees with the published figures (0 when it agrees
+or is inconclusive); distinct from 1 (an error: the engine cannot be reached) and 2 (bad
+input), so a script can tell a regression from an outage.
 A run that did not complete exits as ``collect`` does (128 + the signal, or 1) and writes
 no replication record."""
 
@@ -56,7 +58,7 @@ def replicate(
     """Measure a published configuration again and compare its headline figures.
 
     Writes the run record under runs/replications/ and a replication record under
-    replications/ that the note's page shows; exits 1 when a figure disagrees.
+    replications/ that the note's page shows; exits 3 when a figure disagrees.
     """
     import shlex
 
@@ -130,10 +132,11 @@ def _config_index(report: Any, label: str | None, path: Path) -> int:
         return 0
     if label in labels:
         return labels.index(label)
-    said = "names no configuration" if label is None else f"names no configuration {label!r}"
-    raise InputError(
-        [Problem(str(path), "--config", f"{said}; its configurations: {', '.join(labels)}")]
-    )
+    if label is None:
+        said = f"the report has {len(labels)} configurations: pass --config LABEL, one of"
+    else:
+        said = f"the report has no configuration {label!r}; its configurations:"
+    raise InputError([Problem(str(path), "--config", f"{said} {', '.join(labels)}")])
 
 
 def _spec_folder(command: str, root: Path) -> Path:

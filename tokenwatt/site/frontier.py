@@ -173,11 +173,14 @@ def frontier_tables(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "model": model,
                 "hardware": hardware,
                 "points": len(members),
-                "excluded": sum(1 for r in members if _standing(r) != "measured"),
+                "excluded": _excluded(members),
+                "updated": any(r.get("updated") for r in front),
                 "rows": [
                     {
                         "note": r["note"],
                         "title": r["title"],
+                        "updated": bool(r.get("updated")),
+                        "demo": bool(r.get("demo")),
                         "config": r["config"],
                         "engine": " ".join(x for x in (r["engine"], r["engine_version"]) if x),
                         "precision": r["precision"],
@@ -192,6 +195,18 @@ def frontier_tables(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _excluded(members: list[dict[str, Any]]) -> str:
+    """How many configurations the frontier left off, and why, e.g. "1 (gate failed)"."""
+    counts: dict[str, int] = {}
+    for r in members:
+        standing = _standing(r)
+        if standing != "measured":
+            counts[standing] = counts.get(standing, 0) + 1
+    if not counts:
+        return ""
+    return ", ".join(f"{n} ({why})" for why, n in sorted(counts.items()))
 
 
 def _span(low: float | None, high: float | None) -> Markup:

@@ -59,7 +59,9 @@ def replication_sections(report: ReportV3, reps: list[ReplicationV1]) -> list[di
         old, checks, verdict = result
         out.append(
             {
-                "date": rep.measured_at.date().isoformat(),
+                "date": rep.measured_at.strftime("%Y-%m-%d %H:%M UTC")
+                if rep.measured_at.utcoffset() is not None
+                else rep.measured_at.strftime("%Y-%m-%d %H:%M"),
                 "config": rep.config,
                 "verdict": verdict,
                 "disagreeing": ", ".join(analysis.disagreeing_names(checks)),
