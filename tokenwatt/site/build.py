@@ -413,6 +413,38 @@ def _duplicate_ids(loaded: list[_Loaded]) -> list[Problem]:
     return problems
 
 
+TREND_MARKER_TEXT = "<!-- tokenwatt: trends -->"
+"""Where a note's trend chart goes (``site.replications.TREND_MARKER``, repeated here so
+that a build with nothing changed need not import the module)."""
+
+
+def _across_notes(loaded: list[_Loaded], cache: PageCache) -> tuple[str, dict[str, str]]:
+    """The frontier page and each note's trend section (by id): from the page cache when
+    no note's archive rows or replication points changed, else made again (importing the
+    analysis and Altair, a second on a 1,000-note archive)."""
+    import hashlib
+
+    inputs = [[item.page.id, item.page.rows, item.page.trend] for item in loaded]
+    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode("utf-8")).hexdigest()
+    key = f"across-{cache.code}-{digest}"
+    entry = cache.get(key)
+    if entry is not None and isinstance(entry.get("frontier"), str):
+        trends = entry.get("trends")
+        if isinstance(trends, dict) and all(isinstance(v, str) for v in trends.values()):
+            return entry["frontier"], {str(k): v for k, v in trends.items()}
+    from tokenwatt.site.replications import families, trend_section
+    from tokenwatt.site.templates import render_frontier
+
+    fams = families([row for item in loaded for row in item.page.rows or []])
+    made = {
+        item.page.id: trend_section(item.page.id, item.page.rows or [], item.page.trend or [], fams)
+        for item in loaded
+    }
+    frontier = render_frontier(_frontier_rows(loaded))
+    cache.put(key, {"frontier": frontier, "trends": made})
+    return frontier, made
+
+
 def _frontier_rows(loaded: list[_Loaded]) -> list[dict[str, Any]]:
     """Every note's archive rows, frontier flags set across the archive."""
     from tokenwatt import analysis
@@ -454,24 +486,17 @@ def _site_files(
 ) -> dict[str, bytes]:
     import json
 
-    from tokenwatt.site.replications import TREND_MARKER, families, trend_section
-    from tokenwatt.site.templates import (
-        render_frontier,
-        render_index,
-        render_schemas,
-        render_spec_reference,
-    )
+    from tokenwatt.site.templates import render_index, render_schemas, render_spec_reference
 
     out: dict[str, bytes] = {}
-    fams = families([row for item in loaded for row in item.page.rows or []])
+    frontier, trends = _across_notes(loaded, cache)
     for item in loaded:
         page = item.page
-        trends = trend_section(page.id, page.rows or [], page.trend or [], fams)
-        text = page.page.replace(str(TREND_MARKER) + "\n", trends)
+        text = page.page.replace(TREND_MARKER_TEXT + "\n", trends.get(page.id, ""))
         out[f"reports/{item.page.id}.md"] = text.encode("utf-8")
         out[f"reports/{item.page.id}.json"] = item.raw
     out["index.md"] = render_index([item.page for item in loaded]).encode("utf-8")
-    out["frontier.md"] = render_frontier(_frontier_rows(loaded)).encode("utf-8")
+    out["frontier.md"] = frontier.encode("utf-8")
     out[SITE_MARKER] = SITE_MARKER_TEXT
     out.update(copied_pages(templates))
     out.setdefault("methods/mbu.md", MBU_PLACEHOLDER.encode("utf-8"))

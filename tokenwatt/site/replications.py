@@ -87,7 +87,7 @@ def latest_verdict(report: ReportV3, reps: list[ReplicationV1]) -> str:
     return ""
 
 
-TREND_MARKER = Markup("<!-- tokenwatt: trends -->")
+TREND_MARKER = Markup("<!-- tokenwatt: trends -->")  # site.build.TREND_MARKER_TEXT
 """Where the trend chart goes on a note's page: the build replaces it (or removes it) once
 every note is loaded, since the trend also draws other notes of the same spec fingerprint
 (:func:`trend_section`)."""
