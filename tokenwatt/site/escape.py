@@ -26,6 +26,11 @@ _TABLE: dict[int, str] = {c: " " for c in [*range(32), *range(0x7F, 0xA0)]}
 _TABLE.update({ord(ch): f"&#{ord(ch)};" for ch in _SPECIAL})
 
 
+DASH = Markup("—")
+"""The cell of a value not given (an em dash), safe Markup. Here rather than in ``fmt`` so
+that pages without numbers (the spec reference) do not import the analysis."""
+
+
 def md_text(value: object) -> Markup:
     """Escape one piece of record text for use inline in Markdown (and the HTML it becomes).
 

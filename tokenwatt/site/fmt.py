@@ -10,9 +10,8 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from tokenwatt.analysis import fixed, signed
+from tokenwatt.site.escape import DASH as DASH
 from tokenwatt.site.escape import trusted
-
-DASH = trusted("—")
 
 
 def num(value: float | int | None, decimals: int = 1) -> Markup:

@@ -14,8 +14,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from tokenwatt.site.escape import md_text, trusted
-from tokenwatt.site.fmt import DASH
+from tokenwatt.site.escape import DASH, md_text, trusted
 
 Schema = dict[str, Any]
 
