@@ -165,11 +165,20 @@ def load_reports(folder: Path) -> list[ReportV3]:
         raise RecordError([Problem(str(folder), "", "no such folder of report records")])
     reports: list[ReportV3] = []
     problems: list[Problem] = []
+    first: dict[str, Path] = {}
     for path in sorted(p for p in folder.glob("*.json") if not p.name.startswith(".")):
         try:
-            reports.append(load_report(path))
+            report = load_report(path)
         except RecordError as exc:
             problems += exc.problems
+            continue
+        other = first.setdefault(report.id, path)
+        if other != path:
+            problems.append(
+                Problem(str(path), "id", f"the id {report.id!r} is already used by {other}")
+            )
+            continue
+        reports.append(report)
     if problems:
         raise RecordError(problems)
     return reports
@@ -178,14 +187,29 @@ def load_reports(folder: Path) -> list[ReportV3]:
 def write_rows(
     rows: Sequence[dict[str, Any]], columns: Mapping[str, str], out: Path, fmt: str
 ) -> Path:
-    """Write ``rows`` (one dict per row, keys ``columns``: name → kind, ``str``, ``bool``,
-    ``int`` or ``float``) as CSV (UTF-8, a header line,
-    empty cells for missing values) or Parquet (pyarrow; typed columns, nulls kept),
-    atomically.
+    """Write :func:`rows_bytes` to ``out`` atomically.
 
     Raises:
-        InputError: ``out`` cannot be written, or Parquet without pyarrow (naming the
-            extra that brings it).
+        InputError: as :func:`rows_bytes`, or ``out`` cannot be written.
+    """
+    data = rows_bytes(rows, columns, out, fmt)
+    try:
+        atomic_write_bytes(out, data)
+    except OSError as exc:
+        raise InputError([Problem(str(out), "", f"cannot write: {exc.strerror or exc}")]) from exc
+    return out
+
+
+def rows_bytes(
+    rows: Sequence[dict[str, Any]], columns: Mapping[str, str], out: Path, fmt: str
+) -> bytes:
+    """``rows`` (one dict per row, keys ``columns``: name → kind, ``str``, ``bool``,
+    ``int`` or ``float``) as the bytes of a CSV file (UTF-8, a header line, empty cells for
+    missing values) or a Parquet file (pyarrow; typed columns, nulls kept); ``out`` names
+    the file in messages.
+
+    Raises:
+        InputError: Parquet without pyarrow (naming the extra that brings it).
     """
     import io
 
@@ -206,7 +230,7 @@ def write_rows(
         table = pa.Table.from_pylist([dict(r) for r in rows], schema=_arrow_schema(pa, columns))
         buffer = pa.BufferOutputStream()
         pq.write_table(table, buffer)
-        data = buffer.getvalue().to_pybytes()
+        data: bytes = buffer.getvalue().to_pybytes()
     else:
         import csv
 
@@ -215,11 +239,7 @@ def write_rows(
         writer.writeheader()
         writer.writerows(rows)
         data = text.getvalue().encode("utf-8")
-    try:
-        atomic_write_bytes(out, data)
-    except OSError as exc:
-        raise InputError([Problem(str(out), "", f"cannot write: {exc.strerror or exc}")]) from exc
-    return out
+    return data
 
 
 def _arrow_schema(pa: Any, columns: Mapping[str, str]) -> Any:

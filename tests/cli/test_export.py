@@ -95,3 +95,38 @@ def test_a_bad_report_names_its_file_and_field_and_writes_nothing(tmp_path: Path
     assert result.exit_code == 2  # type: ignore[attr-defined]
     assert str(broken) in result.output and "title" in result.output  # type: ignore[attr-defined]
     assert not out.exists()
+
+
+def test_two_reports_with_one_id_are_refused(tmp_path: Path) -> None:
+    root = tmp_path / "arch"
+    factory.write_archive(root, fillers=0)
+    twin = root / "reports" / "twin.json"
+    twin.write_bytes((root / "reports" / "a-one.json").read_bytes())
+    out = tmp_path / "a.csv"
+    result = _export(root, out)
+    assert result.exit_code == 2  # type: ignore[attr-defined]
+    assert f"{twin}: id: the id 'a-one' is already used by" in result.output  # type: ignore[attr-defined]
+    assert not out.exists()
+
+
+def test_one_target_that_cannot_be_written_writes_no_other(archive: Path, tmp_path: Path) -> None:
+    good, bad = tmp_path / "a.csv", tmp_path / "missing" / "a.parquet"
+    result = _export(archive, good, bad)
+    assert result.exit_code == 2  # type: ignore[attr-defined]
+    assert f"{bad}: --out: its folder {bad.parent} does not exist" in result.output  # type: ignore[attr-defined]
+    assert not good.exists()
+
+
+def test_rows_say_which_notes_are_simulated_and_retracted_notes_leave_the_frontier(
+    tmp_path: Path,
+) -> None:
+    reports = factory.write_archive(tmp_path, fillers=0)
+    rows = analysis.archive_rows(reports)
+    assert all(r.simulated for r in rows)
+    a_one = next(r for r in reports if r.id == "a-one")
+    a_one.status = "retracted"
+    again = {r.config: r for r in analysis.archive_rows(reports)}
+    assert not again["a-base"].frontier_goodput and not again["a-fast"].frontier_goodput
+    # Without a-one's points, a-thin (40, 500) beats a-base2 (20, 400) and a-base3 alone.
+    on = {c for c, r in again.items() if r.model == "model-a" and r.frontier_goodput}
+    assert on == {"a-thin"}

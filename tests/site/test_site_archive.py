@@ -215,3 +215,91 @@ def test_the_build_and_the_page_name_one_trend_marker() -> None:
     from tokenwatt.site.replications import TREND_MARKER
 
     assert str(TREND_MARKER) == TREND_MARKER_TEXT
+
+
+def _one_replication(tmp_path: Path, **changes: object) -> Path:
+    """An archive of the five group notes and one replication of a-one's a-base with
+    ``changes`` applied to the record's JSON (dotted keys reach into ``measured``)."""
+    factory.write_archive(tmp_path, fillers=0)
+    rec = factory.report(factory.notes(0)[0])
+    data = json.loads(replication(rec, "a-base", 300, 0, "0.1").model_dump_json())
+    for key, value in changes.items():
+        node = data
+        *parents, last = key.split(".")
+        for part in parents:
+            node = node[part]
+        node[last] = value
+    (tmp_path / "replications").mkdir()
+    path = tmp_path / "replications" / "r.json"
+    path.write_text(json.dumps(data), "utf-8")
+    return path
+
+
+def _problems(tmp_path: Path, cache_dir: Path) -> list[tuple[str, str]]:
+    with pytest.raises(RecordError) as err:
+        build_site(tmp_path / "reports", tmp_path / "docs", cache_dir=cache_dir)
+    assert not (tmp_path / "docs").exists()
+    return [(p.file, p.field) for p in err.value.problems]
+
+
+def test_a_replication_of_an_unknown_configuration_fails_the_build(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    path = _one_replication(tmp_path, config="no-such-label")
+    assert _problems(tmp_path, cache_dir) == [(str(path), "config")]
+
+
+def test_a_simulated_replication_of_a_note_that_is_no_demo_fails_the_build(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    path = _one_replication(tmp_path, **{"measured.simulated": True})
+    report = tmp_path / "reports" / "a-one.json"
+    data = json.loads(report.read_text("utf-8"))
+    data["demo"] = False
+    for cfg in data["configs"]:
+        cfg["simulated"] = False
+    data["simulated"] = False
+    report.write_text(json.dumps(data), "utf-8")
+    assert (str(path), "measured.simulated") in _problems(tmp_path, cache_dir)
+
+
+def test_a_replication_whose_run_record_changed_fails_the_build(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    path = _one_replication(tmp_path)
+    run = tmp_path / "runs" / "replications" / "a-one--a-base--0.json"
+    run.parent.mkdir(parents=True)
+    run.write_text("{}", "utf-8")  # not the record whose SHA-256 the replication keeps
+    problems = [p for p in _problems(tmp_path, cache_dir) if p[0] == str(path)]
+    assert problems == [(str(path), "run_sha256")]
+
+
+def test_an_incomplete_replication_judges_nothing(tmp_path: Path, cache_dir: Path) -> None:
+    _one_replication(
+        tmp_path, **{"measured.complete": False, "measured.incomplete_reason": "Ctrl-C"}
+    )
+    build_site(tmp_path / "reports", tmp_path / "docs", cache_dir=cache_dir)
+    page = (tmp_path / "docs" / "reports" / "a-one.md").read_text("utf-8")
+    section = page[page.index("## Replications") : page.index("## Charts")]
+    assert ", inconclusive" in section and "disagree" not in section
+    assert "the replication&#39;s run is incomplete &#40;Ctrl&#45;C&#41;" in section
+
+
+def test_replications_without_an_offset_order_with_those_with_one(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    _one_replication(tmp_path, measured_at="2026-12-05T00:00:00")
+    rec = factory.report(factory.notes(0)[0])
+    other = replication(rec, "a-base", 1000, 0, "0.1")
+    (tmp_path / "replications" / "s.json").write_text(other.model_dump_json(), "utf-8")
+    build_site(tmp_path / "reports", tmp_path / "docs", cache_dir=cache_dir)
+    index = (tmp_path / "docs" / "index.md").read_text("utf-8")
+    assert "**replication disagrees**" in index  # the later (naive, 12-05) one is the latest
+
+
+def test_a_file_in_place_of_the_replications_folder_fails_the_build(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    factory.write_archive(tmp_path, fillers=0)
+    (tmp_path / "replications").write_text("", "utf-8")
+    assert _problems(tmp_path, cache_dir) == [(str(tmp_path / "replications"), "")]

@@ -55,6 +55,7 @@ class ArchiveRow:
     published: str
     status: str
     demo: bool
+    simulated: bool
     updated: bool
     fingerprint: str | None
     model: str
@@ -101,8 +102,11 @@ class ArchiveRow:
 
     @property
     def eligible(self) -> bool:
-        """Measured and not failing the gate: the only rows a frontier may hold."""
-        return self.result_status == "measured" and self.gate != "fail"
+        """Measured, not failing the gate, in a note not retracted: the only rows a
+        frontier may hold."""
+        return (
+            self.result_status == "measured" and self.gate != "fail" and self.status != "retracted"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a plain dict (export columns, chart data)."""
@@ -184,6 +188,7 @@ def _row(report: ReportV3, c: ConfigAnalysis) -> ArchiveRow:
         published=report.published.isoformat(),
         status=report.status,
         demo=report.demo,
+        simulated=report.simulated or cfg.simulated,
         updated=bool(report.updates),
         fingerprint=fingerprint(report.spec) if report.spec is not None else None,
         model=report.model.name,

@@ -37,6 +37,7 @@ from tokenwatt.analysis.repeat_stats import (
     repeat_tpjs,
 )
 from tokenwatt.records import (
+    MAX_QUANTITY,
     NOT_SUSTAINED_PREFIX,
     ConfigV3,
     Figure,
@@ -82,7 +83,8 @@ def _bracket_top(cfg: ConfigV3) -> float | None:
     if not found:
         return None
     above = [w.rate_rps for w in cfg.search if _missed(w) and w.rate_rps > found]
-    return cfg.goodput_tok_s * min(above) / found if above else None
+    top = cfg.goodput_tok_s * min(above) / found if above else None
+    return None if top is None or top > MAX_QUANTITY else top  # past any record: unbounded
 
 
 def _lowest_miss(cfg: ConfigV3) -> float | None:
@@ -142,7 +144,10 @@ def _accuracy(cfg: ConfigV3) -> Span:
 
     n = acc.items * max(acc.seeds or 1, 1)
     k = round(acc.score / 100.0 * n)
-    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+    try:
+        ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+    except (TypeError, ValueError, OverflowError):  # counts past what a suite holds
+        return acc.score, None, None
     return acc.score, 100.0 * ci.low, 100.0 * ci.high
 
 
@@ -233,8 +238,25 @@ def _overlap(old: Span, new: Span) -> tuple[FigureVerdict, str | None]:
 
 
 def replication_checks(old: ConfigV3, new: ConfigV3) -> list[FigureCheck]:
-    """Each headline figure of ``old`` (as published) against ``new`` (measured again)."""
+    """Each headline figure of ``old`` (as published) against ``new`` (measured again).
+    A replication whose run did not complete judges nothing: every figure is unknown."""
     olds, news = _spans(old), _spans(new)
+    if not new.complete:
+        why = f"the replication's run is incomplete ({new.incomplete_reason or 'stopped early'})"
+        return [
+            FigureCheck(
+                figure=f,
+                old=olds[f][0],
+                old_low=olds[f][1],
+                old_high=olds[f][2],
+                new=None,
+                new_low=None,
+                new_high=None,
+                verdict="unknown",
+                reason=why,
+            )
+            for f in olds
+        ]
     return [_judge(f, olds[f], news[f], old, new) for f in olds]
 
 

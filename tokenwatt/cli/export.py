@@ -34,17 +34,43 @@ FORMATS = {".csv": "csv", ".parquet": "parquet"}
 def export(reports_dir: Path, outs: tuple[Path, ...]) -> None:
     """Write every configuration of every report as one row (note, spec fingerprint,
     engine, hardware, headline figures with their intervals, frontier flags)."""
-    from tokenwatt.records_io import load_reports, write_rows
+    from tokenwatt.files import atomic_write_bytes
+    from tokenwatt.records_io import load_reports, rows_bytes
 
-    targets = list(outs) or [Path("archive.csv"), Path("archive.parquet")]
+    targets = list(dict.fromkeys(outs)) or [Path("archive.csv"), Path("archive.parquet")]
     bad = [t for t in targets if t.suffix.lower() not in FORMATS]
     if bad:
         raise InputError([Problem(str(t), "--out", "must end in .csv or .parquet") for t in bad])
     from tokenwatt import analysis
 
-    rows = analysis.archive_rows(load_reports(reports_dir))
-    for target in targets:
-        write_rows(
-            [r.as_dict() for r in rows], analysis.COLUMNS, target, FORMATS[target.suffix.lower()]
-        )
+    unwritable = [
+        Problem(str(t), "--out", why) for t in targets if (why := _unwritable(t)) is not None
+    ]
+    if unwritable:
+        raise InputError(unwritable)
+    rows = [r.as_dict() for r in analysis.archive_rows(load_reports(reports_dir))]
+    # Every file's bytes first: a missing pyarrow or a bad row writes none of them.
+    data = {t: rows_bytes(rows, analysis.COLUMNS, t, FORMATS[t.suffix.lower()]) for t in targets}
+    for target, content in data.items():
+        try:
+            atomic_write_bytes(target, content)
+        except OSError as exc:
+            raise InputError(
+                [Problem(str(target), "--out", f"cannot write: {exc.strerror or exc}")]
+            ) from exc
         click.echo(f"wrote {len(rows)} row(s) to {target}")
+
+
+def _unwritable(target: Path) -> str | None:
+    """Why ``target`` cannot be written, or None: checked for every file before any is
+    written, so that one bad ``--out`` leaves no other file behind."""
+    import os
+
+    folder = target.parent if str(target.parent) else Path()
+    if target.is_dir():
+        return "is a folder"
+    if not folder.is_dir():
+        return f"its folder {folder} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"its folder {folder} cannot be written"
+    return None

@@ -10,7 +10,10 @@ changed. The verdicts are :mod:`tokenwatt.analysis.replication`'s.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -71,13 +74,15 @@ def replicate(
 
     report = load_report(report_file)
     root = archive or report_file.resolve().parent.parent
+    _check_archive(report_file, root, archive is not None)
     cfg_index = _config_index(report, label, report_file)
     cfg = report.configs[cfg_index]
     spec_text, mode, source, folder = _what_to_measure(report, cfg_index, root)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    name = f"{report.id}--{cfg.label}--{stamp}"
+    # Labels may hold any printable text ("/", ".."): never a path in a file name.
+    name = f"{report.id}--{_SAFE.sub('-', cfg.label)}--{stamp}"
     run_dir = root / "runs" / "replications"
-    run_dir.mkdir(parents=True, exist_ok=True)
+    made = _writable_folders(root, [run_dir, root / "replications"])
     # Beside the original spec, so that the paths in it (suite, trace, dataset) resolve as
     # they did; removed after the run, whose record keeps the spec it measured with.
     spec_path = folder / f".{name}.spec.yaml"
@@ -108,6 +113,7 @@ def replicate(
         sys.exit(130)
     finally:
         spec_path.unlink(missing_ok=True)
+        _remove_if_empty(made)
     status = print_collect_end(measured, out, reporter)
     if status or not measured.complete:
         click.echo(
@@ -124,6 +130,62 @@ def replicate(
     _print(record, target)
     if record.verdict == "disagrees":
         sys.exit(DISAGREES_STATUS)
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _check_archive(report_file: Path, root: Path, given: bool) -> None:
+    """Refuse an ``--archive`` that does not hold the report (a mistyped folder would get
+    a replication whose report it lacks)."""
+    if given and report_file.resolve().parent != (root / "reports").resolve():
+        raise InputError(
+            [
+                Problem(
+                    str(root),
+                    "--archive",
+                    f"does not hold {report_file} in its reports/ folder: pass the folder "
+                    "above the report's",
+                )
+            ]
+        )
+
+
+def _writable_folders(root: Path, folders: list[Path]) -> list[Path]:
+    """Make ``folders`` (under ``root``) and check that they can be written, before anything
+    is measured; returns the ones made, deepest first, for :func:`_remove_if_empty`.
+
+    Raises:
+        InputError: a folder cannot be made (a file in its place, no permission) or written.
+    """
+    made: list[Path] = []
+    for folder in folders:
+        missing = [p for p in [folder, *folder.parents] if not p.exists() and root in p.parents]
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            made += missing
+            probe = folder / f".tokenwatt-write-check-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            _remove_if_empty(made)
+            raise InputError(
+                [
+                    Problem(
+                        str(folder),
+                        "",
+                        f"cannot be written ({exc.strerror or exc}); nothing was measured",
+                    )
+                ]
+            ) from None
+    return made
+
+
+def _remove_if_empty(folders: list[Path]) -> None:
+    """Remove the folders replicate made when nothing was written into them."""
+    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):  # not empty (or already gone): kept
+            folder.rmdir()
 
 
 def _config_index(report: Any, label: str | None, path: Path) -> int:
@@ -170,12 +232,8 @@ def _what_to_measure(report: Any, index: int, root: Path) -> tuple[str, str, str
     cfg = report.configs[index]
     cited = report.run_files[index] if index < len(report.run_files) else None
     path = root / cited.path if cited is not None else None
-    if (
-        cited is not None
-        and path is not None
-        and path.is_file()
-        and file_sha256(path) == cited.sha256
-    ):
+    present = cited is not None and path is not None and path.is_file()
+    if cited is not None and path is not None and present and file_sha256(path) == cited.sha256:
         from tokenwatt.records_io import load_run
 
         run = load_run(path).run
@@ -187,7 +245,8 @@ def _what_to_measure(report: Any, index: int, root: Path) -> tuple[str, str, str
         kv = cfg.settings.get("kv_dtype")
         if kv:
             spec = spec.model_copy(update={"model": spec.model.model_copy(update={"kv_dtype": kv})})
-        mode, source = cfg.mode or "full", "report record (its run record is not in the archive)"
+        why = "has changed since the report was made" if present else "is not in the archive"
+        mode, source = cfg.mode or "full", f"report record (its run record {why})"
         command = report.reproduce
     else:
         raise InputError(

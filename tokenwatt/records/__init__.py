@@ -9,6 +9,7 @@ importing the records never brings them along.
 from tokenwatt.records.accuracy import AccuracyResult, ItemResult, SeedResult
 from tokenwatt.records.base import (
     MAX_LABEL_CHARS,
+    MAX_QUANTITY,
     MIN_POSITIVE,
     ArrivalProcess,
     LoadProfile,
@@ -169,6 +170,7 @@ __all__ = [
     "MAX_CONCURRENCY",
     "MAX_LABEL_CHARS",
     "MAX_PROBLEMS",
+    "MAX_QUANTITY",
     "MAX_SCHEDULE_ARRIVALS",
     "MAX_WORKERS",
     "MIN_POSITIVE",

@@ -281,9 +281,14 @@ def _replications(folder: Path) -> tuple[list[_Replication], list[Problem]]:
     rendered. A file that is not JSON naming a report is a problem here."""
     out: list[_Replication] = []
     problems: list[Problem] = []
-    if not folder.is_dir():
+    if not folder.exists() and not folder.is_symlink():
         return out, problems
-    for path in sorted(p for p in folder.glob("*.json") if not p.name.startswith(".")):
+    try:
+        found = sorted(p for p in folder.iterdir() if p.suffix == ".json")
+    except OSError as exc:
+        what = "is not a folder" if not folder.is_dir() else f"cannot be read ({exc.strerror})"
+        return out, [Problem(str(folder), "", f"{what}: replication records go in this folder")]
+    for path in (p for p in found if not p.name.startswith(".")):
         try:
             raw = path.read_bytes()
             data = json.loads(raw) if len(raw) <= _MAX_REPORT_BYTES else None
@@ -325,19 +330,50 @@ def _report_id(raw: bytes) -> str | None:
     return rid if isinstance(rid, str) else None
 
 
-def _validated_replications(reps: list[_Replication]) -> tuple[list[Any], list[Problem]]:
-    """The replication records validated (:class:`~tokenwatt.records.ReplicationV1`), and
-    one problem per problem of any."""
+def _validated_replications(
+    reps: list[_Replication],
+) -> tuple[list[tuple[str, Any]], list[Problem]]:
+    """The replication records validated (:class:`~tokenwatt.records.ReplicationV1`) with
+    their files, and one problem per problem of any."""
     from tokenwatt.records import ReplicationV1, validate
 
-    out: list[Any] = []
+    out: list[tuple[str, Any]] = []
     problems: list[Problem] = []
     for r in reps:
         try:
-            out.append(validate(ReplicationV1, json.loads(r.raw), r.file))
+            out.append((r.file, validate(ReplicationV1, json.loads(r.raw), r.file)))
         except RecordError as exc:
             problems += exc.problems
     return out, problems
+
+
+def _replication_problems(report: Any, reps: list[tuple[str, Any]], root: Path) -> list[Problem]:
+    """What makes a valid replication record unfit for its note: a configuration the
+    report lacks, a simulated measurement on a note that is no demo, or its run record
+    changed or missing from an archive that keeps run records (as for a report's own)."""
+    labels = {c.label for c in report.configs}
+    keeps_runs = (root / "runs").is_dir()
+    out: list[Problem] = []
+    for file, rep in reps:
+        if rep.config not in labels:
+            out.append(Problem(file, "config", f"names {rep.config!r}, which {report.id} has not"))
+        if rep.measured.simulated and not report.demo:
+            out.append(
+                Problem(
+                    file,
+                    "measured.simulated",
+                    f"is a simulated measurement; {report.id} is no demo, so it cannot show it",
+                )
+            )
+        actual = _sha256(root / rep.run_file)
+        if keeps_runs and actual != rep.run_sha256:
+            said = (
+                _missing(rep.run_file)
+                if actual is None
+                else _changed(rep.run_file, actual, rep.run_sha256)
+            )
+            out.append(Problem(file, "run_sha256", said.split(": make the report")[0]))
+    return out
 
 
 def _load_all(
@@ -381,10 +417,11 @@ def _load_all(
             problems += refused
             continue
         valid, bad = _validated_replications([r for r in mine if r.report_id == report.id])
+        bad += _replication_problems(report, valid, path.resolve().parent.parent)
         if bad:
             problems += bad
             continue
-        page = render_report(report, file, spec_names, run_files, valid)
+        page = render_report(report, file, spec_names, run_files, [rep for _, rep in valid])
         cache.put(key, page.to_json())
         loaded.append(_Loaded(file, raw, page))
     return loaded, problems

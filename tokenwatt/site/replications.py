@@ -7,6 +7,7 @@ one (:func:`tokenwatt.analysis.replication_checks`), never read from the stored 
 
 from __future__ import annotations
 
+import datetime as dt
 from functools import cache
 from typing import Any
 
@@ -49,10 +50,17 @@ def judged(report: ReportV3, rep: ReplicationV1) -> tuple[ConfigV3, list[FigureC
     return old, checks, analysis.replication_verdict(checks)
 
 
+def _when(rep: ReplicationV1) -> dt.datetime:
+    """When it was measured, a time without an offset read as UTC (so that both kinds
+    order together)."""
+    at = rep.measured_at
+    return at if at.utcoffset() is not None else at.replace(tzinfo=dt.UTC)
+
+
 def replication_sections(report: ReportV3, reps: list[ReplicationV1]) -> list[dict[str, Any]]:
     """The Replications section's entries, newest first."""
     out = []
-    for rep in sorted(reps, key=lambda r: r.measured_at, reverse=True):
+    for rep in sorted(reps, key=_when, reverse=True):
         result = judged(report, rep)
         if result is None:
             continue
@@ -80,7 +88,7 @@ def replication_sections(report: ReportV3, reps: list[ReplicationV1]) -> list[di
 
 def latest_verdict(report: ReportV3, reps: list[ReplicationV1]) -> str:
     """The latest replication's verdict (agrees, disagrees, inconclusive); empty without."""
-    for rep in sorted(reps, key=lambda r: r.measured_at, reverse=True):
+    for rep in sorted(reps, key=_when, reverse=True):
         result = judged(report, rep)
         if result is not None:
             return result[2]
