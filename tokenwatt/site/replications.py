@@ -135,14 +135,14 @@ def note_points(row: dict[str, Any]) -> Rows:
 TREND_NOTES = 20
 """Other notes of one configuration a trend draws at most: the most recently published."""
 
-Families = dict[tuple[str, str], list[dict[str, Any]]]
+FamilyRows = dict[tuple[str, str], list[dict[str, Any]]]
 """Archive rows by (spec fingerprint, configuration label), newest first."""
 
 
-def families(archive: list[dict[str, Any]]) -> Families:
+def families(archive: list[dict[str, Any]]) -> FamilyRows:
     """The archive's rows grouped by spec fingerprint and configuration label, newest
     first: the same configuration of the same measurement, in every note that has it."""
-    out: Families = {}
+    out: FamilyRows = {}
     for row in archive:
         if row.get("fingerprint"):
             out.setdefault((row["fingerprint"], row["config"]), []).append(row)
@@ -151,7 +151,7 @@ def families(archive: list[dict[str, Any]]) -> Families:
     return out
 
 
-def trend_section(note: str, own_rows: list[dict[str, Any]], trend: Rows, fams: Families) -> str:
+def trend_section(note: str, own_rows: list[dict[str, Any]], trend: Rows, fams: FamilyRows) -> str:
     """The trend chart's Markdown for note ``note``: its replications' points (``trend``)
     and, for each of its configurations (``own_rows``), the same configuration in other
     notes of the same spec fingerprint (:func:`families`; the :data:`TREND_NOTES` most
