@@ -76,7 +76,8 @@ def replication_sections(report: ReportV3, reps: list[ReplicationV1]) -> list[di
                 "engine_old": old.settings.get("engine_version") or report.software.engine_version,
                 "engine_new": rep.measured.settings.get("engine_version"),
                 "changed": ", ".join(
-                    analysis.SETTING_LABELS.get(name, name) for name in rep.changed_settings
+                    analysis.SETTING_LABELS.get(name, name)
+                    for name in analysis.changed_settings(old.settings, rep.measured.settings)
                 ),
                 "run_file": rep.run_file,
                 "command": rep.command,
