@@ -170,6 +170,8 @@ def test_charts_render_and_follow_the_palette(
         "tw-chart-latency-rate",
         "tw-chart-power",
         "tw-chart-mbu",
+        # the seed and the hostile-label note measured the same spec and configurations
+        "tw-chart-trends",
     ]
     assert all(c["svg"] == 1 and c["theme"] == "light" and not c["error"] for c in light), light
     # The palette toggle: MkDocs Material's label for the next scheme's radio input.
@@ -195,7 +197,7 @@ def test_seed_page_charts_and_hostile_label(
     page.wait_for_function(
         "[...document.querySelectorAll('.tw-chart')].every(e => e.querySelector('svg'))"
     )
-    assert len(chart_state(page)) == 3
+    assert len(chart_state(page)) == 4  # goodput, tokens per joule, accuracy, trends
     page.goto(f"{site_url}/reports/hostile-labels/")
     page.wait_for_function(
         "[...document.querySelectorAll('.tw-chart')].every(e => e.querySelector('svg'))"

@@ -45,7 +45,10 @@ def test_mkdocs_strict_build_passes(seed_reports: Path, tmp_path: Path, cache_di
     assert done.returncode == 0, done.stderr
     assert "WARNING" not in done.stderr
     page = (site / "reports/lab-h100-qwen3-30b-a3b-kv-cache/index.html").read_text()
-    assert page.count('class="tw-chart"') == 3
+    # goodput, tokens per joule, accuracy, and the trend across the notes of its spec (the
+    # rich and hostile records; not the simulated demo)
+    assert page.count('class="tw-chart"') == 4
+    assert "note rich-v2-detail" in page and "note demo-sim" not in page
     assert 'href="../lab-h100-qwen3-30b-a3b-kv-cache.json"' in page
     assert (site / "reports/lab-h100-qwen3-30b-a3b-kv-cache.json").is_file()
     assert (site / "assets/javascripts/vega-bundle.js").is_file()

@@ -160,11 +160,20 @@ def trend_section(note: str, own_rows: list[dict[str, Any]], trend: Rows, fams: 
     to draw beyond the note itself."""
     others: Rows = []
     left_out = 0
+    demo = any(r.get("demo") or r.get("simulated") for r in own_rows)
     for row in own_rows:
         family = [
             r
             for r in fams.get((row.get("fingerprint") or "", row["config"]), [])
             if r["note"] != note
+        ]
+        # A retracted note's figures are not to be relied on; a demo's (simulated, smoke)
+        # are no measurement, and only a demo note may draw them.
+        family = [
+            r
+            for r in family
+            if r.get("status") != "retracted"
+            and (demo or not (r.get("simulated") or r.get("demo")))
         ]
         left_out += max(len(family) - TREND_NOTES, 0)
         others += [p for r in family[:TREND_NOTES] for p in note_points(r)]
