@@ -184,22 +184,6 @@ def load_reports(folder: Path) -> list[ReportV3]:
     return reports
 
 
-def write_rows(
-    rows: Sequence[dict[str, Any]], columns: Mapping[str, str], out: Path, fmt: str
-) -> Path:
-    """Write :func:`rows_bytes` to ``out`` atomically.
-
-    Raises:
-        InputError: as :func:`rows_bytes`, or ``out`` cannot be written.
-    """
-    data = rows_bytes(rows, columns, out, fmt)
-    try:
-        atomic_write_bytes(out, data)
-    except OSError as exc:
-        raise InputError([Problem(str(out), "", f"cannot write: {exc.strerror or exc}")]) from exc
-    return out
-
-
 def rows_bytes(
     rows: Sequence[dict[str, Any]], columns: Mapping[str, str], out: Path, fmt: str
 ) -> bytes:

@@ -147,9 +147,9 @@ def _collect(
 ) -> None:
     import shlex
 
-    from tokenwatt.cli.collect_report import print_collect_end
+    from tokenwatt.cli.collect_report import measured_or_exit, print_collect_end
     from tokenwatt.cli.progress import TerminalReporter
-    from tokenwatt.collect import CollectOptions, StopSignal, exit_status, measure_configuration
+    from tokenwatt.collect import CollectOptions
     from tokenwatt.redact import scrub
 
     spec_path, label, role, flags = point_inputs(spec_path, label, role, point)
@@ -172,14 +172,7 @@ def _collect(
         engine_cmd=engine_cmd,
     )
     reporter = TerminalReporter(live=opts.progress)
-    try:
-        record = measure_configuration(opts, reporter)
-    except StopSignal as exc:  # before the first window: nothing was measured
-        click.echo(f"stopped by {exc.name} before the first window; no record written", err=True)
-        sys.exit(exit_status(exc.name))
-    except KeyboardInterrupt:
-        click.echo("interrupted (Ctrl-C) before the first window; no record written", err=True)
-        sys.exit(130)
+    record = measured_or_exit(opts, reporter, "no record written")
     status = print_collect_end(record, out, reporter, wide=wide)
     if status:
         sys.exit(status)

@@ -65,9 +65,9 @@ def replicate(
     """
     import shlex
 
-    from tokenwatt.cli.collect_report import print_collect_end
+    from tokenwatt.cli.collect_report import measured_or_exit, print_collect_end
     from tokenwatt.cli.progress import TerminalReporter
-    from tokenwatt.collect import CollectOptions, StopSignal, exit_status, measure_configuration
+    from tokenwatt.collect import CollectOptions
     from tokenwatt.files import atomic_write_text
     from tokenwatt.records import load_report
     from tokenwatt.redact import scrub
@@ -104,13 +104,7 @@ def replicate(
     )
     reporter = TerminalReporter(live=opts.progress)
     try:
-        measured = measure_configuration(opts, reporter)
-    except StopSignal as exc:  # before the first window: nothing was measured
-        click.echo(f"stopped by {exc.name} before the first window; nothing written", err=True)
-        sys.exit(exit_status(exc.name))
-    except KeyboardInterrupt:
-        click.echo("interrupted (Ctrl-C) before the first window; nothing written", err=True)
-        sys.exit(130)
+        measured = measured_or_exit(opts, reporter, "nothing written")
     finally:
         spec_path.unlink(missing_ok=True)
         _remove_if_empty(made)
