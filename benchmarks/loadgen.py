@@ -224,8 +224,10 @@ def trial_ours(
     chunks: int,
     workers: int,
     use_uvloop: bool,
+    timer: str = "thread",
 ) -> dict[str, Any]:
-    """One pinned trial of run_window (or a WorkerPool's); runs in a child process."""
+    """One pinned trial of run_window (or a WorkerPool's); runs in a child process. ``timer``:
+    how sends wait for their times (:mod:`tokenwatt.collect.load.sends`)."""
     sys.path.insert(0, str(ROOT))
     import numpy as np
     from scipy import stats
@@ -251,7 +253,14 @@ def trial_ours(
         request_timeout_s=30,
     )
     spec = RequestSpec(prompt=list(range(100, 100 + PROMPT_TOKENS)), max_tokens=chunks)
-    plan = WindowPlan(rate_rps=rate, duration_s=seconds, warmup_s=0.5, seed=1, keep_load=False)
+    plan = WindowPlan(
+        rate_rps=rate,
+        duration_s=seconds,
+        warmup_s=0.5,
+        seed=1,
+        keep_load=False,
+        send_timer=timer,  # type: ignore[arg-type]  # checked by argparse's choices
+    )
     if workers > 1:
         with WorkerPool(workers) as pool, CpuSampler(pool.pids()) as cpu:
             result = pool.run_window(cfg, plan, itertools.repeat(spec))
@@ -279,10 +288,18 @@ def trial_ours(
 
 
 def run_ours(
-    url: str, rate: float, seconds: float, chunks: int, workers: int, core: int, uvloop: bool
+    url: str,
+    rate: float,
+    seconds: float,
+    chunks: int,
+    workers: int,
+    core: int,
+    uvloop: bool,
+    timer: str = "thread",
 ) -> dict[str, Any]:
     cmd = ["taskset", "-c", str(core), sys.executable, __file__, "--child", url, str(rate),
-           str(seconds), str(chunks), str(workers)] + (["--uvloop"] if uvloop else [])  # fmt: skip
+           str(seconds), str(chunks), str(workers), "--timer", timer]  # fmt: skip
+    cmd += ["--uvloop"] if uvloop else []
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
@@ -642,6 +659,9 @@ def main() -> None:
     ap.add_argument("--client-core", type=int, default=0)
     ap.add_argument("--server-core", type=int, default=1)
     ap.add_argument("--uvloop", action="store_true", help="run our client on uvloop")
+    ap.add_argument(
+        "--timer", choices=("thread", "spin", "plain"), default="thread", help="ours' send wait"
+    )
     ap.add_argument("--compare-http", action="store_true")
     ap.add_argument("--skip-vllm", action="store_true")
     ap.add_argument("--floor", action="store_true", help="per-request CPU beside bare clients")
@@ -654,7 +674,7 @@ def main() -> None:
     if args.child:
         url, rate, seconds, chunks, workers = args.child
         figures = trial_ours(url, float(rate), float(seconds), int(chunks), int(workers),
-                             args.uvloop)  # fmt: skip
+                             args.uvloop, args.timer)  # fmt: skip
         print(json.dumps(figures))
         return
     if args.floor_child:
@@ -703,7 +723,7 @@ def run_length(
             results[name] = best = walk(
                 name,
                 lambda r, w=workers: run_ours(
-                    url, r, args.seconds, chunks, w, args.client_core, args.uvloop
+                    url, r, args.seconds, chunks, w, args.client_core, args.uvloop, args.timer
                 ),
                 rates[start:],
             )

@@ -2,19 +2,21 @@
 
 An instant streaming server (aiohttp, one token, its own process so that it does not share
 the client's event loop) answers every POST. For each rate the load generator sends a
-bounded number of requests (``--count``), once with precise sends (sleep to 1.5 ms before
-the send time, then yield to the loop until it; the default) and once with a plain
-``asyncio.sleep`` (``send_spin_s=0``, millisecond-bunched). Printed per run: the K-S
-p-value of the gaps of the schedule (the control), of ``dispatched_s`` and of ``sent_s``
-against the exponential of the target mean; send lag p50/p99; and the client's CPU time
-per second of window (``time.process_time``), whose difference is the cost of the yielding.
+bounded number of requests (``--count``) once per way of waiting for the send time
+(``--timers``, :mod:`tokenwatt.collect.load.sends`): the process's one timer thread (the
+default), each request yielding for its last 1.5 ms and spinning its last 0.3 ms
+(``spin``), and a plain ``asyncio.sleep`` (``plain``, millisecond-bunched). Printed per run:
+the K-S p-value of the gaps of the schedule (the control), of ``dispatched_s`` and of
+``sent_s`` against the exponential of the target mean; send lag p50/p99; and the client's
+CPU time per second of window (``time.process_time``), whose differences are the costs of
+the waits.
 
 With ``--workers 1,2`` (the default) each rate is also sent by a pool of worker processes
 (:class:`tokenwatt.collect.load.pool.workers.WorkerPool`: one schedule, round-robin by arrival, each
 worker its own event loop), precise sends only; the K-S test is of the union of their sends.
 
 Usage: python benchmarks/wire_arrivals.py [--rates 200,500,1000] [--count 2000]
-    [--workers 1,2] [--no-plain]
+    [--workers 1,2] [--timers thread,spin,plain]
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tokenwatt.collect.load.arrivals import SEND_SPIN_S  # noqa: E402
 from tokenwatt.collect.load.loadgen import LoadConfig, WindowResult, run_window  # noqa: E402
 from tokenwatt.collect.load.pool.workers import WorkerPool  # noqa: E402
+from tokenwatt.collect.load.sends import SendTimerKind  # noqa: E402
 from tokenwatt.collect.load.window_plan import WindowPlan  # noqa: E402
 from tokenwatt.collect.workload.workload import RequestSpec  # noqa: E402
 from tokenwatt.records.spec import SloSpec  # noqa: E402
@@ -89,7 +91,7 @@ def _config(endpoint: str) -> LoadConfig:
 SPEC = RequestSpec(prompt=[1, 2], max_tokens=1)
 
 
-async def _one(endpoint: str, rate: float, count: int, spin_s: float) -> str:
+async def _one(endpoint: str, rate: float, count: int, timer: SendTimerKind) -> str:
     cpu0 = time.process_time()
     result = await run_window(
         _config(endpoint),
@@ -99,12 +101,12 @@ async def _one(endpoint: str, rate: float, count: int, spin_s: float) -> str:
             warmup_s=0.0,
             seed=7,
             keep_load=False,
-            send_spin_s=spin_s,
+            send_timer=timer,
         ),
         itertools.repeat(SPEC),
     )
     cpu_per_s = (time.process_time() - cpu0) / (count / rate)
-    return _line(result, rate, f"{spin_s * 1e3:5.1f}", "1", cpu_per_s)
+    return _line(result, rate, timer, "1", cpu_per_s)
 
 
 def _pooled(pool: WorkerPool, endpoint: str, rate: float, count: int) -> str:
@@ -113,10 +115,10 @@ def _pooled(pool: WorkerPool, endpoint: str, rate: float, count: int) -> str:
         WindowPlan(rate_rps=rate, duration_s=count / rate, warmup_s=0.0, seed=7, keep_load=False),
         itertools.repeat(SPEC),
     )
-    return _line(result, rate, f"{SEND_SPIN_S * 1e3:5.1f}", str(pool.workers), float("nan"))
+    return _line(result, rate, "thread", str(pool.workers), float("nan"))
 
 
-def _line(result: WindowResult, rate: float, spin: str, workers: str, cpu_per_s: float) -> str:
+def _line(result: WindowResult, rate: float, timer: str, workers: str, cpu_per_s: float) -> str:
     exponential = stats.expon(scale=1 / rate).cdf
     reqs = result.requests
     p = {
@@ -127,7 +129,7 @@ def _line(result: WindowResult, rate: float, spin: str, workers: str, cpu_per_s:
     lag = np.array([r.sent_s - r.scheduled_s for r in reqs]) * 1e3
     errors = sum(r.error is not None for r in reqs)
     return (
-        f"{rate:6.0f} {workers:>7} {spin} {len(reqs):6d} {p['scheduled_s']:9.3g} "
+        f"{rate:6.0f} {workers:>7} {timer:>6} {len(reqs):6d} {p['scheduled_s']:9.3g} "
         f"{p['dispatched_s']:11.3g} {p['sent_s']:9.3g} {np.percentile(lag, 50):8.3f} "
         f"{np.percentile(lag, 99):8.3f} {cpu_per_s:9.3f} {errors:6d}"
     )
@@ -139,7 +141,7 @@ def main() -> None:
     ap.add_argument("--rates", default="200,500,1000")
     ap.add_argument("--count", type=int, default=2000, help="requests per run")
     ap.add_argument("--workers", default="1,2", help="pool sizes to run (1: one process)")
-    ap.add_argument("--no-plain", action="store_true", help="skip the plain asyncio.sleep runs")
+    ap.add_argument("--timers", default="thread,spin,plain", help="ways of waiting, one process")
     a = ap.parse_args()
     sizes = [int(x) for x in a.workers.split(",")]
     port = _free_port()
@@ -151,7 +153,7 @@ def main() -> None:
         endpoint = f"http://127.0.0.1:{port}/v1"
         pools = {n: stack.enter_context(WorkerPool(n)) for n in sizes if n > 1}
         print(
-            "  rate workers  spin  sends  KS sched  KS dispatch   KS sent  lag p50  lag p99"
+            "  rate workers  timer  sends  KS sched  KS dispatch   KS sent  lag p50  lag p99"
             "  cpu s/s  errors"
         )
         for rate in (float(x) for x in a.rates.split(",")):
@@ -159,8 +161,8 @@ def main() -> None:
                 if n > 1:
                     print(_pooled(pools[n], endpoint, rate, a.count), flush=True)
                     continue
-                for spin in (SEND_SPIN_S,) if a.no_plain else (SEND_SPIN_S, 0.0):
-                    print(asyncio.run(_one(endpoint, rate, a.count, spin)), flush=True)
+                for timer in a.timers.split(","):
+                    print(asyncio.run(_one(endpoint, rate, a.count, timer)), flush=True)
 
 
 if __name__ == "__main__":

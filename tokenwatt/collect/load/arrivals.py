@@ -26,22 +26,10 @@ the start of the warm-up, covering warm-up, window and keep-load tail.
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable
-
 import numpy as np
 import numpy.typing as npt
 
 from tokenwatt.records import ArrivalProcess, LoadProfile
-
-SEND_SPIN_S = 0.0015
-"""How long before a send time :func:`sleep_until` stops sleeping and starts yielding (s).
-
-asyncio's sleep wakes on the selector's timeout, which epoll rounds up to whole
-milliseconds, so a plain ``asyncio.sleep`` sends up to 1 ms late and bunches sends on
-millisecond ticks (at 200 req/s their gaps then fail a K-S test against the exponential;
-``benchmarks/wire_arrivals.py``). 1.5 ms covers the rounding plus a little wake-up jitter."""
 
 # Gaps are drawn in blocks of this many, so a schedule for a longer duration starts with
 # exactly the schedule for a shorter one (same seed): extending a window never reshuffles it.
@@ -269,33 +257,3 @@ def window_request_count(
         rate_rps, warmup_s=warmup_s, duration_s=duration_s, tail_s=0.0, seed=seed, arrivals=arrivals
     )
     return int(np.count_nonzero(offsets >= warmup_s))
-
-
-SEND_BUSY_S = 0.0003
-"""The last stretch before a send time (s) waited in a busy loop, without yielding: a
-callback that runs in it (a response being read) would make the send late, and 0.3 ms
-per send is at most 6% of a core at 200 req/s (``benchmarks/wire_arrivals.py``)."""
-
-
-async def sleep_until(
-    target: float, *, spin_s: float = SEND_SPIN_S, clock: Callable[[], float] | None = None
-) -> None:
-    """Return at ``target`` on ``clock`` (s; default ``time.perf_counter``, looked up at
-    each call so a Ray actor's test-only skewed clock applies, :mod:`tokenwatt.collect.
-    ray_actor`), to within the event loop's iteration time.
-
-    Sleeps until ``spin_s`` before ``target``, then yields with ``asyncio.sleep(0)`` until
-    :data:`SEND_BUSY_S` before it, so other tasks and I/O keep running while it waits, and
-    waits out the rest in a busy loop; ``spin_s=0`` is a plain ``asyncio.sleep`` (millisecond
-    granularity). Returns at once when ``target`` has passed. The yielding costs CPU: about
-    ``spin_s`` of busy loop per call at most (``benchmarks/wire_arrivals.py`` measures it).
-    """
-    clock = clock or time.perf_counter
-    delay = target - clock()
-    if delay > spin_s:
-        await asyncio.sleep(delay - spin_s)
-    # A deadline, not an event: nothing signals it, and the loop must keep turning meanwhile.
-    while spin_s > 0 and clock() < target - SEND_BUSY_S:  # noqa: ASYNC110
-        await asyncio.sleep(0)
-    while spin_s > 0 and clock() < target:
-        pass

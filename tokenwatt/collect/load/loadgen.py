@@ -43,6 +43,7 @@ from tokenwatt.analysis import bunched_sends_warning, send_gaps_ks_p, summarise_
 from tokenwatt.collect.load.arrivals import load_schedule
 from tokenwatt.collect.load.http import open_session
 from tokenwatt.collect.load.loadconfig import LoadConfig
+from tokenwatt.collect.load.sends import send_wait
 from tokenwatt.collect.load.window_plan import (
     WindowHooks,
     WindowPhase,
@@ -303,7 +304,7 @@ class OpenWindow:
                 t0=self.t0,
                 window_end_offset=self.end_offset,
                 stop=state.window_done,
-                spin_s=self.plan.send_spin_s,
+                sends=send_wait(self.plan.send_timer, self.plan.send_spin_s),
             )
         )
         watcher = loop.create_task(self._monitor(dispatcher))

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from tokenwatt.collect.load.arrivals import SEND_SPIN_S
+from tokenwatt.collect.load.sends import SEND_SPIN_S, SendTimerKind
 from tokenwatt.records import RequestResult, SloSpec
 
 WindowPhase = Literal["warmup", "window", "drain"]
@@ -45,9 +45,13 @@ class WindowPlan:
             tail cap (:func:`tail_cap_s`), so the last of them do not see an emptying
             server; those extra requests are cancelled at the end and not counted. False:
             no load after the window (its requests are still waited for, up to the cap).
-        send_spin_s: how long before each send time a request stops sleeping and yields to
-            the loop until it (s); 0 gives millisecond-bunched sends
-            (:func:`~tokenwatt.collect.load.arrivals.sleep_until`).
+        send_spin_s: how long before its send time a request's task is created (s); with
+            ``send_timer="spin"`` the task yields to the loop for that long
+            (:mod:`~tokenwatt.collect.load.sends`).
+        send_timer: how requests wait for their send times: the loop's own ``timerfd``
+            (the default; a timer thread where there is none), one timer thread per process
+            (``thread``), each request yielding and spinning (``spin``), or a plain
+            millisecond-bunched ``asyncio.sleep`` (``plain``); the benchmarks compare them.
         freeze_gc: ``gc.freeze()`` for the window, so that a full garbage collection does
             not scan the objects alive before it (a 200 ms pause was seen without).
     """
@@ -60,6 +64,7 @@ class WindowPlan:
     concurrency: int | None = None
     keep_load: bool = True
     send_spin_s: float = SEND_SPIN_S
+    send_timer: SendTimerKind = "timerfd"
     freeze_gc: bool = True
 
     def check_open_loop(self) -> None:

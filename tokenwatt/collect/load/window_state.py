@@ -4,9 +4,9 @@ dispatch loop (:meth:`WindowState.dispatch`), shared by the one-process load gen
 (:mod:`tokenwatt.collect.load.pool.worker_proc`).
 
 Send times: the dispatch loop creates each request's task 1.5 ms before its scheduled
-time, and the task itself waits the rest with :func:`~tokenwatt.collect.load.arrivals.sleep_until`
-(yielding to the loop, then a 0.3 ms busy wait) and sends at once: sends are not bunched on
-the selector's millisecond ticks, nor delayed by a hop through the loop's queue
+time, and the task itself waits the rest (:class:`~tokenwatt.collect.load.sends.SendWait`: by
+default the process's one timer thread wakes it) and sends at once: sends are not bunched on
+the selector's millisecond ticks, nor delayed by a hop through the dispatcher
 (``benchmarks/wire_arrivals.py``).
 """
 
@@ -22,9 +22,9 @@ from typing import NamedTuple
 import aiohttp
 
 from tokenwatt.analysis import percentile, send_lag_ms, tpot_ms, ttft_ms
-from tokenwatt.collect.load.arrivals import sleep_until
 from tokenwatt.collect.load.http import Sender, fail
 from tokenwatt.collect.load.loadconfig import LoadConfig
+from tokenwatt.collect.load.sends import SendWait
 from tokenwatt.collect.load.window_plan import WindowPhase, WindowProgress
 from tokenwatt.records import RequestResult, WindowSummary
 
@@ -134,12 +134,13 @@ class WindowState:
         t0: float,
         window_end_offset: float,
         stop: asyncio.Event,
-        spin_s: float,
+        sends: SendWait,
         on_sent: Callable[[Item, RequestResult], None] | None = None,
     ) -> None:
         """Send every item ``next_item`` gives at ``t0 + item.offset`` (s, on
         ``time.perf_counter``), each on a task of its own, until it gives None or, past
-        the window (``window_end_offset``), ``stop`` is set. ``on_sent`` sees each request
+        the window (``window_end_offset``), ``stop`` is set; each task is created
+        ``sends.lead_s`` early and waits the rest with ``sends``. ``on_sent`` sees each request
         as it goes out. The window counts as dispatched (:meth:`mark_dispatched`) at the
         first item past it and when this returns, however it returns."""
         loop = asyncio.get_running_loop()
@@ -155,8 +156,8 @@ class WindowState:
                     # Past the window, a send waits for its time or for the stop, not both.
                     if stop.is_set() or (delay > 0 and await _set_within(stop, delay)):
                         return
-                elif delay > spin_s:
-                    await asyncio.sleep(delay - spin_s)
+                elif delay > sends.lead_s:
+                    await asyncio.sleep(delay - sends.lead_s)
                 res = RequestResult(
                     scheduled_s=target,
                     in_window=item.in_window,
@@ -169,18 +170,19 @@ class WindowState:
                 self.add(res)
                 if on_sent is not None:
                     on_sent(item, res)
-                task = loop.create_task(self.request(res, item.body, spin_s))
+                task = loop.create_task(self.request(res, item.body, sends))
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
         finally:
             self.mark_dispatched()
 
-    async def request(self, res: RequestResult, body: bytes, spin_s: float) -> None:
-        """Send one request at its scheduled time and stream its response into ``res``."""
+    async def request(self, res: RequestResult, body: bytes, sends: SendWait) -> None:
+        """Send one request at its scheduled time (waited for with ``sends``) and stream its
+        response into ``res``."""
         try:
             # The request's own task waits out the last moments before its send time, so
             # the send follows at once: no hop through the dispatcher and the loop's queue.
-            await sleep_until(res.scheduled_s, spin_s=spin_s)
+            await sends.until(res.scheduled_s)
             res.dispatched_s = time.perf_counter()
             # The timeout counts from the scheduled time and covers the wait for a slot:
             # an overloaded server fills every slot, and a request queued behind them must

@@ -168,6 +168,7 @@ class PoolWindow:
                 self.n,
                 window_end_offset=self.window_end_offset,
                 send_spin_s=self.plan.send_spin_s,
+                send_timer=self.plan.send_timer,
                 freeze_gc=self.plan.freeze_gc,
             )
             handle.send.send(("prepare", job))

@@ -36,6 +36,7 @@ from typing import Any
 from tokenwatt.analysis import send_lag_ms
 from tokenwatt.collect.load.http import open_session
 from tokenwatt.collect.load.loadconfig import LoadConfig
+from tokenwatt.collect.load.sends import SendTimerKind, send_wait
 from tokenwatt.collect.load.window_state import Item, WindowState
 from tokenwatt.records import RequestResult
 
@@ -48,14 +49,16 @@ end and live display see the worker's requests at most this late."""
 class WorkerJob:
     """One window's settings for worker ``worker``: ``cfg`` with this worker's share of the
     concurrency cap (and no tokenizer: outputs are counted in the parent), the offset (s)
-    where the measured window ends, the send-spin time (s), and whether to freeze the
-    garbage collector for the window."""
+    where the measured window ends, the send-spin time (s) and how sends wait for their times
+    (:mod:`~tokenwatt.collect.load.sends`), and whether to freeze the garbage collector for
+    the window."""
 
     worker: int
     cfg: LoadConfig
     window_end_offset: float
     send_spin_s: float
     freeze_gc: bool = True
+    send_timer: SendTimerKind = "timerfd"
 
 
 @dataclass
@@ -216,7 +219,7 @@ class WorkerWindow:
             t0=self.t0,
             window_end_offset=self.job.window_end_offset,
             stop=self.end,
-            spin_s=self.job.send_spin_s,
+            sends=send_wait(self.job.send_timer, self.job.send_spin_s),
             on_sent=self._sent,
         )
 

@@ -1,0 +1,138 @@
+"""The send timers: the queue's order, the release and lateness accounting with a fake clock,
+the loop's own timerfd and the timer thread on the real clock, and a window's sends on real
+sockets keeping their order and count under every way of waiting."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sys
+import time
+
+import numpy as np
+import pytest
+from aiohttp import web
+from streaming_server import ScriptedServer, stream, tokens_stream
+
+from tokenwatt.collect.load.arrivals import window_schedule
+from tokenwatt.collect.load.loadgen import LoadConfig, run_window
+from tokenwatt.collect.load.sends import SEND_FD_BATCH_S, SendTimerKind
+from tokenwatt.collect.load.timers import DueSends, FdTimer, ThreadTimer, loop_timer
+from tokenwatt.collect.load.window_plan import WindowPlan
+from tokenwatt.collect.workload.workload import RequestSpec
+from tokenwatt.records.spec import SloSpec
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="timerfd is Linux's")
+
+
+def _futures(n: int) -> list[asyncio.Future[None]]:
+    loop = asyncio.get_running_loop()
+    return [loop.create_future() for _ in range(n)]
+
+
+async def test_due_sends_come_out_in_time_order_and_ties_in_arrival_order() -> None:
+    due = DueSends()
+    a, b, c, d = _futures(4)
+    loop = asyncio.get_running_loop()
+    assert due.push(3.0, loop, a) is True  # the first is the earliest
+    assert due.push(5.0, loop, b) is False
+    assert due.push(1.0, loop, c) is True
+    assert due.push(3.0, loop, d) is False  # ties a, after it
+    assert due.next_target() == 1.0 and len(due) == 4
+    assert due.pop_due(0.5) == []
+    assert [f for _, _, f in due.pop_due(3.0)] == [c, a, d]
+    assert due.next_target() == 5.0
+    assert [t for t, _, _ in due.pop_due(99.0)] == [5.0]
+    assert due.next_target() is None
+
+
+async def test_thread_timer_releases_what_is_due_and_records_how_late() -> None:
+    now = [10.0]
+    timer = ThreadTimer(clock=lambda: now[0], start=False)
+    past = timer.wait_until(9.0)  # already passed: done at once, never queued
+    assert past.done()
+    late, early, later = timer.wait_until(12.0), timer.wait_until(11.0), timer.wait_until(13.0)
+    cancelled = timer.wait_until(11.5)
+    cancelled.cancel()
+    assert timer.fire(10.9) == 0 and timer.wakes == 0
+    assert timer.fire(11.6) == 2  # 11.0 and the cancelled 11.5
+    await asyncio.sleep(0)  # the release runs on the loop (call_soon_threadsafe)
+    assert early.done() and not late.done() and cancelled.cancelled()
+    assert timer.fire(13.25) == 2
+    await asyncio.sleep(0)
+    assert late.done() and later.done()
+    assert timer.lateness_s == pytest.approx([0.6, 0.1, 1.25, 0.25])
+    assert timer.wakes == 2
+
+
+async def test_thread_timer_wakes_its_loop_at_each_time_in_order() -> None:
+    timer = ThreadTimer()
+    t0 = time.perf_counter()
+    offsets = [0.030, 0.010, 0.020, 0.015, 0.040]
+    seen: list[tuple[float, float]] = []
+
+    async def wait(offset: float) -> None:
+        await timer.wait_until(t0 + offset)
+        seen.append((offset, time.perf_counter() - t0))
+
+    await asyncio.gather(*(wait(x) for x in offsets))
+    assert [x for x, _ in seen] == sorted(offsets)
+    assert all(at >= x for x, at in seen)  # never before its time
+    assert len(timer.lateness_s) == len(offsets) and min(timer.lateness_s) >= 0
+
+
+@linux_only
+async def test_timerfd_releases_in_order_never_early_and_batches_close_times() -> None:
+    timer = loop_timer(SEND_FD_BATCH_S)
+    assert isinstance(timer, FdTimer) and loop_timer(0.5) is timer  # one per loop
+    wakes = timer.wakes
+    t0 = time.perf_counter()
+    # Two pairs closer than the batch (0.1 ms apart), far apart from each other.
+    offsets = [0.0301, 0.010, 0.0101, 0.030]
+    seen: list[float] = []
+
+    async def wait(offset: float) -> None:
+        await timer.wait_until(t0 + offset)
+        seen.append(offset)
+        assert time.perf_counter() - t0 >= offset - SEND_FD_BATCH_S
+
+    await asyncio.gather(*(wait(x) for x in offsets))
+    assert seen == sorted(offsets)
+    assert timer.wakes - wakes == 2  # one wake-up per pair
+    assert len(timer.lateness_s) >= 4
+
+
+async def _window(kind: SendTimerKind, base: str, rate: float) -> tuple[list[float], list[float]]:
+    cfg = LoadConfig(
+        endpoint=base, model="tiny", slo=SloSpec(ttft_p99_ms=5000, tpot_p99_ms=5000),
+        max_concurrency=64, request_timeout_s=10.0,
+    )  # fmt: skip
+    plan = WindowPlan(
+        rate_rps=rate, duration_s=1.0, warmup_s=0.0, seed=5, keep_load=False, send_timer=kind
+    )
+    spec = itertools.repeat(RequestSpec(prompt=[1, 2, 3], max_tokens=2))
+    result = await run_window(cfg, plan, spec)
+    reqs = [r for r in result.requests if r.in_window]
+    assert all(r.error is None for r in reqs), [r.error_message for r in reqs if r.error]
+    return [r.scheduled_s for r in reqs], [r.sent_s for r in reqs]
+
+
+@pytest.mark.parametrize("kind", ["timerfd", "thread", "spin", "plain"])
+async def test_a_windows_sends_keep_their_order_and_count(
+    kind: SendTimerKind, server: ScriptedServer
+) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await stream(request, tokens_stream(2))
+
+    server.handler = handler
+    rate = 300.0
+    scheduled, sent = await _window(kind, server.base, rate)
+    expected = window_schedule(rate, warmup_s=0.0, duration_s=1.0, tail_s=0.0, seed=5)
+    assert len(sent) == len(expected)
+    assert np.allclose(np.sort(scheduled) - min(scheduled), expected - expected[0])
+    order = np.argsort(scheduled, kind="stable")
+    assert list(np.argsort(sent, kind="stable")) == list(order)  # the wire order is the schedule's
+    lag = np.asarray(sent) - np.asarray(scheduled)
+    assert lag.min() >= 0  # nothing before its time
+    if kind != "plain":
+        assert np.percentile(lag, 50) < 1e-3  # precise: well inside a millisecond tick

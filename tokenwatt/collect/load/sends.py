@@ -1,0 +1,160 @@
+"""When each request goes out: the wait for its send time (:class:`SendWait`).
+
+The schedule fixes every send time before the window starts (:mod:`~tokenwatt.collect.load.
+arrivals`); this module makes the send happen then. asyncio alone cannot: its sleeps wake on
+the selector's timeout, which epoll rounds up to whole milliseconds, so a plain
+``asyncio.sleep`` sends up to 1 ms late and bunches sends on millisecond ticks (their gaps
+then fail a K-S test against the exponential, ``benchmarks/wire_arrivals.py``).
+
+The ways to wait, :data:`SendTimerKind` (ARCHITECTURE.md, "Precise sends", says why the first
+is the default):
+
+* ``timerfd``: the event loop's own Linux ``timerfd``
+  (:class:`~tokenwatt.collect.load.timers.FdTimer`) releases each send
+  :data:`SEND_FD_EARLY_S` before its time, with every other send due within
+  :data:`SEND_FD_BATCH_S`; each released task busy-waits the rest and sends. One wake-up per
+  due instant; the loop sleeps in between. Where there is no ``timerfd`` (not Linux) it
+  falls back to ``thread``.
+* ``thread``: one timer thread per process
+  (:class:`~tokenwatt.collect.load.timers.ThreadTimer`) releases each send
+  :data:`SEND_THREAD_EARLY_S` early; the task yields to the loop until
+  :data:`SEND_THREAD_BUSY_S` before its time (so the thread can take the GIL to release the
+  next) and busy-waits the rest.
+* ``spin`` (:func:`sleep_until`, the design before these timers): each request's own task
+  sleeps to :data:`SEND_SPIN_S` before its time, then yields to the loop until
+  :data:`SEND_BUSY_S` before it and busy-waits the rest. Precise, but every request within its
+  last 1.5 ms turns the loop, so above a few hundred req/s the loop never sleeps.
+* ``plain``: ``asyncio.sleep`` alone (millisecond-bunched): the benchmarks' control.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from tokenwatt.collect.load.timers import loop_timer, process_timer
+
+SendTimerKind = Literal["timerfd", "thread", "spin", "plain"]
+"""How a request waits for its send time (this module's docstring)."""
+
+SEND_SPIN_S = 0.0015
+"""How long before a send time the dispatcher creates the request's task (s), and how long a
+``spin`` send yields: asyncio's sleeps wake up to 1 ms late (epoll's whole-millisecond timeout,
+rounded up), and 1.5 ms covers that rounding plus a little wake-up jitter."""
+
+SEND_BUSY_S = 0.0003
+"""The last stretch before a send time (s) that a ``spin`` send busy-waits, without yielding:
+a callback that runs in it (a response being read) would make the send late."""
+
+SEND_FD_EARLY_S = 0.0002
+"""How early the ``timerfd`` releases a send (s): the rest of the loop iteration that woke
+(the responses read in it) runs before the released task, 0.1 ms and more under load at
+800 req/s on this VM (``benchmarks/wire_arrivals.py``)."""
+
+SEND_FD_BATCH_S = 0.0003
+"""Sends due this soon after a released one (s) are released with it: released apart, the
+second waits for the loop's next iteration and goes out late, which removes the schedule's
+smallest gaps (a K-S test of 2,400 gaps at 800 req/s failed without it)."""
+
+SEND_THREAD_EARLY_S = 0.0003
+"""How early the timer thread releases a send (s): its own wake-up (about 35 us with its
+timer slack cut) plus the loop's (the self-pipe, the GIL) took 0.1-0.3 ms at p99."""
+
+SEND_THREAD_BUSY_S = 0.00005
+"""The last stretch before its time (s) that a ``thread`` send busy-waits; longer holds the
+GIL the timer thread needs to release the next send."""
+
+
+async def sleep_until(
+    target: float, *, spin_s: float = SEND_SPIN_S, clock: Callable[[], float] | None = None
+) -> None:
+    """Return at ``target`` on ``clock`` (s; default ``time.perf_counter``, looked up at
+    each call so a Ray actor's test-only skewed clock applies, :mod:`tokenwatt.collect.
+    load.pool.ray_actor`), to within the event loop's iteration time (``spin`` sends).
+
+    Sleeps until ``spin_s`` before ``target``, then yields with ``asyncio.sleep(0)`` until
+    :data:`SEND_BUSY_S` before it, so other tasks and I/O keep running while it waits, and
+    waits out the rest in a busy loop; ``spin_s=0`` is a plain ``asyncio.sleep`` (millisecond
+    granularity). Returns at once when ``target`` has passed. The yielding costs CPU: about
+    ``spin_s`` of busy loop per call at most (``benchmarks/wire_arrivals.py`` measures it).
+    """
+    clock = clock or time.perf_counter
+    delay = target - clock()
+    if delay > spin_s:
+        await asyncio.sleep(delay - spin_s)
+    # A deadline, not an event: nothing signals it, and the loop must keep turning meanwhile.
+    while spin_s > 0 and clock() < target - SEND_BUSY_S:  # noqa: ASYNC110
+        await asyncio.sleep(0)
+    while spin_s > 0 and clock() < target:
+        pass
+
+
+async def _yield_then_busy(target: float, busy_s: float) -> None:
+    clock = time.perf_counter
+    while clock() < target - busy_s:  # noqa: ASYNC110  (a deadline: nothing signals it)
+        await asyncio.sleep(0)
+    while clock() < target:
+        pass
+
+
+async def _thread_released(target: float) -> None:
+    await process_timer().wait_until(target - SEND_THREAD_EARLY_S)
+    await _yield_then_busy(target, SEND_THREAD_BUSY_S)
+
+
+async def _fd_released(target: float) -> None:
+    try:
+        timer = loop_timer(SEND_FD_BATCH_S)
+    except OSError:
+        await _thread_released(target)
+        return
+    await timer.wait_until(target - SEND_FD_EARLY_S)
+    # Busy to the time: the sends released with this one run right after it, in time order.
+    clock = time.perf_counter
+    while clock() < target:
+        pass
+
+
+@dataclass(frozen=True)
+class SendWait:
+    """How a window's requests wait for their send times.
+
+    Attributes:
+        kind: ``timerfd``, ``thread``, ``spin`` or ``plain`` (this module's docstring).
+        lead_s: how long before its send time the dispatcher creates a request's task (s);
+            ``spin`` also yields for that long. 0 with ``plain``.
+    """
+
+    kind: SendTimerKind = "timerfd"
+    lead_s: float = SEND_SPIN_S
+
+    def until(self, target: float) -> Awaitable[None]:
+        """An awaitable that is done at ``target`` (s on ``time.perf_counter``)."""
+        if self.kind == "timerfd":
+            return _fd_released(target)
+        if self.kind == "thread":
+            return _thread_released(target)
+        return sleep_until(target, spin_s=self.lead_s if self.kind == "spin" else 0.0)
+
+
+def send_wait(kind: SendTimerKind, lead_s: float = SEND_SPIN_S) -> SendWait:
+    """The :class:`SendWait` of a plan's ``send_timer`` and ``send_spin_s`` (``plain``: no
+    lead)."""
+    return SendWait(kind, 0.0 if kind == "plain" else lead_s)
+
+
+__all__ = [
+    "SEND_BUSY_S",
+    "SEND_FD_BATCH_S",
+    "SEND_FD_EARLY_S",
+    "SEND_SPIN_S",
+    "SEND_THREAD_BUSY_S",
+    "SEND_THREAD_EARLY_S",
+    "SendTimerKind",
+    "SendWait",
+    "send_wait",
+    "sleep_until",
+]

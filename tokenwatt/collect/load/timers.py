@@ -1,0 +1,294 @@
+"""The two precise timers a send can wait on: :class:`FdTimer` (an event loop's own Linux
+``timerfd``) and :class:`ThreadTimer` (one thread per process, elsewhere), and the time-ordered
+queue of pending send times they share (:class:`DueSends`).
+
+Either wakes once per due instant, whatever the number of requests waiting, and records how
+late each release was (``lateness_s``) beside the send lag every request keeps
+(``dispatched_s - scheduled_s``). :mod:`tokenwatt.collect.load.sends` says how a send uses them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import heapq
+import itertools
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+LATENESS_KEPT = 100_000
+"""Releases whose lateness a timer keeps (s each; a window of an hour at 30 req/s)."""
+
+
+@dataclass(order=True)
+class _Pending:
+    target: float
+    seq: int
+    loop: asyncio.AbstractEventLoop = field(compare=False)
+    future: asyncio.Future[None] = field(compare=False)
+
+
+Due = tuple[float, asyncio.AbstractEventLoop, asyncio.Future[None]]
+"""A released send: its time (s), the loop that waits for it, and the future it waits on."""
+
+
+class DueSends:
+    """Pending send times in time order (a heap; ties in the order they were added).
+
+    Not thread-safe by itself: :class:`ThreadTimer` holds its lock around every call.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[_Pending] = []
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def push(
+        self, target: float, loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]
+    ) -> bool:
+        """Add a send time (s); True when it is now the earliest (the timer must re-arm)."""
+        entry = _Pending(target, next(self._seq), loop, future)
+        heapq.heappush(self._heap, entry)
+        return self._heap[0] is entry
+
+    def next_target(self) -> float | None:
+        """The earliest pending send time (s), or None when none is pending."""
+        return self._heap[0].target if self._heap else None
+
+    def pop_due(self, until: float) -> list[Due]:
+        """Remove and return every send due by ``until`` (s), earliest first."""
+        due = []
+        while self._heap and self._heap[0].target <= until:
+            p = heapq.heappop(self._heap)
+            due.append((p.target, p.loop, p.future))
+        return due
+
+
+def release(futures: list[asyncio.Future[None]]) -> None:
+    """Mark the futures of released sends done, on their loop's thread; one that is done
+    already (its request was cancelled) is left alone."""
+    for fut in futures:
+        if not fut.done():
+            fut.set_result(None)
+
+
+def _keep_lateness(kept: list[float], now: float, due: list[Due]) -> None:
+    room = LATENESS_KEPT - len(kept)
+    kept.extend(now - target for target, _, _ in due[: max(room, 0)])
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class _Itimerspec(ctypes.Structure):
+    _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
+
+
+_CLOCK_MONOTONIC = 1  # <time.h>; time.perf_counter reads it on Linux
+_TFD_TIMER_ABSTIME = 1  # <sys/timerfd.h>
+
+
+class FdTimer:
+    """An event loop's own precise timer: a Linux ``timerfd`` (timerfd_create(2)) armed at the
+    earliest pending time and watched by the loop's selector, so the kernel wakes the loop
+    itself then, on its high-resolution timers, with no thread and no hand-over of the GIL.
+
+    Each wake-up releases every pending time up to ``batch_s`` ahead, so sends closer together
+    than a loop iteration are released together and their tasks run one after another in
+    the next iteration, each in time order.
+
+    Args:
+        loop: the event loop whose selector watches the timer.
+        batch_s: how far ahead of the wake-up pending times are released with it (s).
+
+    Raises:
+        OSError: no ``timerfd`` here (not Linux): use :class:`ThreadTimer`.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, batch_s: float) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        try:
+            self._settime = libc.timerfd_settime
+            fd = libc.timerfd_create(_CLOCK_MONOTONIC, os.O_NONBLOCK | os.O_CLOEXEC)
+        except AttributeError as exc:
+            raise OSError("this C library has no timerfd") from exc
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "timerfd_create failed")
+        self._fd = fd
+        self._due = DueSends()
+        self._loop = loop
+        self.batch_s = batch_s
+        self.lateness_s: list[float] = []
+        self.wakes = 0
+        loop.add_reader(fd, self._on_ready)
+        weakref.finalize(loop, os.close, fd)
+
+    def wait_until(self, target: float) -> asyncio.Future[None]:
+        """A future that is done at ``target`` (s on ``time.perf_counter``), or at once when it
+        has passed. Call it on the timer's loop."""
+        fut: asyncio.Future[None] = self._loop.create_future()
+        if target <= time.perf_counter():
+            fut.set_result(None)
+        elif self._due.push(target, self._loop, fut):
+            self._arm(target)
+        return fut
+
+    def _arm(self, target: float) -> None:
+        # perf_counter and the timerfd both read CLOCK_MONOTONIC; they differ only when a test
+        # skews perf_counter (pool.ray_actor.skew_clock).
+        at = target - (time.perf_counter() - time.monotonic())
+        spec = _Itimerspec()
+        spec.it_value.tv_sec = int(at)
+        spec.it_value.tv_nsec = max(int((at - int(at)) * 1e9), 1)  # all zero would disarm it
+        if self._settime(self._fd, _TFD_TIMER_ABSTIME, ctypes.byref(spec), None) != 0:
+            raise OSError(ctypes.get_errno(), "timerfd_settime failed")
+
+    def _on_ready(self) -> None:
+        with contextlib.suppress(BlockingIOError, InterruptedError):
+            os.read(self._fd, 8)  # the expiry count; reading it clears the fd's readiness
+        now = time.perf_counter()
+        due = self._due.pop_due(now + self.batch_s)
+        if due:
+            self.wakes += 1
+            _keep_lateness(self.lateness_s, now, due)
+            release([fut for _, _, fut in due])
+        if (nxt := self._due.next_target()) is not None:
+            self._arm(nxt)
+
+
+_FD_TIMERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, FdTimer] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def loop_timer(batch_s: float) -> FdTimer:
+    """The running loop's :class:`FdTimer`, made on first use (``batch_s``: its release-ahead,
+    s, fixed then).
+
+    Raises:
+        OSError: no ``timerfd`` here (not Linux).
+    """
+    loop = asyncio.get_running_loop()
+    timer = _FD_TIMERS.get(loop)
+    if timer is None:
+        timer = _FD_TIMERS[loop] = FdTimer(loop, batch_s)
+    return timer
+
+
+class ThreadTimer:
+    """One thread that wakes each waiting event loop at its send times (where there is no
+    ``timerfd``).
+
+    :meth:`wait_until` is called on an event loop and returns a future that the loop sees done
+    at the target. The thread sleeps on a condition variable's timed wait (``sem_clockwait`` on
+    ``CLOCK_MONOTONIC``, its timer slack cut to 1 ns) until the earliest pending target, is
+    woken early only when an earlier one arrives, and releases every time then due in one
+    ``call_soon_threadsafe`` per loop. It needs the GIL to do so, so a loop that busy-waits
+    delays it: a send waiting on it yields to the loop until its last moments.
+
+    Args:
+        clock: seconds on the targets' clock (default: ``time.perf_counter``, looked up at each
+            call, so a Ray actor's test-only skew applies).
+        start: start the thread (False: a test drives :meth:`fire` itself).
+    """
+
+    def __init__(self, clock: Callable[[], float] | None = None, *, start: bool = True) -> None:
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._due = DueSends()
+        self.lateness_s: list[float] = []
+        self.wakes = 0
+        self.pid = os.getpid()
+        if start:
+            threading.Thread(target=self._run, name="send-timer", daemon=True).start()
+
+    def now(self) -> float:
+        """The timer's clock now (s)."""
+        return (self._clock or time.perf_counter)()
+
+    def wait_until(self, target: float) -> asyncio.Future[None]:
+        """A future of the running loop that is done at ``target`` (s on the timer's clock),
+        or at once when it has passed."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        if target <= self.now():
+            fut.set_result(None)
+            return fut
+        with self._cond:
+            if self._due.push(target, loop, fut):
+                self._cond.notify()
+        return fut
+
+    def fire(self, now: float) -> int:
+        """Release every time due at ``now`` (s) to its loop; how many. The thread calls it at
+        each wake-up; a test with a fake clock calls it directly."""
+        with self._cond:
+            due = self._due.pop_due(now)
+        if not due:
+            return 0
+        self.wakes += 1
+        _keep_lateness(self.lateness_s, now, due)
+        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+        for _, loop, fut in due:
+            by_loop.setdefault(loop, []).append(fut)
+        for loop, futures in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # that loop has closed: nobody waits
+                loop.call_soon_threadsafe(release, futures)
+        return len(due)
+
+    def _run(self) -> None:
+        _fine_timer_slack()
+        while True:
+            with self._cond:
+                while (target := self._due.next_target()) is None or (
+                    delay := target - self.now()
+                ) > 0:
+                    self._cond.wait(None if target is None else delay)
+            self.fire(self.now())
+
+
+_PR_SET_TIMERSLACK = 29  # <linux/prctl.h>
+
+
+def _fine_timer_slack() -> None:
+    # Linux lets a thread's timed waits end up to its timer slack late (50 us by default);
+    # 1 ns asks the kernel to wake this thread as near its deadline as it can (prctl(2)).
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_TIMERSLACK, 1, 0, 0, 0)
+
+
+_TIMER: ThreadTimer | None = None
+_TIMER_LOCK = threading.Lock()
+
+
+def process_timer() -> ThreadTimer:
+    """The process's one :class:`ThreadTimer`, started on first use (again in a child process,
+    where the parent's thread does not run)."""
+    global _TIMER
+    timer = _TIMER
+    if timer is None or timer.pid != os.getpid():
+        with _TIMER_LOCK:
+            if _TIMER is None or _TIMER.pid != os.getpid():
+                _TIMER = ThreadTimer()
+            timer = _TIMER
+    return timer
+
+
+__all__ = [
+    "LATENESS_KEPT",
+    "Due",
+    "DueSends",
+    "FdTimer",
+    "ThreadTimer",
+    "loop_timer",
+    "process_timer",
+    "release",
+]
