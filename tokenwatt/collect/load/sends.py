@@ -23,7 +23,8 @@ is the default):
 * ``spin`` (:func:`sleep_until`, the design before these timers): each request's own task
   sleeps to :data:`SEND_SPIN_S` before its time, then yields to the loop until
   :data:`SEND_BUSY_S` before it and busy-waits the rest. Precise, but every request within its
-  last 1.5 ms turns the loop, so above a few hundred req/s the loop never sleeps.
+  last 1.5 ms turns the loop, so above a few hundred req/s the loop never sleeps; and after a
+  stall a late send may overtake an earlier one.
 * ``plain``: ``asyncio.sleep`` alone (millisecond-bunched): the benchmarks' control.
 """
 
@@ -78,7 +79,9 @@ async def sleep_until(
     Sleeps until ``spin_s`` before ``target``, then yields with ``asyncio.sleep(0)`` until
     :data:`SEND_BUSY_S` before it, so other tasks and I/O keep running while it waits, and
     waits out the rest in a busy loop; ``spin_s=0`` is a plain ``asyncio.sleep`` (millisecond
-    granularity). Returns at once when ``target`` has passed. The yielding costs CPU: about
+    granularity). Returns at once when ``target`` has passed, so after the loop was held up a
+    late send can overtake an earlier one still sleeping (the timers keep the order). The
+    yielding costs CPU: about
     ``spin_s`` of busy loop per call at most (``benchmarks/wire_arrivals.py`` measures it).
     """
     clock = clock or time.perf_counter

@@ -132,13 +132,19 @@ class FdTimer:
         weakref.finalize(loop, os.close, fd)
 
     def wait_until(self, target: float) -> asyncio.Future[None]:
-        """A future that is done at ``target`` (s on ``time.perf_counter``), or at once when it
-        has passed. Call it on the timer's loop."""
+        """A future that is done at ``target`` (s on ``time.perf_counter``). One whose time has
+        passed is done at the loop's next turn, after every earlier one. Call it on the
+        timer's loop."""
         fut: asyncio.Future[None] = self._loop.create_future()
-        if target <= time.perf_counter():
-            fut.set_result(None)
-        elif self._due.push(target, self._loop, fut):
+        now = time.perf_counter()
+        if self._due.push(target, self._loop, fut) and target > now:
             self._arm(target)
+        if target <= now:
+            # Passed already (the loop was late): released through the queue, after every
+            # earlier send still waiting, so a late send never overtakes an earlier one.
+            due = self._due.pop_due(now)
+            _keep_lateness(self.lateness_s, now, due)
+            self._loop.call_soon(release, [f for _, _, f in due])
         return fut
 
     def _arm(self, target: float) -> None:
@@ -174,12 +180,15 @@ def loop_timer(batch_s: float) -> FdTimer:
     s, fixed then).
 
     Raises:
-        OSError: no ``timerfd`` here (not Linux).
+        OSError: no ``timerfd`` here (not Linux), or a loop that takes no weak reference.
     """
     loop = asyncio.get_running_loop()
-    timer = _FD_TIMERS.get(loop)
-    if timer is None:
-        timer = _FD_TIMERS[loop] = FdTimer(loop, batch_s)
+    try:
+        timer = _FD_TIMERS.get(loop)
+        if timer is None:
+            timer = _FD_TIMERS[loop] = FdTimer(loop, batch_s)
+    except TypeError as exc:  # a loop class that takes no weak reference
+        raise OSError(f"{type(loop).__name__} cannot hold a timerfd here") from exc
     return timer
 
 
@@ -215,16 +224,15 @@ class ThreadTimer:
         return (self._clock or time.perf_counter)()
 
     def wait_until(self, target: float) -> asyncio.Future[None]:
-        """A future of the running loop that is done at ``target`` (s on the timer's clock),
-        or at once when it has passed."""
+        """A future of the running loop that is done at ``target`` (s on the timer's clock).
+        One whose time has passed is released at once, in order with every earlier one."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
-        if target <= self.now():
-            fut.set_result(None)
-            return fut
         with self._cond:
             if self._due.push(target, loop, fut):
                 self._cond.notify()
+        if (now := self.now()) >= target:
+            self.fire(now)  # passed already: released in order with every earlier one
         return fut
 
     def fire(self, now: float) -> int:

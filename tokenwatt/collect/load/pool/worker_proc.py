@@ -6,8 +6,9 @@ arrivals as :class:`Item` batches (offset, pre-built body) a little ahead of the
 then the shared start time ``t0`` on ``time.perf_counter``'s clock (``CLOCK_MONOTONIC``:
 one clock for every process of the machine). It dispatches its items with the one dispatch
 loop of :func:`tokenwatt.collect.load.loadgen.run_window`
-(:meth:`~tokenwatt.collect.load.window_state.WindowState.dispatch`: the request's own task waits
-out the last 1.5 ms, the last 0.3 ms busy), on its own event loop and aiohttp session, reports
+(:meth:`~tokenwatt.collect.load.window_state.WindowState.dispatch`: each request's task is
+released by the worker's own precise timer, :mod:`~tokenwatt.collect.load.sends`), on its own
+event loop and aiohttp session, reports
 progress every :data:`UPDATE_INTERVAL_S`, and on ``end`` cancels what is in flight and
 returns every result. It ignores SIGINT, SIGTERM and SIGHUP (a terminal sends them to the
 whole process group): only the parent decides when a window ends; it exits when the

@@ -1,0 +1,186 @@
+"""``--compare`` of ``benchmarks/loadgen.py``: the clients side by side at fixed rates, and
+ours at twice the highest rate ``vllm bench serve`` holds.
+
+For each ``CHUNKS:RATE`` of ``--points`` one nginx stub serves ``CHUNKS``-chunk streams and
+every client runs at ``RATE`` req/s for ``--seconds``, interleaved for ``--rounds`` rounds
+(the order turned by one each round): ours with ``--timer timerfd`` (the default send wait),
+ours with ``--timer spin`` (the previous design: every request spins its last 1.5 ms), vLLM's
+``bench serve`` and AIPerf (``benchmarks/peers.py``: which CPU each counts). One table then
+gives, per point and client, the median over rounds of client CPU per chunk, held ratio
+(request throughput over the rate) and errors, and for ours the lowest K-S p of the sent gaps
+and the median send-lag p99; and per point two verdicts: ours' (timerfd) CPU per chunk at
+most half of bench serve's, and its K-S p above 0.01 in every round.
+
+Then, unless ``--no-walk``, per stream length of ``--points``: bench serve walks
+``--chunk-rates`` / length, and ours (timerfd) runs once at twice the highest rate it held,
+for the verdict send-lag p99 under 5 ms there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from loadgen_trials import run_ours, trial_line, walk
+from peers import run_aiperf, run_vllm
+from sse_stub import start_nginx
+
+Figures = dict[str, Any]
+Trial = Callable[[float], Figures]
+
+
+def parse_points(text: str) -> list[tuple[int, float]]:
+    """``"32:800,256:600"`` as [(32, 800.0), (256, 600.0)]."""
+    pairs = (point.split(":") for point in text.split(","))
+    return [(int(chunks), float(rate)) for chunks, rate in pairs]
+
+
+def trials(
+    args: argparse.Namespace, folder: Path, peers: tuple[str | None, str | None], url: str,
+    chunks: int,
+) -> dict[str, Trial]:  # fmt: skip
+    """Every compared client's trial at a rate, against the stub at ``url``."""
+    python, aiperf = peers
+    core, seconds = args.client_core, args.seconds
+
+    def ours(timer: str) -> Trial:
+        return lambda r: run_ours(url, r, seconds, chunks, 1, core, args.uvloop, timer)
+
+    got = {"ours timerfd": ours("timerfd"), "ours spin": ours("spin")}
+    if python is not None:
+        got["vllm"] = lambda r: run_vllm(python, folder, url, r, seconds, chunks, core)
+    if aiperf is not None:
+        got["aiperf"] = lambda r: run_aiperf(aiperf, folder, url, r, seconds, chunks, core)
+    return got
+
+
+def compare_point(
+    args: argparse.Namespace, folder: Path, peers: tuple[str | None, str | None], chunks: int,
+    rate: float,
+) -> dict[str, list[Figures]]:  # fmt: skip
+    """``--rounds`` interleaved rounds of every client at ``rate`` on ``chunks``-chunk
+    streams; each client's figures, one per round it finished."""
+    nginx, url = start_nginx(folder, args.server_core, chunks)
+    try:
+        clients = trials(args, folder, peers, url, chunks)
+        names = list(clients)
+        got: dict[str, list[Figures]] = {name: [] for name in names}
+        print(f"\n{chunks}-chunk streams at {rate:g} req/s, {args.seconds:g} s per trial")
+        for round_ in range(args.rounds):
+            turn = round_ % len(names)
+            for name in names[turn:] + names[:turn]:
+                try:
+                    figures = clients[name](rate)
+                except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                    tail = (str(exc).strip().splitlines() or ["?"])[-1]
+                    print(f"  {name:12s} failed: {tail[-200:]}", flush=True)
+                    continue
+                got[name].append(figures)
+                print(trial_line(name, rate, figures), flush=True)
+    finally:
+        nginx.terminate()
+        nginx.wait(timeout=10)
+    return got
+
+
+def median(runs: list[Figures], key: str) -> float | None:
+    values = [f[key] for f in runs if f.get(key) is not None]
+    return float(np.median(values)) if values else None
+
+
+def cell(value: float | None, spec: str) -> str:
+    width = int(spec.split(".")[0] or 0)
+    return "n/a".rjust(width) if value is None else format(value, spec)
+
+
+def print_table(results: dict[tuple[int, float], dict[str, list[Figures]]], rounds: int) -> None:
+    """The one table of ``--compare``, then a verdict line per point."""
+    print(f"\nMedian of {rounds} round(s): client CPU per chunk, held ratio (request "
+          "throughput / rate), errors; ours: lowest K-S p, median send-lag p99")  # fmt: skip
+    print(f"  {'chunks':>6s} {'req/s':>6s}  {'client':12s} {'CPU µs/chunk':>12s} "
+          f"{'held ratio':>10s} {'errors':>6s} {'K-S p min':>9s} {'lag p99 ms':>10s} "
+          "held")  # fmt: skip
+    for (chunks, rate), got in results.items():
+        for name, runs in got.items():
+            ks = [f["ks_p"] for f in runs if f["ks_p"] is not None]
+            print(f"  {chunks:6d} {rate:6g}  {name:12s} "
+                  f"{cell(median(runs, 'cpu_us_per_chunk'), '12.2f')} "
+                  f"{cell(median(runs, 'held_ratio'), '10.3f')} "
+                  f"{cell(median(runs, 'errors'), '6.0f')} {cell(min(ks, default=None), '9.3f')} "
+                  f"{cell(median(runs, 'send_lag_p99_ms'), '10.2f')} "
+                  f"{sum(f['held'] for f in runs)}/{len(runs)}")  # fmt: skip
+    whole = [
+        f"{chunks}:{rate:g} {m:.1f}"
+        for (chunks, rate), got in results.items()
+        if (m := median(got.get("aiperf", []), "cpu_whole_run_us_per_chunk")) is not None
+    ]
+    if whole:
+        print("  AIPerf's whole run (start-up and exports in it), CPU µs/chunk:", "; ".join(whole))
+    print()
+    for (chunks, rate), got in results.items():
+        print(f"  {chunks}:{rate:g}  {verdicts(got)}")
+
+
+def verdicts(got: dict[str, list[Figures]]) -> str:
+    """ "ours' CPU per chunk at most half of bench serve's" and "K-S p > 0.01", one point."""
+    ours, spin = median(got["ours timerfd"], "cpu_us_per_chunk"), None
+    serve = median(got.get("vllm", []), "cpu_us_per_chunk")
+    if ours is None or serve is None:
+        cpu = "CPU ≤ ½ bench serve's: n/a (" + ("no vLLM" if serve is None else "no ours") + ")"
+    else:
+        spin = median(got["ours spin"], "cpu_us_per_chunk")
+        spin_note = "" if spin is None else f"; spin {spin / serve:.2f}"
+        cpu = (f"CPU ≤ ½ bench serve's: {'PASS' if ours <= serve / 2 else 'FAIL'} "
+               f"(ours/serve {ours / serve:.2f}{spin_note})")  # fmt: skip
+    ks = [f["ks_p"] for f in got["ours timerfd"]]
+    ks_verdict = "n/a" if not ks else ("PASS" if min(ks) > 0.01 else "FAIL")
+    return f"{cpu};  K-S p > 0.01: {ks_verdict}" + (f" (min {min(ks):.3f})" if ks else "")
+
+
+def twice_bench_serve(
+    args: argparse.Namespace, folder: Path, python: str | None, lengths: list[int]
+) -> None:
+    """Per stream length, bench serve's walk, then ours (timerfd) at twice its highest held
+    rate: the verdict send-lag p99 under 5 ms."""
+    if python is None:
+        print("\nSend lag at twice bench serve's rate: skipped (no vLLM install)")
+        return
+    for chunks in lengths:
+        print(f"\n{chunks}-chunk streams: bench serve's highest rate held, then ours at twice it")
+        nginx, url = start_nginx(folder, args.server_core, chunks)
+        try:
+            print("  " + twice_one(args, folder, python, url, chunks), flush=True)
+        finally:
+            nginx.terminate()
+            nginx.wait(timeout=10)
+
+
+def twice_one(args: argparse.Namespace, folder: Path, python: str, url: str, chunks: int) -> str:
+    """The verdict line of one stream length against the stub at ``url``."""
+    core, seconds = args.client_core, args.seconds
+    rates = [float(r) / chunks for r in args.chunk_rates.split(",")]
+    best = walk("vllm", lambda r: run_vllm(python, folder, url, r, seconds, chunks, core), rates)
+    if best is None:
+        return f"{chunks} chunks: bench serve held none of the rates, so no trial at twice it"
+    rate = 2 * best[0]
+    f = run_ours(url, rate, seconds, chunks, 1, core, args.uvloop, "timerfd")
+    print(trial_line("ours timerfd", rate, f))
+    lag = f["send_lag_p99_ms"]
+    verdict = "PASS" if lag is not None and lag < 5 else "FAIL"
+    return (f"{chunks} chunks: send-lag p99 {cell(lag, '.2f')} ms at {rate:g} req/s "
+            f"(2 × bench serve's {best[0]:g}) < 5 ms: {verdict}")  # fmt: skip
+
+
+def run_compare(args: argparse.Namespace, folder: Path, python: str | None,
+                aiperf: str | None) -> None:  # fmt: skip
+    """``--compare``: every point, the table and verdicts, then (unless ``--no-walk``) the
+    send lag at twice bench serve's rate."""
+    points = parse_points(args.points)
+    results = {(c, r): compare_point(args, folder, (python, aiperf), c, r) for c, r in points}
+    print_table(results, args.rounds)
+    if not args.no_walk:
+        twice_bench_serve(args, folder, python, sorted({c for c, _ in points}))

@@ -1,0 +1,185 @@
+"""Ours in the load-generator benchmarks (``benchmarks/loadgen.py``): one trial of the load
+generator in a child process pinned to the client core, with its figures (held, K-S p of the
+sent gaps, send lag, client CPU per chunk over the measured window), and the walk over rising
+rates that every client's trials take."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from peers import cpu_seconds
+from sse_stub import PROMPT_TOKENS
+
+ROOT = Path(__file__).resolve().parents[1]
+LOADGEN = Path(__file__).with_name("loadgen.py")
+"""The script whose ``--child`` runs :func:`trial_ours` in a pinned child process."""
+
+
+class CpuSampler:
+    """CPU seconds of this process and of ``pids`` (its workers), sampled every 50 ms
+    against ``time.perf_counter`` in a thread, so that the CPU of one stretch of time
+    (the measured window) can be read off afterwards, without start-up, imports or the
+    window's summary."""
+
+    def __init__(self, pids: list[int]) -> None:
+        import threading
+
+        self.pids = pids
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _cpu(self) -> float:
+        return time.process_time() + sum(cpu_seconds(pid) for pid in self.pids)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.samples.append((time.perf_counter(), self._cpu()))
+
+    def __enter__(self) -> CpuSampler:
+        self.samples.append((time.perf_counter(), self._cpu()))
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def between(self, start: float, end: float) -> float:
+        """CPU seconds spent from ``start`` to ``end`` (perf_counter), interpolated."""
+        import numpy as np
+
+        at = np.array([t for t, _ in self.samples])
+        cpu = np.array([c for _, c in self.samples])
+        return float(np.interp(end, at, cpu) - np.interp(start, at, cpu))
+
+
+def trial_ours(
+    url: str,
+    rate: float,
+    seconds: float,
+    chunks: int,
+    workers: int,
+    use_uvloop: bool,
+    timer: str = "timerfd",
+) -> dict[str, Any]:
+    """One pinned trial of run_window (or a WorkerPool's); runs in a child process. ``timer``:
+    how sends wait for their times (:mod:`tokenwatt.collect.load.sends`)."""
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+    from scipy import stats
+
+    import tokenwatt.analysis  # noqa: F401  (imported before the window, not inside it)
+    from tokenwatt.collect.load.loadgen import LoadConfig, run_window
+    from tokenwatt.collect.load.pool.workers import WorkerPool
+    from tokenwatt.collect.load.window_plan import WindowPlan
+    from tokenwatt.collect.workload.workload import RequestSpec
+    from tokenwatt.records.spec import SloSpec
+
+    if use_uvloop:
+        try:
+            import uvloop
+        except ImportError:
+            sys.exit("--uvloop needs the uvloop package (pip install uvloop)")
+        uvloop.install()
+    cfg = LoadConfig(
+        endpoint=url + "/v1",
+        model="bench",
+        slo=SloSpec(ttft_p99_ms=1000, tpot_p99_ms=1000),
+        max_concurrency=4096,
+        request_timeout_s=30,
+    )
+    spec = RequestSpec(prompt=list(range(100, 100 + PROMPT_TOKENS)), max_tokens=chunks)
+    plan = WindowPlan(
+        rate_rps=rate,
+        duration_s=seconds,
+        warmup_s=0.5,
+        seed=1,
+        keep_load=False,
+        send_timer=timer,  # type: ignore[arg-type]  # checked by argparse's choices
+    )
+    if workers > 1:
+        with WorkerPool(workers) as pool, CpuSampler(pool.pids()) as cpu:
+            result = pool.run_window(cfg, plan, itertools.repeat(spec))
+    else:
+        with CpuSampler([]) as cpu:
+            result = asyncio.run(run_window(cfg, plan, itertools.repeat(spec)))
+    start, end = result.window_start_s, result.window_end_s
+    in_window = [r for r in result.requests if r.in_window]
+    finished = [r.finished_s for r in in_window if r.finished_s is not None]
+    span = (max(finished) - start) if finished else float("inf")
+    arrived = sum(1 for r in result.requests for t in r.chunk_s if start <= t < end)
+    sent = np.sort([r.sent_s for r in in_window])
+    ks_p = stats.kstest(np.diff(sent), stats.expon(scale=1 / rate).cdf).pvalue
+    s = result.summary
+    return {
+        "requests": len(in_window),
+        "errors": s.errors,
+        "held_ratio": seconds / span,
+        "throughput_rps": len(in_window) / span,
+        "send_lag_p99_ms": s.send_lag_p99_ms,
+        "ks_p": float(ks_p),
+        "cpu_us_per_chunk": cpu.between(start, end) / max(arrived, 1) * 1e6,
+        "chunks_per_s": arrived / (end - start),
+    }
+
+
+def run_ours(
+    url: str,
+    rate: float,
+    seconds: float,
+    chunks: int,
+    workers: int,
+    core: int,
+    uvloop: bool,
+    timer: str = "timerfd",
+) -> dict[str, Any]:
+    cmd = ["taskset", "-c", str(core), sys.executable, str(LOADGEN), "--child", url, str(rate),
+           str(seconds), str(chunks), str(workers), "--timer", timer]  # fmt: skip
+    cmd += ["--uvloop"] if uvloop else []
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    figures: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    figures["held"] = (
+        figures["errors"] == 0 and figures["held_ratio"] >= 0.99 and figures["ks_p"] > 0.01
+    )
+    return figures
+
+
+Best = tuple[float, dict[str, Any]] | None
+
+
+def trial_line(name: str, rate: float, f: dict[str, Any]) -> str:
+    """One trial's figures on one line."""
+    ks = "   n/a" if f["ks_p"] is None else f"{f['ks_p']:6.3f}"
+    lag = f["send_lag_p99_ms"]
+    return (
+        f"  {name:12s} {rate:7.1f} req/s  held={'yes' if f['held'] else 'no ':3s} "
+        f"{f['held_ratio'] * 100:5.1f}%  errors {f['errors']:4d}  K-S p {ks}  lag p99 "
+        f"{'   n/a' if lag is None else f'{lag:6.2f}'} ms  "
+        f"{f['chunks_per_s']:8.0f} chunks/s  CPU {f['cpu_us_per_chunk']:6.2f} µs/chunk"
+    )
+
+
+def walk(name: str, trial: Any, rates: list[float]) -> Best:
+    """Trials at rising rates until two in a row miss; the highest rate held and its figures."""
+    best: Best = None
+    misses = 0
+    for rate in rates:
+        f = trial(rate)
+        print(trial_line(name, rate, f), flush=True)
+        if f["held"]:
+            best, misses = (rate, f), 0
+        else:
+            misses += 1
+            if misses == 2:  # two misses in a row: past the knee
+                break
+    return best
