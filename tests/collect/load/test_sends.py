@@ -135,9 +135,7 @@ async def test_a_windows_sends_keep_their_count_and_the_timers_their_order(
         order = np.argsort(scheduled, kind="stable")
         assert list(np.argsort(sent, kind="stable")) == list(order)
     lag = np.asarray(sent) - np.asarray(scheduled)
-    assert lag.min() >= 0  # nothing before its time
-    if kind != "plain":
-        assert np.percentile(lag, 50) < 1e-3  # precise: well inside a millisecond tick
+    assert lag.min() >= 0  # nothing before its time (how precise: benchmarks/wire_arrivals.py)
 
 
 @linux_only
