@@ -113,21 +113,27 @@ def print_table(results: dict[tuple[int, float], dict[str, list[Figures]]], roun
                   f"{cell(median(runs, 'errors'), '6.0f')} {cell(min(ks, default=None), '9.3f')} "
                   f"{cell(median(runs, 'send_lag_p99_ms'), '10.2f')} "
                   f"{sum(f['held'] for f in runs)}/{len(runs)}")  # fmt: skip
-    whole = [
-        f"{chunks}:{rate:g} {m:.1f}"
-        for (chunks, rate), got in results.items()
-        if (m := median(got.get("aiperf", []), "cpu_whole_run_us_per_chunk")) is not None
-    ]
-    if whole:
-        print("  AIPerf's whole run (start-up and exports in it), CPU µs/chunk:", "; ".join(whole))
+    for (chunks, rate), got in results.items():
+        if got.get("aiperf"):
+            print(f"  {chunks}:{rate:g} {aiperf_note(got['aiperf'])}")
     print()
     for (chunks, rate), got in results.items():
         print(f"  {chunks}:{rate:g}  {verdicts(got)}")
 
 
+def aiperf_note(runs: list[Figures]) -> str:
+    """What AIPerf records beside the table's figures (``benchmarks/peers.py``)."""
+    ks = [f["start_ks_p"] for f in runs if f.get("start_ks_p") is not None]
+    return (f"AIPerf: whole run's CPU (start-up, exports) "
+            f"{cell(median(runs, 'cpu_whole_run_us_per_chunk'), '.1f')} µs/chunk; its "
+            f"requests' starts: K-S p min {cell(min(ks, default=None), '.3f')}, credit-to-start "
+            f"p99 {cell(median(runs, 'credit_to_start_p99_ms'), '.2f')} ms")  # fmt: skip
+
+
 def verdicts(got: dict[str, list[Figures]]) -> str:
-    """ "ours' CPU per chunk at most half of bench serve's" and "K-S p > 0.01", one point."""
-    ours, spin = median(got["ours timerfd"], "cpu_us_per_chunk"), None
+    """One point's verdicts: ours' (timerfd) CPU per chunk at most half of bench serve's, and
+    its K-S p > 0.01 in every round."""
+    ours = median(got["ours timerfd"], "cpu_us_per_chunk")
     serve = median(got.get("vllm", []), "cpu_us_per_chunk")
     if ours is None or serve is None:
         cpu = "CPU ≤ ½ bench serve's: n/a (" + ("no vLLM" if serve is None else "no ours") + ")"

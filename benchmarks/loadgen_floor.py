@@ -192,7 +192,7 @@ def floor_child(client: str, url: str, chunks: int, rate: float, seconds: float)
     if client.endswith("uvloop"):
         import uvloop
 
-        return uvloop.run(_bare_open_loop(client, url, chunks, rate, seconds)) * 1e6
+        return float(uvloop.run(_bare_open_loop(client, url, chunks, rate, seconds))) * 1e6
     return asyncio.run(_bare_open_loop(client, url, chunks, rate, seconds)) * 1e6
 
 

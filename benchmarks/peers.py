@@ -15,9 +15,16 @@ None).
   whole process tree (utime + stime, and the children's it reaped, from /proc), from its
   "Phase profiling (profiling) started" line to its "All results received" line: the phase's
   sends, streams and per-record metrics and the processing of the results, but not its
-  start-up (about 5 s: imports, tokenizer, dataset) nor its exports. ``cpu_whole_run_us``
-  gives the whole run's (``RUSAGE_CHILDREN`` around it, start-up and exports included),
-  which overstates what sending costs it many times over at a few seconds per trial.
+  start-up (about 5 s: imports, tokenizer, dataset) nor its exports; per chunk completed.
+  ``cpu_whole_run_us_per_chunk`` gives the whole run's instead (``RUSAGE_CHILDREN`` around
+  it: every process of the tree is reaped, so all are in it, start-up and exports included),
+  which overstates what a trial of a few seconds costs it several times over. It runs with
+  one worker and one record processor (all its processes share the client core), and its
+  request throughput is, like bench serve's, the requests completed over the span from the
+  phase's start to the last response. It does record when each request started: beside
+  the keys above, ``start_ks_p`` (K-S of the gaps between its requests' starts against the
+  target exponential, as ours' sent gaps are tested) and ``credit_to_start_p99_ms`` (from
+  its schedule issuing a request to the worker starting it, its own metric).
 """
 
 from __future__ import annotations
@@ -217,7 +224,10 @@ def run_aiperf(
     n = max(1, round(rate * seconds))
     out = folder / f"aiperf-{chunks}-{rate:g}"
     shutil.rmtree(out, ignore_errors=True)
+    # Offline, its dataset files in the benchmark's folder (not /tmp), its log lines whole.
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(folder / "hf"),
+               AIPERF_DATASET_MMAP_BASE_PATH=str(folder),
+               AIPERF_DATASET_MMAP_CACHE_DIR=str(folder / "aiperf-cache"),
                PYTHONUNBUFFERED="1", COLUMNS="250")  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(aiperf_command(aiperf, out, url, rate, n, chunks, core),
@@ -237,8 +247,9 @@ def run_aiperf(
     if proc.returncode != 0 or not result_file.exists() or len(marks) < 2:
         raise RuntimeError("".join(log[-30:]))
     data = json.loads(result_file.read_text())
-    valid = int(data.get("request_count", {}).get("avg", 0))
-    throughput = float(data.get("request_throughput", {}).get("avg", 0.0))
+    valid = int((data.get("request_count") or {}).get("avg", 0))
+    throughput = float((data.get("request_throughput") or {}).get("avg", 0.0))
+    credit_to_start = (data.get("credit_to_start_latency") or {}).get("p99")
     whole = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     return {
         "requests": n,
@@ -246,9 +257,27 @@ def run_aiperf(
         "held_ratio": throughput / rate,
         "throughput_rps": throughput,
         "send_lag_p99_ms": None,
-        "ks_p": None,  # AIPerf does not export its send times against a schedule
+        "ks_p": None,  # as bench serve's: start_ks_p below is AIPerf's own
         "cpu_us_per_chunk": (marks["end"] - marks["start"]) / max(valid * chunks, 1) * 1e6,
         "cpu_whole_run_us_per_chunk": whole / max(valid * chunks, 1) * 1e6,
         "chunks_per_s": throughput * chunks,
         "held": valid == n and throughput >= 0.99 * rate,
+        "start_ks_p": starts_ks_p(out / "profile_export.jsonl", rate),
+        "credit_to_start_p99_ms": credit_to_start,
     }
+
+
+def starts_ks_p(records: Path, rate: float) -> float | None:
+    """K-S p of the gaps between AIPerf's request starts (its per-record export) against
+    the exponential of ``rate``; None without that export."""
+    import numpy as np
+    from scipy import stats
+
+    if not records.exists():
+        return None
+    starts = [json.loads(line)["metadata"]["request_start_ns"]
+              for line in records.read_text().splitlines() if line.strip()]  # fmt: skip
+    if len(starts) < 3:
+        return None
+    gaps = np.diff(np.sort(np.array(starts, dtype=np.int64))) / 1e9
+    return float(stats.kstest(gaps, stats.expon(scale=1 / rate).cdf).pvalue)
