@@ -147,3 +147,15 @@ def test_a_search_that_missed_where_the_published_one_met_disagrees() -> None:
     assert check.reason == (
         "the replication met the SLO at 9 req/s; the published configuration missed it at 9 req/s"
     )
+
+
+def test_a_miss_not_beyond_doubt_contradicts_nothing() -> None:
+    old, new = _config(1000.0), _config(1000.0)
+    probe = next(w for w in new.search if w.step == "probe" and w.rate_rps == 9.0)
+    probe.slo_pass, probe.slo_beyond_doubt = False, False  # one slow request among a few
+    check = next(c for c in analysis.replication_checks(old, new) if c.figure == "goodput_tok_s")
+    assert check.verdict == "agree", check.reason
+    probe.slo_beyond_doubt = True
+    check = next(c for c in analysis.replication_checks(old, new) if c.figure == "goodput_tok_s")
+    assert check.verdict == "disagree"
+    assert check.reason is not None and "missed the SLO at 9 req/s" in check.reason

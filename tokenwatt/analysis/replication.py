@@ -11,8 +11,9 @@ Latencies and tokens per joule depend on the load: when the replication's search
 at another rate than the published one, they are unknown (not comparable), and only goodput
 and accuracy are judged.
 
-Goodput also disagrees when the two searches contradict each other: one missed the SLO at a
-rate at or below the one where the other met it with all its repeats (:func:`_crossed`).
+Goodput also disagrees when the two searches contradict each other: one missed the SLO beyond
+doubt at a rate at or below the one where the other met it with all its repeats
+(:func:`_crossed`).
 
 Intervals: goodput and tokens per joule, Student's t over the repeats
 (:func:`~tokenwatt.analysis.intervals.t_interval`), goodput's upper end raised to the
@@ -88,8 +89,11 @@ def _bracket_top(cfg: ConfigV3) -> float | None:
 
 
 def _lowest_miss(cfg: ConfigV3) -> float | None:
-    """The lowest rate (req/s) at which a window showed the engine past its capacity."""
-    rates = [w.rate_rps for w in cfg.search if _missed(w)]
+    """The lowest rate (req/s) at which a window showed the engine past its capacity beyond
+    doubt: a miss whose p99 intervals both allow a pass ("miss, but not beyond doubt", one
+    slow request among a few dozen) contradicts nothing. A window that kept no such judgement
+    (``slo_beyond_doubt`` null) counts."""
+    rates = [w.rate_rps for w in cfg.search if _missed(w) and w.slo_beyond_doubt is not False]
     return min(rates) if rates else None
 
 
