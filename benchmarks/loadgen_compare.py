@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,7 @@ def compare_point(
         for round_ in range(args.rounds):
             turn = round_ % len(names)
             for name in names[turn:] + names[:turn]:
+                settle()
                 try:
                     figures = clients[name](rate)
                 except (RuntimeError, subprocess.TimeoutExpired) as exc:
@@ -85,6 +87,25 @@ def compare_point(
         nginx.terminate()
         nginx.wait(timeout=10)
     return got
+
+
+def _cpu_times() -> tuple[int, int]:
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return fields[3] + fields[4], sum(fields)  # idle + iowait, all
+
+
+def settle(idle: float = 0.9, limit_s: float = 15.0) -> None:
+    """Wait until the machine's cores were at least ``idle`` idle over half a second (the last
+    trial's processes gone: AIPerf's and vLLM's wind down after their result), at most
+    ``limit_s``; says so when they never were."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        idle0, all0 = _cpu_times()
+        time.sleep(0.5)
+        idle1, all1 = _cpu_times()
+        if (idle1 - idle0) >= idle * max(all1 - all0, 1):
+            return
+    print(f"  (the machine stayed busier than {1 - idle:.0%} for {limit_s:g} s: figures disturbed)")
 
 
 def median(runs: list[Figures], key: str) -> float | None:

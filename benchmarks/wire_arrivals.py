@@ -3,9 +3,10 @@
 An instant streaming server (aiohttp, one token, its own process so that it does not share
 the client's event loop) answers every POST. For each rate the load generator sends a
 bounded number of requests (``--count``) once per way of waiting for the send time
-(``--timers``, :mod:`tokenwatt.collect.load.sends`): the process's one timer thread (the
-default), each request yielding for its last 1.5 ms and spinning its last 0.3 ms
-(``spin``), and a plain ``asyncio.sleep`` (``plain``, millisecond-bunched). Printed per run:
+(``--timers``, :mod:`tokenwatt.collect.load.sends`): the loop's own ``timerfd`` (the
+default), the process's one timer thread (``thread``), each request yielding for its last
+1.5 ms and spinning its last 0.3 ms (``spin``, the design before them), and a plain
+``asyncio.sleep`` (``plain``, millisecond-bunched). Printed per run:
 the K-S p-value of the gaps of the schedule (the control), of ``dispatched_s`` and of
 ``sent_s`` against the exponential of the target mean; send lag p50/p99; and the client's
 CPU time per second of window (``time.process_time``), whose differences are the costs of
@@ -16,7 +17,7 @@ With ``--workers 1,2`` (the default) each rate is also sent by a pool of worker 
 worker its own event loop), precise sends only; the K-S test is of the union of their sends.
 
 Usage: python benchmarks/wire_arrivals.py [--rates 200,500,1000] [--count 2000]
-    [--workers 1,2] [--timers thread,spin,plain]
+    [--workers 1,2] [--timers timerfd,thread,spin,plain]
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def _pooled(pool: WorkerPool, endpoint: str, rate: float, count: int) -> str:
         WindowPlan(rate_rps=rate, duration_s=count / rate, warmup_s=0.0, seed=7, keep_load=False),
         itertools.repeat(SPEC),
     )
-    return _line(result, rate, "thread", str(pool.workers), float("nan"))
+    return _line(result, rate, "timerfd", str(pool.workers), float("nan"))
 
 
 def _line(result: WindowResult, rate: float, timer: str, workers: str, cpu_per_s: float) -> str:
@@ -141,7 +142,9 @@ def main() -> None:
     ap.add_argument("--rates", default="200,500,1000")
     ap.add_argument("--count", type=int, default=2000, help="requests per run")
     ap.add_argument("--workers", default="1,2", help="pool sizes to run (1: one process)")
-    ap.add_argument("--timers", default="thread,spin,plain", help="ways of waiting, one process")
+    ap.add_argument(
+        "--timers", default="timerfd,thread,spin,plain", help="ways of waiting, one process"
+    )
     a = ap.parse_args()
     sizes = [int(x) for x in a.workers.split(",")]
     port = _free_port()

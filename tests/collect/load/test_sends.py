@@ -16,8 +16,19 @@ from streaming_server import ScriptedServer, stream, tokens_stream
 
 from tokenwatt.collect.load.arrivals import window_schedule
 from tokenwatt.collect.load.loadgen import LoadConfig, run_window
-from tokenwatt.collect.load.sends import SEND_FD_BATCH_S, SendTimerKind
-from tokenwatt.collect.load.timers import DueSends, FdTimer, ThreadTimer, loop_timer
+from tokenwatt.collect.load.sends import (
+    SEND_FD_BATCH_S,
+    SEND_FD_EARLY_S,
+    SEND_SPIN_S,
+    SendTimerKind,
+)
+from tokenwatt.collect.load.timers import (
+    DueSends,
+    FdTimer,
+    ReleaseMargin,
+    ThreadTimer,
+    loop_timer,
+)
 from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records.spec import SloSpec
@@ -44,6 +55,22 @@ async def test_due_sends_come_out_in_time_order_and_ties_in_arrival_order() -> N
     assert due.next_target() == 5.0
     assert [t for t, _, _ in due.pop_due(99.0)] == [5.0]
     assert due.next_target() is None
+
+
+def test_the_release_margin_after_idle_stretches_follows_their_p99_within_its_bounds() -> None:
+    margin = ReleaseMargin(0.0002, 0.0015, 0.002)
+    assert margin.margin_s(1.0) == (0.0002, True)  # the first follows an idle loop
+    assert margin.margin_s(1.001) == (0.0002, False)  # 1 ms later: the loop is busy
+    for _ in range(ReleaseMargin.EVERY):
+        margin.note(0.003)
+    assert margin.margin_s(1.01) == (0.0015, True)  # late wake-ups: up to the cap, not past it
+    assert margin.margin_s(1.0105) == (0.0002, False)  # soon after: the base, whatever idles did
+    for k in range(ReleaseMargin.KEPT):  # the loop wakes on time again: p99 0.5 ms
+        margin.note(0.00001 if k % 50 else 0.0005)
+    assert margin.margin_s(2.0)[0] == pytest.approx(0.0005)
+    for _ in range(ReleaseMargin.KEPT):
+        margin.note(0.00001)
+    assert margin.margin_s(3.0) == (0.0002, True)  # never under the base
 
 
 async def test_thread_timer_releases_what_is_due_and_records_how_late() -> None:
@@ -84,8 +111,8 @@ async def test_thread_timer_wakes_its_loop_at_each_time_in_order() -> None:
 
 @linux_only
 async def test_timerfd_releases_in_order_never_early_and_batches_close_times() -> None:
-    timer = loop_timer(SEND_FD_BATCH_S)
-    assert isinstance(timer, FdTimer) and loop_timer(0.5) is timer  # one per loop
+    timer = loop_timer(SEND_FD_BATCH_S, lambda: ReleaseMargin(SEND_FD_EARLY_S, SEND_SPIN_S, 1.0))
+    assert isinstance(timer, FdTimer) and loop_timer(0.5, lambda: ReleaseMargin(0, 0, 0)) is timer
     wakes = timer.wakes
     t0 = time.perf_counter()
     # Two pairs closer than the batch (0.1 ms apart), far apart from each other.
@@ -140,7 +167,7 @@ async def test_a_windows_sends_keep_their_count_and_the_timers_their_order(
 
 @linux_only
 async def test_timerfd_releases_a_late_send_after_the_earlier_ones_still_waiting() -> None:
-    timer = loop_timer(SEND_FD_BATCH_S)
+    timer = loop_timer(SEND_FD_BATCH_S, lambda: ReleaseMargin(SEND_FD_EARLY_S, SEND_SPIN_S, 1.0))
     t0 = time.perf_counter()
     order: list[str] = []
 

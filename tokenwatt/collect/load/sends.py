@@ -11,10 +11,10 @@ is the default):
 
 * ``timerfd``: the event loop's own Linux ``timerfd``
   (:class:`~tokenwatt.collect.load.timers.FdTimer`) releases each send
-  :data:`SEND_FD_EARLY_S` before its time, with every other send due within
-  :data:`SEND_FD_BATCH_S`; each released task busy-waits the rest and sends. One wake-up per
-  due instant; the loop sleeps in between. Where there is no ``timerfd`` (not Linux) it
-  falls back to ``thread``.
+  :data:`SEND_FD_EARLY_S` before its time (more when its wake-ups run late), with every other
+  send due within :data:`SEND_FD_BATCH_S`; each released task busy-waits the rest and sends.
+  One wake-up per due instant; the loop sleeps in between. Where there is no ``timerfd``
+  (not Linux) it falls back to ``thread``.
 * ``thread``: one timer thread per process
   (:class:`~tokenwatt.collect.load.timers.ThreadTimer`) releases each send
   :data:`SEND_THREAD_EARLY_S` early; the task yields to the loop until
@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from tokenwatt.collect.load.timers import loop_timer, process_timer
+from tokenwatt.collect.load.timers import ReleaseMargin, loop_timer, process_timer
 
 SendTimerKind = Literal["timerfd", "thread", "spin", "plain"]
 """How a request waits for its send time (this module's docstring)."""
@@ -51,9 +51,17 @@ SEND_BUSY_S = 0.0003
 a callback that runs in it (a response being read) would make the send late."""
 
 SEND_FD_EARLY_S = 0.0002
-"""How early the ``timerfd`` releases a send (s): the rest of the loop iteration that woke
-(the responses read in it) runs before the released task, 0.1 ms and more under load at
-800 req/s on this VM (``benchmarks/wire_arrivals.py``)."""
+"""How early the ``timerfd`` releases a send at least, and the busy wait's longest (s): the
+rest of the loop iteration that woke (the responses read in it) runs before the released
+task, 0.1 ms and more under load at 800 req/s on this VM (``benchmarks/wire_arrivals.py``).
+After an idle stretch (:data:`SEND_FD_IDLE_S`), whose wake-up may run later (an idle virtual
+CPU takes milliseconds now and then), the margin is the p99 of how late such releases ran, up
+to :data:`SEND_SPIN_S`, and the task yields to the loop until this much is left
+(:class:`~tokenwatt.collect.load.timers.ReleaseMargin`)."""
+
+SEND_FD_IDLE_S = 0.002
+"""A send this long (s) after the previous one follows an idle stretch of the loop, whose
+wake-up may run late: its release margin follows how late such wake-ups have been."""
 
 SEND_FD_BATCH_S = 0.0003
 """Sends due this soon after a released one (s) are released with it: released apart, the
@@ -108,17 +116,26 @@ async def _thread_released(target: float) -> None:
     await _yield_then_busy(target, SEND_THREAD_BUSY_S)
 
 
+def _margin() -> ReleaseMargin:
+    return ReleaseMargin(SEND_FD_EARLY_S, SEND_SPIN_S, SEND_FD_IDLE_S)
+
+
 async def _fd_released(target: float) -> None:
     try:
-        timer = loop_timer(SEND_FD_BATCH_S)
+        timer = loop_timer(SEND_FD_BATCH_S, _margin)
     except OSError:
         await _thread_released(target)
         return
-    await timer.wait_until(target - SEND_FD_EARLY_S)
-    # Busy to the time: the sends released with this one run right after it, in time order.
     clock = time.perf_counter
-    while clock() < target:
-        pass
+    margin, after_idle = timer.margin.margin_s(target)
+    release = target - margin
+    waited = release > clock()
+    await timer.wait_until(release)
+    if waited and after_idle:  # a task created late says nothing of how late the loop wakes
+        timer.margin.note(clock() - release)
+    # Yield while more than SEND_FD_EARLY_S is left (after an idle stretch), then busy to the
+    # time: the sends released with this one run right after it, in time order.
+    await _yield_then_busy(target, SEND_FD_EARLY_S)
 
 
 @dataclass(frozen=True)
@@ -153,6 +170,7 @@ __all__ = [
     "SEND_BUSY_S",
     "SEND_FD_BATCH_S",
     "SEND_FD_EARLY_S",
+    "SEND_FD_IDLE_S",
     "SEND_SPIN_S",
     "SEND_THREAD_BUSY_S",
     "SEND_THREAD_EARLY_S",
