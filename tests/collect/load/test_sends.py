@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import sys
 import time
 
@@ -181,3 +182,18 @@ async def test_timerfd_releases_a_late_send_after_the_earlier_ones_still_waiting
     second = asyncio.ensure_future(wait("later", t0 + 0.003))
     await asyncio.gather(first, second)
     assert order == ["earlier", "later"]
+
+
+@linux_only
+def test_a_closed_loops_timerfd_is_closed_when_the_next_loop_sends() -> None:
+    async def make() -> FdTimer:
+        return loop_timer(SEND_FD_BATCH_S, lambda: ReleaseMargin(SEND_FD_EARLY_S, SEND_SPIN_S, 1))
+
+    first = asyncio.run(make())
+    assert not first.closed  # its loop has closed, but nothing asked since
+    second = asyncio.run(make())
+    assert first.closed and not second.closed and second is not first
+    open_fds = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):  # twenty more loops, one window each: no descriptor left behind
+        asyncio.run(make())
+    assert len(os.listdir("/proc/self/fd")) <= open_fds

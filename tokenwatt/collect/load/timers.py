@@ -18,7 +18,6 @@ import math
 import os
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -181,8 +180,24 @@ class FdTimer:
         self.margin = margin
         self.lateness_s: list[float] = []
         self.wakes = 0
+        self.closed = False
         loop.add_reader(fd, self._on_ready)
-        weakref.finalize(loop, os.close, fd)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop whose selector watches the timer."""
+        return self._loop
+
+    def close(self) -> None:
+        """Stop watching and close the timer's file descriptor; what still waits on it is
+        never released (its loop has closed)."""
+        if self.closed:
+            return
+        self.closed = True
+        if not self._loop.is_closed():
+            self._loop.remove_reader(self._fd)
+        os.close(self._fd)
+        self._due = DueSends()
 
     def wait_until(self, target: float) -> asyncio.Future[None]:
         """A future that is done at ``target`` (s on ``time.perf_counter``). One whose time has
@@ -223,9 +238,9 @@ class FdTimer:
             self._arm(nxt)
 
 
-_FD_TIMERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, FdTimer] = (
-    weakref.WeakKeyDictionary()
-)
+_FD_TIMERS: list[FdTimer] = []
+"""The live timers, one per event loop that has sent; a closed loop's is closed when the next
+one is asked for, so at most one descriptor outlives its loop."""
 
 
 def loop_timer(batch_s: float, margin: Callable[[], ReleaseMargin]) -> FdTimer:
@@ -233,15 +248,19 @@ def loop_timer(batch_s: float, margin: Callable[[], ReleaseMargin]) -> FdTimer:
     s; ``margin``: makes its :class:`ReleaseMargin`; both fixed then).
 
     Raises:
-        OSError: no ``timerfd`` here (not Linux), or a loop that takes no weak reference.
+        OSError: no ``timerfd`` here (not Linux).
     """
     loop = asyncio.get_running_loop()
-    try:
-        timer = _FD_TIMERS.get(loop)
-        if timer is None:
-            timer = _FD_TIMERS[loop] = FdTimer(loop, batch_s, margin())
-    except TypeError as exc:  # a loop class that takes no weak reference
-        raise OSError(f"{type(loop).__name__} cannot hold a timerfd here") from exc
+    if _FD_TIMERS and _FD_TIMERS[-1].loop is loop:
+        return _FD_TIMERS[-1]
+    for timer in list(_FD_TIMERS):
+        if timer.loop is loop:
+            return timer
+        if timer.loop.is_closed():
+            timer.close()
+            _FD_TIMERS.remove(timer)
+    timer = FdTimer(loop, batch_s, margin())
+    _FD_TIMERS.append(timer)
     return timer
 
 
