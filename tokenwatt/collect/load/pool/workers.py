@@ -76,8 +76,9 @@ CHUNKS_PER_WORKER_S = 25_000
 send-lag p99 under 5 ms on one core up to about 1,000 req/s of 32-chunk streams (32,000
 chunks/s, 10–16 µs of client CPU each); a quarter below that is left for bursts."""
 RATE_PER_WORKER_RPS = 250.0
-"""Arrivals per second that ``auto`` gives one worker: one event loop's sends pass the K-S
-test at 200 req/s but not at 500 (``benchmarks/wire_arrivals.py``)."""
+"""Arrivals per second that ``auto`` gives one worker: one event loop's sends passed the K-S
+test at 200 and 500 req/s but not at 1,000 (``benchmarks/wire_arrivals.py``, timerfd sends),
+and less on a machine where other jobs run."""
 
 
 def usable_cores() -> int:
