@@ -61,3 +61,22 @@ def test_several_configurations_need_config(tmp_path: Path) -> None:
         f"{report}: --config: the report has 3 configurations: pass --config LABEL, one of "
         "a-base, a-fast, a-mid"
     ) in result.output
+
+
+def test_a_problem_in_the_reports_spec_names_the_report_not_a_temporary_file(
+    tmp_path: Path,
+) -> None:
+    root = _archive(tmp_path)
+    report = root / "reports" / "a-one.json"
+    data = json.loads(report.read_text("utf-8"))
+    data["spec"]["accuracy"]["suite"] = "suites/not-here.jsonl"  # a suite this archive lacks
+    report.write_text(json.dumps(data), "utf-8")
+    result = CliRunner().invoke(
+        cli,
+        ["replicate", str(report), "--config", "a-base", "--endpoint", "http://127.0.0.1:1/v1",
+         "--no-progress"],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"{report} (the spec of a-base)" in result.output
+    assert "accuracy.suite" in result.output and "not-here.jsonl" in result.output
+    assert ".a-one--" not in result.output  # the temporary spec beside the original

@@ -105,6 +105,8 @@ def replicate(
     reporter = TerminalReporter(live=opts.progress)
     try:
         measured = measured_or_exit(opts, reporter, "nothing written")
+    except InputError as exc:  # named after what the user gave, not the temporary spec
+        raise _as_given(exc, spec_path, f"{report_file} (the spec of {cfg.label})") from None
     finally:
         spec_path.unlink(missing_ok=True)
         _remove_if_empty(made)
@@ -127,6 +129,18 @@ def replicate(
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _as_given(exc: InputError, temporary: Path, given: str) -> InputError:
+    """``exc`` with the temporary spec's path, wherever it appears, replaced by ``given``."""
+    names = (str(temporary), temporary.name)
+
+    def swap(text: str) -> str:
+        for name in names:
+            text = text.replace(name, given)
+        return text
+
+    return InputError([Problem(swap(p.file), p.field, swap(p.message)) for p in exc.problems])
 
 
 def _check_archive(report_file: Path, root: Path, given: bool) -> None:

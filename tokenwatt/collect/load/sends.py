@@ -63,6 +63,11 @@ SEND_FD_IDLE_S = 0.002
 """A send this long (s) after the previous one follows an idle stretch of the loop, whose
 wake-up may run late: its release margin follows how late such wake-ups have been."""
 
+SEND_FD_LEAD_S = 0.003
+"""How early the dispatcher creates a ``timerfd`` send's task at least (s): its own sleep
+wakes up to 1 ms late, and the release margin may be 1.5 ms; a task created after its release
+time could not tell how late the loop wakes, and the margin would stay where it is."""
+
 SEND_FD_BATCH_S = 0.0003
 """Sends due this soon after a released one (s) are released with it: released apart, the
 second waits for the loop's next iteration and goes out late, which removes the schedule's
@@ -127,15 +132,21 @@ async def _fd_released(target: float) -> None:
         await _thread_released(target)
         return
     clock = time.perf_counter
-    margin, after_idle = timer.margin.margin_s(target)
-    release = target - margin
-    waited = release > clock()
-    await timer.wait_until(release)
-    if waited and after_idle:  # a task created late says nothing of how late the loop wakes
-        timer.margin.note(clock() - release)
-    # Yield while more than SEND_FD_EARLY_S is left (after an idle stretch), then busy to the
-    # time: the sends released with this one run right after it, in time order.
-    await _yield_then_busy(target, SEND_FD_EARLY_S)
+    token = timer.order.enter(target)
+    try:
+        margin, after_idle = timer.margin.margin_s(target)
+        release = target - margin
+        waited = release > clock()
+        await timer.wait_until(release)
+        if waited and after_idle:  # a task created late says nothing of how late loops wake
+            timer.margin.note(clock() - release)
+        # Yield while more than SEND_FD_EARLY_S is left (after an idle stretch), then busy to
+        # the time: the sends released with this one run right after it, in time order.
+        await _yield_then_busy(target, SEND_FD_EARLY_S)
+        while not timer.order.first(token):  # noqa: ASYNC110  (an earlier send goes first)
+            await asyncio.sleep(0)
+    finally:
+        timer.order.leave(token)
 
 
 @dataclass(frozen=True)
@@ -162,8 +173,11 @@ class SendWait:
 
 def send_wait(kind: SendTimerKind, lead_s: float = SEND_SPIN_S) -> SendWait:
     """The :class:`SendWait` of a plan's ``send_timer`` and ``send_spin_s`` (``plain``: no
-    lead)."""
-    return SendWait(kind, 0.0 if kind == "plain" else lead_s)
+    lead; ``timerfd``: at least :data:`SEND_FD_LEAD_S`, so that a release the margin moves
+    up to 1.5 ms early is still ahead of the task's creation)."""
+    if kind == "plain":
+        return SendWait(kind, 0.0)
+    return SendWait(kind, max(lead_s, SEND_FD_LEAD_S) if kind == "timerfd" else lead_s)
 
 
 __all__ = [
@@ -171,6 +185,7 @@ __all__ = [
     "SEND_FD_BATCH_S",
     "SEND_FD_EARLY_S",
     "SEND_FD_IDLE_S",
+    "SEND_FD_LEAD_S",
     "SEND_SPIN_S",
     "SEND_THREAD_BUSY_S",
     "SEND_THREAD_EARLY_S",

@@ -132,6 +132,36 @@ class ReleaseMargin:
             self.idle_margin_s = min(max(p99, self.base_s), self.cap_s)
 
 
+class SendOrder:
+    """The schedule's order among the sends of one loop: a send may go out only once every
+    send due before it has (:meth:`first`), so that no stall, margin or yield lets a later
+    send overtake an earlier one. Entries leave when their send goes out or is cancelled."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int]] = []
+        self._gone: set[int] = set()
+        self._seq = itertools.count()
+
+    def enter(self, target: float) -> int:
+        """Join with a send due at ``target`` (s); the token it leaves with."""
+        token = next(self._seq)
+        heapq.heappush(self._heap, (target, token))
+        return token
+
+    def first(self, token: int) -> bool:
+        """Whether no send due before this one is still waiting."""
+        while self._heap and self._heap[0][1] in self._gone:
+            self._gone.discard(heapq.heappop(self._heap)[1])
+        return not self._heap or self._heap[0][1] == token
+
+    def leave(self, token: int) -> None:
+        """The send went out, or will not."""
+        if self._heap and self._heap[0][1] == token:
+            heapq.heappop(self._heap)
+        else:
+            self._gone.add(token)
+
+
 class _Timespec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
 
@@ -178,6 +208,7 @@ class FdTimer:
         self._loop = loop
         self.batch_s = batch_s
         self.margin = margin
+        self.order = SendOrder()
         self.lateness_s: list[float] = []
         self.wakes = 0
         self.closed = False
@@ -241,6 +272,7 @@ class FdTimer:
 _FD_TIMERS: list[FdTimer] = []
 """The live timers, one per event loop that has sent; a closed loop's is closed when the next
 one is asked for, so at most one descriptor outlives its loop."""
+_FD_TIMERS_LOCK = threading.Lock()
 
 
 def loop_timer(batch_s: float, margin: Callable[[], ReleaseMargin]) -> FdTimer:
@@ -251,17 +283,16 @@ def loop_timer(batch_s: float, margin: Callable[[], ReleaseMargin]) -> FdTimer:
         OSError: no ``timerfd`` here (not Linux).
     """
     loop = asyncio.get_running_loop()
-    if _FD_TIMERS and _FD_TIMERS[-1].loop is loop:
-        return _FD_TIMERS[-1]
-    for timer in list(_FD_TIMERS):
-        if timer.loop is loop:
-            return timer
-        if timer.loop.is_closed():
+    with _FD_TIMERS_LOCK:  # loops in several threads (Ray actors) share the list
+        for timer in reversed(_FD_TIMERS):
+            if timer.loop is loop:
+                return timer
+        for timer in [t for t in _FD_TIMERS if t.loop.is_closed()]:
             timer.close()
             _FD_TIMERS.remove(timer)
-    timer = FdTimer(loop, batch_s, margin())
-    _FD_TIMERS.append(timer)
-    return timer
+        timer = FdTimer(loop, batch_s, margin())
+        _FD_TIMERS.append(timer)
+        return timer
 
 
 class ThreadTimer:
@@ -368,6 +399,7 @@ __all__ = [
     "DueSends",
     "FdTimer",
     "ReleaseMargin",
+    "SendOrder",
     "ThreadTimer",
     "loop_timer",
     "process_timer",
