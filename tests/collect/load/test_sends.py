@@ -22,11 +22,13 @@ from tokenwatt.collect.load.sends import (
     SEND_FD_EARLY_S,
     SEND_SPIN_S,
     SendTimerKind,
+    SendWait,
 )
 from tokenwatt.collect.load.timers import (
     DueSends,
     FdTimer,
     ReleaseMargin,
+    SendOrder,
     ThreadTimer,
     loop_timer,
 )
@@ -197,3 +199,35 @@ def test_a_closed_loops_timerfd_is_closed_when_the_next_loop_sends() -> None:
     for _ in range(20):  # twenty more loops, one window each: no descriptor left behind
         asyncio.run(make())
     assert len(os.listdir("/proc/self/fd")) <= open_fds
+
+
+def test_send_order_lets_a_send_go_only_after_every_earlier_one() -> None:
+    order = SendOrder()
+    late, early, mid = order.enter(3.0), order.enter(1.0), order.enter(2.0)
+    assert order.first(early) and not order.first(mid) and not order.first(late)
+    order.leave(mid)  # cancelled before its turn: it holds nobody up
+    assert not order.first(late)
+    order.leave(early)
+    assert order.first(late)
+
+
+@linux_only
+async def test_timerfd_sends_keep_the_schedules_order_across_a_stall() -> None:
+    sends = SendWait("timerfd")
+    loop = asyncio.get_running_loop()
+    for _ in range(20):
+        seen: list[str] = []
+
+        async def send(name: str, target: float, seen: list[str] = seen) -> None:
+            await sends.until(target)
+            seen.append(name)
+
+        t = time.perf_counter()
+        tasks = [loop.create_task(send("first", t + 0.0012))]  # waits on the timer
+        await asyncio.sleep(0)
+        time.sleep(0.003)  # noqa: ASYNC251  (a stall: the first one's time passes)
+        now = time.perf_counter()
+        tasks.append(loop.create_task(send("late", now - 0.0001)))  # passed already
+        tasks.append(loop.create_task(send("soon", now + 0.0003)))
+        await asyncio.gather(*tasks)
+        assert seen == ["first", "late", "soon"]
