@@ -232,3 +232,24 @@ async def test_timerfd_sends_keep_the_schedules_order_across_a_stall() -> None:
         await asyncio.gather(*tasks)
         assert seen == ["first", "late", "soon"]
         await asyncio.sleep(0.01)  # idle: the next first send follows an idle stretch
+
+
+@linux_only
+async def test_a_loop_that_cannot_watch_a_timerfd_sends_through_the_timer_thread(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await stream(request, tokens_stream(2))
+
+    server.handler = handler
+    loop = asyncio.get_running_loop()
+
+    def refuse(*_: object) -> None:
+        raise NotImplementedError  # as Windows' proactor loop does
+
+    monkeypatch.setattr(loop, "add_reader", refuse)
+    open_fds = len(os.listdir("/proc/self/fd"))
+    scheduled, sent = await _window("timerfd", server.base, 100.0)
+    assert len(sent) == len(scheduled) > 50  # every one sent, on the thread's releases
+    assert min(np.asarray(sent) - np.asarray(scheduled)) >= 0
+    assert len(os.listdir("/proc/self/fd")) <= open_fds + 2  # the thread's, not one per send

@@ -189,17 +189,18 @@ class FdTimer:
         margin: how early its users ask for their releases (:class:`ReleaseMargin`).
 
     Raises:
-        OSError: no ``timerfd`` here (not Linux): use :class:`ThreadTimer`.
+        OSError: no ``timerfd`` here (not Linux), or a loop that cannot watch one (Windows'
+            proactor loop): use :class:`ThreadTimer`.
     """
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, batch_s: float, margin: ReleaseMargin
     ) -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
         try:
+            libc = ctypes.CDLL(None, use_errno=True)
             self._settime = libc.timerfd_settime
             fd = libc.timerfd_create(_CLOCK_MONOTONIC, os.O_NONBLOCK | os.O_CLOEXEC)
-        except AttributeError as exc:
+        except (AttributeError, TypeError) as exc:  # no timerfd, or no C library by that name
             raise OSError("this C library has no timerfd") from exc
         if fd < 0:
             raise OSError(ctypes.get_errno(), "timerfd_create failed")
@@ -212,7 +213,11 @@ class FdTimer:
         self.lateness_s: list[float] = []
         self.wakes = 0
         self.closed = False
-        loop.add_reader(fd, self._on_ready)
+        try:
+            loop.add_reader(fd, self._on_ready)
+        except (NotImplementedError, ValueError, RuntimeError) as exc:  # a loop with no selector
+            os.close(fd)
+            raise OSError(f"{type(loop).__name__} cannot watch a timerfd") from exc
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

@@ -199,6 +199,8 @@ class WindowState:
         except asyncio.CancelledError:
             cancelled_by_client(res)
             raise
+        except Exception as exc:  # a fault of the load generator itself: said, never silent
+            fail(res, "client", exc, message=f"the load generator failed to send it: {exc!r}")
         finally:
             self.finish(res)
 
