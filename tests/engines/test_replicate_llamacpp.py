@@ -74,7 +74,10 @@ def test_replicate_on_llamacpp_holds_then_disagrees_with_fewer_slots(
     assert fewer.returncode == 3, fewer.stdout + fewer.stderr[-3000:]
     assert "replication disagrees" in fewer.stdout
     goodput = next(x for x in fewer.stdout.splitlines() if x.startswith("SLO goodput"))
-    assert "→ disagree (the replication missed the SLO at " in goodput
+    # Either reason holds: a miss beyond doubt where four slots met the SLO, or a goodput
+    # whose interval lies wholly lower (one slot backed off below the published rate).
+    assert "→ disagree (" in goodput, goodput
+    assert "the replication missed the SLO at " in goodput or "wholly lower" in goodput, goodput
     assert "settings that differ: Engine command (collect started it)" in fewer.stdout
     reps = [
         ReplicationV1.model_validate_json(p.read_text("utf-8"))
