@@ -117,6 +117,7 @@ def table(chunks: int, results: dict[str, Best]) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
+    """The command line of this script (its module docstring says what each mode does)."""
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -167,6 +168,7 @@ def child(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
+    """Run the mode the options ask for (a child trial, --floor, --compare or the walk)."""
     args = parser().parse_args()
     if args.child or args.floor_child or args.http_child:
         child(args)

@@ -109,11 +109,13 @@ def settle(idle: float = 0.9, limit_s: float = 15.0) -> None:
 
 
 def median(runs: list[Figures], key: str) -> float | None:
+    """The median of ``key`` over the rounds that have it, or None when none has."""
     values = [f[key] for f in runs if f.get(key) is not None]
     return float(np.median(values)) if values else None
 
 
 def cell(value: float | None, spec: str) -> str:
+    """``value`` formatted with ``spec`` (a format spec with a width), or "n/a" in that width."""
     width = int(spec.split(".")[0] or 0)
     return "n/a".rjust(width) if value is None else format(value, spec)
 

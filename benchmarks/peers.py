@@ -74,6 +74,8 @@ tok.save(str(out / "tokenizer.json"))
 
 
 def vllm_python() -> str | None:
+    """The python of a vLLM install (``TOKENWATT_VLLM_PYTHON``, else the CI's venv under
+    ``~/.cache/tokenwatt``) that imports vllm, or None."""
     env = os.environ.get("TOKENWATT_VLLM_PYTHON")
     default = Path.home() / ".cache" / "tokenwatt" / "vllm-venv" / "bin" / "python"
     for candidate in (env, str(default)):
@@ -85,6 +87,7 @@ def vllm_python() -> str | None:
 
 
 def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system, s) process ``pid`` has used, from ``/proc/PID/stat``."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -92,6 +95,13 @@ def cpu_seconds(pid: int) -> float:
 def run_vllm(
     python: str, folder: Path, url: str, rate: float, seconds: float, chunks: int, core: int
 ) -> dict[str, Any]:
+    """One ``vllm bench serve`` trial pinned to ``core``: Poisson ``rate`` req/s for
+    ``seconds`` against ``url``; the same figures as ours (CPU from its "Starting main
+    benchmark run" to its result, per chunk completed).
+
+    Raises:
+        RuntimeError: it failed or wrote no result (its output's tail).
+    """
     n = max(1, round(rate * seconds))
     result_file = folder / f"vllm-{rate}.json"
     cmd = ["taskset", "-c", str(core), python, str(folder / "vllm_cli.py"), "bench", "serve",
@@ -148,6 +158,8 @@ AIPERF_END = "All results received"
 
 
 def aiperf_bin() -> str | None:
+    """The ``aiperf`` executable (``TOKENWATT_AIPERF``, else its venv under
+    ``~/.cache/tokenwatt``), or None when there is none."""
     env = os.environ.get("TOKENWATT_AIPERF")
     default = Path.home() / ".cache" / "tokenwatt" / "aiperf-venv" / "bin" / "aiperf"
     for candidate in (env, str(default)):

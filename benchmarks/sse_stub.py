@@ -38,6 +38,8 @@ def sse_body(chunks: int = CHUNKS) -> str:
 
 
 def nginx_conf(folder: Path, port: int, chunks: int) -> Path:
+    """Write an nginx configuration under ``folder`` that answers every POST on ``port`` with
+    the prebuilt ``chunks``-chunk stream; its path."""
     # nginx caps one config token at 4 KB: the body is split over variables.
     body = sse_body(chunks)
     parts = [body[i : i + 3000] for i in range(0, len(body), 3000)]
@@ -73,6 +75,7 @@ http {{
 
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
     import socket
 
     with socket.socket() as s:
@@ -83,6 +86,8 @@ def free_port() -> int:
 def start_nginx(
     folder: Path, core: int, chunks: int = CHUNKS
 ) -> tuple[subprocess.Popen[bytes], str]:
+    """nginx serving ``chunks``-chunk streams from ``folder``, pinned to ``core``: the process
+    and its base URL; exits the script when nginx is not installed."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
         sys.exit("nginx not found: apt-get install nginx-light (or apt-get download + dpkg -x)")

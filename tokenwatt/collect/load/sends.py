@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -82,38 +82,33 @@ SEND_THREAD_BUSY_S = 0.00005
 GIL the timer thread needs to release the next send."""
 
 
-async def sleep_until(
-    target: float, *, spin_s: float = SEND_SPIN_S, clock: Callable[[], float] | None = None
-) -> None:
-    """Return at ``target`` on ``clock`` (s; default ``time.perf_counter``, looked up at
-    each call so a Ray actor's test-only skewed clock applies, :mod:`tokenwatt.collect.
-    load.pool.ray_actor`), to within the event loop's iteration time (``spin`` sends).
+async def _yield_then_busy(target: float, busy_s: float) -> None:
+    # time.perf_counter looked up at each call, so a Ray actor's test-only skew applies.
+    clock = time.perf_counter
+    while clock() < target - busy_s:  # noqa: ASYNC110  (a deadline: nothing signals it)
+        await asyncio.sleep(0)
+    while clock() < target:
+        pass
+
+
+async def sleep_until(target: float, *, spin_s: float = SEND_SPIN_S) -> None:
+    """Return at ``target`` (s on ``time.perf_counter``, looked up at each call so a Ray
+    actor's test-only skewed clock applies, :mod:`tokenwatt.collect.load.pool.ray_actor`), to
+    within the event loop's iteration time (``spin`` and ``plain`` sends).
 
     Sleeps until ``spin_s`` before ``target``, then yields with ``asyncio.sleep(0)`` until
     :data:`SEND_BUSY_S` before it, so other tasks and I/O keep running while it waits, and
     waits out the rest in a busy loop; ``spin_s=0`` is a plain ``asyncio.sleep`` (millisecond
     granularity). Returns at once when ``target`` has passed, so after the loop was held up a
     late send can overtake an earlier one still sleeping (the timers keep the order). The
-    yielding costs CPU: about
-    ``spin_s`` of busy loop per call at most (``benchmarks/wire_arrivals.py`` measures it).
+    yielding costs CPU: about ``spin_s`` of busy loop per call at most
+    (``benchmarks/wire_arrivals.py`` measures it).
     """
-    clock = clock or time.perf_counter
-    delay = target - clock()
+    delay = target - time.perf_counter()
     if delay > spin_s:
         await asyncio.sleep(delay - spin_s)
-    # A deadline, not an event: nothing signals it, and the loop must keep turning meanwhile.
-    while spin_s > 0 and clock() < target - SEND_BUSY_S:  # noqa: ASYNC110
-        await asyncio.sleep(0)
-    while spin_s > 0 and clock() < target:
-        pass
-
-
-async def _yield_then_busy(target: float, busy_s: float) -> None:
-    clock = time.perf_counter
-    while clock() < target - busy_s:  # noqa: ASYNC110  (a deadline: nothing signals it)
-        await asyncio.sleep(0)
-    while clock() < target:
-        pass
+    if spin_s > 0:
+        await _yield_then_busy(target, SEND_BUSY_S)
 
 
 async def _thread_released(target: float) -> None:

@@ -18,6 +18,7 @@ import math
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -108,7 +109,7 @@ class ReleaseMargin:
     def __init__(self, base_s: float, cap_s: float, idle_s: float) -> None:
         self.base_s, self.cap_s, self.idle_s = base_s, cap_s, idle_s
         self.idle_margin_s = base_s
-        self._recent: list[float] = []
+        self._recent: deque[float] = deque(maxlen=self.KEPT)
         self._seen = 0
         self._last = -math.inf
 
@@ -123,8 +124,6 @@ class ReleaseMargin:
         """Count one release after an idle stretch that reached its task ``late_s`` (s) after
         its release time."""
         self._recent.append(late_s)
-        if len(self._recent) > self.KEPT:
-            del self._recent[: len(self._recent) - self.KEPT]
         self._seen += 1
         if self._seen % self.EVERY == 0:
             ranked = sorted(self._recent)
