@@ -3,11 +3,11 @@ dispatch loop (:meth:`WindowState.dispatch`), shared by the one-process load gen
 (:mod:`tokenwatt.collect.load.loadgen`), the closed loop and every worker process or Ray actor
 (:mod:`tokenwatt.collect.load.pool.worker_proc`).
 
-Send times: the dispatch loop creates each request's task 1.5 ms before its scheduled
-time, and the task itself waits the rest (:class:`~tokenwatt.collect.load.sends.SendWait`: by
-default the process's one timer thread wakes it) and sends at once: sends are not bunched on
-the selector's millisecond ticks, nor delayed by a hop through the dispatcher
-(``benchmarks/wire_arrivals.py``).
+Send times: the dispatch loop creates each request's task a few milliseconds before its
+scheduled time (:attr:`~tokenwatt.collect.load.sends.SendWait.lead_s`), and the task itself
+waits the rest (:class:`~tokenwatt.collect.load.sends.SendWait`: by default the loop's own
+timerfd releases it) and sends at once: sends are not bunched on the selector's millisecond
+ticks, nor delayed by a hop through the dispatcher (``benchmarks/wire_arrivals.py``).
 """
 
 from __future__ import annotations
