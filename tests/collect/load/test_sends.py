@@ -253,3 +253,11 @@ async def test_a_loop_that_cannot_watch_a_timerfd_sends_through_the_timer_thread
     assert len(sent) == len(scheduled) > 50  # every one sent, on the thread's releases
     assert min(np.asarray(sent) - np.asarray(scheduled)) >= 0
     assert len(os.listdir("/proc/self/fd")) <= open_fds + 2  # the thread's, not one per send
+
+
+def test_an_unknown_send_timer_is_refused() -> None:
+    from tokenwatt.collect.load.sends import send_wait
+
+    with pytest.raises(ValueError, match="send_timer must be one of timerfd, thread"):
+        send_wait("busy")  # type: ignore[arg-type]
+    assert send_wait("plain").lead_s == 0.0 and send_wait("timerfd").lead_s >= 0.003

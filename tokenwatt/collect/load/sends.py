@@ -34,7 +34,7 @@ import asyncio
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from tokenwatt.collect.load.timers import ReleaseMargin, loop_timer, process_timer
 
@@ -169,7 +169,15 @@ class SendWait:
 def send_wait(kind: SendTimerKind, lead_s: float = SEND_SPIN_S) -> SendWait:
     """The :class:`SendWait` of a plan's ``send_timer`` and ``send_spin_s`` (``plain``: no
     lead; ``timerfd``: at least :data:`SEND_FD_LEAD_S`, so that a release the margin moves
-    up to 1.5 ms early is still ahead of the task's creation)."""
+    up to 1.5 ms early is still ahead of the task's creation).
+
+    Raises:
+        ValueError: ``kind`` is none of :data:`SendTimerKind` (never a silent plain sleep).
+    """
+    if kind not in get_args(SendTimerKind):
+        raise ValueError(
+            f"send_timer must be one of {', '.join(get_args(SendTimerKind))}: {kind!r}"
+        )
     if kind == "plain":
         return SendWait(kind, 0.0)
     return SendWait(kind, max(lead_s, SEND_FD_LEAD_S) if kind == "timerfd" else lead_s)
