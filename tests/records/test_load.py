@@ -226,6 +226,18 @@ def test_spec_types_are_strict(
         ),
         ("http://127.0.0.1:8000/v1", "http://", "engine.endpoint", "must name a host"),
         (
+            "http://127.0.0.1:8000/v1",
+            f"ftp://user:{SECRET}@127.0.0.1:8000/v1",
+            "engine.endpoint",
+            "must start with http:// or https://, got 'ftp://user:[redacted]@",
+        ),
+        (
+            "http://127.0.0.1:8000/v1",
+            f"grpc://127.0.0.1:8000/v1?token={SECRET}",
+            "engine.endpoint",
+            "must start with http:// or https://",
+        ),
+        (
             "  api_key_env: null",
             f"  api_key_env: null\n  flags: [--api-key, {SECRET}]",
             "engine.flags[0]",

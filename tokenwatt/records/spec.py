@@ -191,8 +191,9 @@ class EngineSpec(StrictModel):
     @model_validator(mode="after")
     def _endpoint_is_http(self) -> EngineSpec:
         if not self.endpoint.startswith(("http://", "https://")):
+            # Shown scrubbed: ftp://user:password@host carries its secret like any URL.
             raise FieldValueError(
-                "endpoint", f"must start with http:// or https://, got {self.endpoint!r}"
+                "endpoint", f"must start with http:// or https://, got {scrub(self.endpoint)!r}"
             )
         _check_url_has_no_secret("endpoint", self.endpoint)
         _check_env_name("api_key_env", self.api_key_env)
