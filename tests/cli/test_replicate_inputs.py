@@ -80,3 +80,5 @@ def test_a_problem_in_the_reports_spec_names_the_report_not_a_temporary_file(
     assert f"{report} (the spec of a-base)" in result.output
     assert "accuracy.suite" in result.output and "not-here.jsonl" in result.output
     assert ".a-one--" not in result.output  # the temporary spec beside the original
+    assert "replicating" not in result.output  # refused before the run is announced
+    assert not list(root.rglob(".a-one--*"))

@@ -67,7 +67,7 @@ def replicate(
 
     from tokenwatt.cli.collect_report import measured_or_exit, print_collect_end
     from tokenwatt.cli.progress import TerminalReporter
-    from tokenwatt.collect import CollectOptions
+    from tokenwatt.collect import CollectOptions, check_inputs
     from tokenwatt.files import atomic_write_text
     from tokenwatt.records import load_report
     from tokenwatt.redact import scrub
@@ -89,7 +89,6 @@ def replicate(
     atomic_write_text(spec_path, spec_text)
     out = run_dir / f"{name}.json"
     command = scrub(shlex.join(["tokenwatt", *sys.argv[1:]]))
-    click.echo(f"replicating {cfg.label} of {report.id} from its {source} into {out}", err=True)
     opts = CollectOptions(
         spec_path=spec_path,
         label=cfg.label,
@@ -102,11 +101,19 @@ def replicate(
         command=command,
         progress=not no_progress,
     )
+    given = f"{report_file} (the spec of {cfg.label})"
+    try:  # every input checked (quietly) before the run is announced
+        check_inputs(opts)
+    except InputError as exc:
+        spec_path.unlink(missing_ok=True)
+        _remove_if_empty(made)
+        raise _as_given(exc, spec_path, given) from None
+    click.echo(f"replicating {cfg.label} of {report.id} from its {source} into {out}", err=True)
     reporter = TerminalReporter(live=opts.progress)
     try:
         measured = measured_or_exit(opts, reporter, "nothing written")
     except InputError as exc:  # named after what the user gave, not the temporary spec
-        raise _as_given(exc, spec_path, f"{report_file} (the spec of {cfg.label})") from None
+        raise _as_given(exc, spec_path, given) from None
     finally:
         spec_path.unlink(missing_ok=True)
         _remove_if_empty(made)

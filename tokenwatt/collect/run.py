@@ -159,6 +159,16 @@ def measure_configuration(opts: CollectOptions, reporter: Reporter | None = None
         return execute(prepare(opts, reporter), reporter, stop)
 
 
+def check_inputs(opts: CollectOptions) -> None:
+    """Check every input of a measurement as :func:`prepare` does, quietly, and measure
+    nothing: for a command that says what it is about to measure only once it can.
+
+    Raises:
+        SpecError, InputError: the first input that is refused.
+    """
+    prepare(opts, NullReporter())
+
+
 def prepare(opts: CollectOptions, reporter: Reporter) -> PreparedRun:
     """Turn the options into a :class:`PreparedRun`, checking every input before the engine is
     launched or asked anything: the spec with its mode and flags, the API key, the
