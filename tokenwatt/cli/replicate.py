@@ -102,15 +102,10 @@ def replicate(
         progress=not no_progress,
     )
     given = f"{report_file} (the spec of {cfg.label})"
-    try:  # every input checked (quietly) before the run is announced
-        check_inputs(opts)
-    except InputError as exc:
-        spec_path.unlink(missing_ok=True)
-        _remove_if_empty(made)
-        raise _as_given(exc, spec_path, given) from None
-    click.echo(f"replicating {cfg.label} of {report.id} from its {source} into {out}", err=True)
-    reporter = TerminalReporter(live=opts.progress)
     try:
+        check_inputs(opts)  # every input checked (quietly) before the run is announced
+        click.echo(f"replicating {cfg.label} of {report.id} from its {source} into {out}", err=True)
+        reporter = TerminalReporter(live=opts.progress)
         measured = measured_or_exit(opts, reporter, "nothing written")
     except InputError as exc:  # named after what the user gave, not the temporary spec
         raise _as_given(exc, spec_path, given) from None
