@@ -4,7 +4,7 @@ below it, each on a freshly started engine."""
 
 from __future__ import annotations
 
-from tokenwatt.records import RunRecord
+from tokenwatt.records import NOT_IDLE_PREFIX, RunRecord
 
 TAIL_SLACK_S = 1.5
 """What a window's tail may run past its cap (s): the cancellation of its open requests and
@@ -23,15 +23,27 @@ def assert_went_down(over: RunRecord, start_rps: float) -> None:
 
 def assert_independent_windows(record: RunRecord) -> None:
     """Every window's tail ended by its cap (within :data:`TAIL_SLACK_S`), and every
-    window began on an engine proven idle by the client's count and ``/metrics``."""
-    for step in [*record.probes, *record.repeats]:
+    window whose verdict counts began on an engine proven idle by the client's count and
+    ``/metrics``. A window the gate could not prove idle within its bound (a backlog that
+    outlived the wait on a busy machine) has no verdict: it is invalid, says why, and the
+    next window measures the same load again, after a longer wait."""
+    steps = [*record.probes, *record.repeats]
+    for i, step in enumerate(steps):
         window = step.window
         assert window.tail_s is not None
         cap = window.tail_cap_s if window.tail_cap_s is not None else 0.0
         assert window.tail_s <= cap + TAIL_SLACK_S, (window.rate_rps, window.tail_s, cap)
         idle = step.metrics.idle_start if step.metrics is not None else None
         assert idle is not None, window.rate_rps
-        assert (idle.proven_by, idle.client_open) == ("client+metrics", 0), window.rate_rps
+        seen = (window.rate_rps, idle.proven_by, idle.note, idle.waited_s, idle.max_wait_s)
+        assert idle.client_open == 0, seen
+        if idle.proven_by == "client+metrics":
+            continue
+        assert (idle.proven_by or "").startswith("not proven"), seen
+        assert not window.valid and not window.slo_pass, seen
+        assert (window.failure_reason or "").startswith(NOT_IDLE_PREFIX), seen
+        again = steps[i + 1].window if i + 1 < len(steps) else None
+        assert again is not None and again.rate_rps == window.rate_rps, seen
 
 
 def found_rate(record: RunRecord) -> float | None:

@@ -4,8 +4,9 @@ Two searches, each on a freshly started server (``collect --engine-cmd``): one s
 512 req/s, over ten times what the tiny model serves with four slots on two cores, so that
 its first windows queue and every later window follows an overloaded one; one started at
 2 req/s that grows to the boundary. The windows after the overload are independent of it
-(bounded tails, every one started on an engine proven idle by the client's count and
-``/metrics``), and the overloaded search's result is a rate near the clean one's or
+(bounded tails, every one whose verdict counts started on an engine proven idle by the
+client's count and ``/metrics``; one that could not be proven idle within its wait has no
+verdict and is measured again), and the overloaded search's result is a rate near the clean one's or
 ``inconclusive`` with its reason, never "no load met the SLO" nor a rate far off.
 ``benchmarks/overload_search.py`` prints the spread of both over several pairs.
 """
