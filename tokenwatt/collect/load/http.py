@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,8 +100,34 @@ def open_session(max_concurrency: int, *, keep_alive: bool = True) -> aiohttp.Cl
     )
 
 
+AtSend = Callable[[], Awaitable[None]]
+"""What a request awaits just before its first byte goes out (the wait for its send time,
+:meth:`Sender.send`)."""
+
+
+class _AtSend:
+    """An :data:`AtSend` that ends at most once across a request's attempts: a retry on a
+    fresh connection goes out at once, its send time reached. A wait cut off (the connection
+    broke while it waited, and aiohttp cancelled its body writer) is waited again by the
+    retry."""
+
+    def __init__(self, at_send: AtSend | None) -> None:
+        self._at_send = at_send
+        self.done = at_send is None
+
+    async def __call__(self) -> None:
+        if self._at_send is not None and not self.done:
+            await self._at_send()
+            self.done = True
+
+
 class _Body(aiohttp.BytesPayload):
-    """A request body that knows whether the kernel took all of it (``written``).
+    """A request body that waits for its send time before its first byte (``at_send``) and
+    knows whether the kernel took all of it (``written``).
+
+    aiohttp holds the request head back and sends it with the body's first chunk, so the wait
+    here comes after aiohttp's own work for the request (the connection taken from the pool
+    or opened, the head built): the send time is when the request's bytes go out.
 
     Handing bytes to the asyncio transport is not enough: a large body waits in the
     transport's buffer, and a connection that breaks then never sent it. So the transport's
@@ -109,6 +136,7 @@ class _Body(aiohttp.BytesPayload):
     """
 
     written = False
+    at_send: _AtSend = _AtSend(None)
 
     async def _flushed(self, writer: Any) -> None:
         await writer.drain()
@@ -116,11 +144,13 @@ class _Body(aiohttp.BytesPayload):
         self.written = transport is not None and transport.get_write_buffer_size() == 0
 
     async def write(self, writer: Any) -> None:
+        await self.at_send()
         _no_write_buffer(writer)
         await super().write(writer)
         await self._flushed(writer)
 
     async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+        await self.at_send()
         _no_write_buffer(writer)
         await super().write_with_length(writer, content_length)
         await self._flushed(writer)
@@ -206,23 +236,39 @@ class Sender:
         if self._fresh is not None:
             await self._fresh.close()
 
-    async def send(self, res: RequestResult, body: bytes, *, budget_s: float | None = None) -> None:
+    async def send(
+        self,
+        res: RequestResult,
+        body: bytes,
+        *,
+        budget_s: float | None = None,
+        at_send: AtSend | None = None,
+    ) -> None:
         """Send one request and stream its answer into ``res``; never raises but
         ``asyncio.CancelledError``: every failure is recorded in ``res``.
 
         ``budget_s``: what is left of the request's ``timeout_s`` (s) when part of it went
-        before the send (a wait for a concurrency slot); by default all of it.
+        before the send (a wait for a concurrency slot, or for the send time); by default all
+        of it. ``at_send``: awaited once, right before the request's first byte goes out
+        (after aiohttp has a connection for it), by the first attempt that gets that far; a
+        request that failed before any attempt did awaits it after the failure, so that its
+        end is never before its send time.
         """
+        once = _AtSend(at_send)
         try:
-            await self._bounded(res, body, budget_s)
+            await self._bounded(res, body, budget_s, once)
+            if not once.done:  # failed before any byte (a refused connection)
+                await once()
         finally:
             if res.error in ("connect", "disconnect") and self.path.proxy_url is not None:
                 res.error_message = (res.error_message or "") + self.path.error_note
 
-    async def _bounded(self, res: RequestResult, body: bytes, budget_s: float | None) -> None:
+    async def _bounded(
+        self, res: RequestResult, body: bytes, budget_s: float | None, at_send: _AtSend
+    ) -> None:
         try:
             async with asyncio.timeout(self.timeout_s if budget_s is None else max(budget_s, 0.0)):
-                await self._attempts(res, body)
+                await self._attempts(res, body, at_send)
         except TimeoutError as exc:
             message = f"no end of stream within the {self.timeout_s:g} s request timeout"
             fail(res, "timeout", exc, message=message)
@@ -238,9 +284,10 @@ class Sender:
             kind = "connect" if res.status is None else "disconnect"
             fail(res, kind, exc, secrets=self.secrets)
 
-    async def _attempts(self, res: RequestResult, body: bytes) -> None:
+    async def _attempts(self, res: RequestResult, body: bytes, at_send: _AtSend) -> None:
         while True:
             payload = _Body(body, content_type="application/json")
+            payload.at_send = at_send
             fresh = res.transport_retries > 0 or not self.keep_alive
             try:
                 await self._attempt(self.fresh_session() if fresh else self.session, res, payload)
@@ -292,6 +339,7 @@ __all__ = [
     "ERROR_MESSAGE_LIMIT",
     "KEEPALIVE_TIMEOUT_S",
     "MAX_TRANSPORT_RETRIES",
+    "AtSend",
     "Sender",
     "fail",
     "keeps_streams_alive",

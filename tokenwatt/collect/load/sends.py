@@ -11,10 +11,11 @@ is the default):
 
 * ``timerfd``: the event loop's own Linux ``timerfd``
   (:class:`~tokenwatt.collect.load.timers.FdTimer`) releases each send
-  :data:`SEND_FD_EARLY_S` before its time (more when its wake-ups run late), with every other
-  send due within :data:`SEND_FD_BATCH_S`; each released task busy-waits the rest and sends.
-  One wake-up per due instant; the loop sleeps in between. Where there is no ``timerfd``
-  (not Linux) it falls back to ``thread``.
+  :data:`SEND_FD_EARLY_S` before its time (more after an idle stretch, when its wake-ups run
+  late; then, awake early, the send waits on the timer again), with every other send due
+  within :data:`SEND_FD_BATCH_S`; each released task holds the thread for the rest (a sleep,
+  then a spin of :data:`SEND_FD_SPIN_S`) and sends. One wake-up per due instant; the loop
+  sleeps in between. Where there is no ``timerfd`` (not Linux) it falls back to ``thread``.
 * ``thread``: one timer thread per process
   (:class:`~tokenwatt.collect.load.timers.ThreadTimer`) releases each send
   :data:`SEND_THREAD_EARLY_S` early; the task yields to the loop until
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -51,13 +52,22 @@ SEND_BUSY_S = 0.0003
 a callback that runs in it (a response being read) would make the send late."""
 
 SEND_FD_EARLY_S = 0.0002
-"""How early the ``timerfd`` releases a send at least, and the busy wait's longest (s): the
-rest of the loop iteration that woke (the responses read in it) runs before the released
-task, 0.1 ms and more under load at 800 req/s on this VM (``benchmarks/wire_arrivals.py``).
-After an idle stretch (:data:`SEND_FD_IDLE_S`), whose wake-up may run later (an idle virtual
-CPU takes milliseconds now and then), the margin is the p99 of how late such releases ran, up
-to :data:`SEND_SPIN_S`, and the task yields to the loop until this much is left
-(:class:`~tokenwatt.collect.load.timers.ReleaseMargin`)."""
+"""How early the ``timerfd`` releases a send at least, and the longest it holds the thread
+(s): the rest of the loop iteration that woke (the responses read in it) runs before the
+released task, 0.1 ms and more under load at 800 req/s on this VM
+(``benchmarks/wire_arrivals.py``); a smaller lead (50 or 10 us) made late sends bunch and
+failed the K-S test. After an idle stretch (:data:`SEND_FD_IDLE_S`), whose wake-up may run
+later (an idle virtual CPU takes milliseconds now and then), the margin is the p99 of how
+late such releases ran, up to :data:`SEND_SPIN_S`
+(:class:`~tokenwatt.collect.load.timers.ReleaseMargin`), and a task released that early waits
+on the timer again for this much before its time."""
+
+SEND_FD_SPIN_S = 0.00005
+"""The last stretch before its time (s) that a released ``timerfd`` send spins; until then it
+sleeps the loop's thread (``time.sleep``, whose wake-up with the thread's timer slack cut to
+1 ns comes 5-60 us late here). Either way the loop runs nothing else in the last
+:data:`SEND_FD_EARLY_S`; sleeping frees the core for the engine meanwhile (spinning all of it
+cost 3 us more per chunk at 800 req/s, ``benchmarks/loadgen.py``)."""
 
 SEND_FD_IDLE_S = 0.002
 """A send this long (s) after the previous one follows an idle stretch of the loop, whose
@@ -120,6 +130,16 @@ def _margin() -> ReleaseMargin:
     return ReleaseMargin(SEND_FD_EARLY_S, SEND_SPIN_S, SEND_FD_IDLE_S)
 
 
+def _settle(target: float, clock: Callable[[], float]) -> None:
+    """Hold the thread until ``target`` (s on ``clock``): a sleep to :data:`SEND_FD_SPIN_S`
+    before it, then a spin."""
+    rest = target - clock() - SEND_FD_SPIN_S
+    if rest > 0:
+        time.sleep(rest)
+    while clock() < target:
+        pass
+
+
 async def _fd_released(target: float) -> None:
     try:
         timer = loop_timer(SEND_FD_BATCH_S, _margin)
@@ -135,11 +155,14 @@ async def _fd_released(target: float) -> None:
         await timer.wait_until(release)
         if waited and after_idle:  # a task created late says nothing of how late loops wake
             timer.margin.note(clock() - release)
-        # Yield while more than SEND_FD_EARLY_S is left (after an idle stretch), then busy to
-        # the time: the sends released with this one run right after it, in time order.
-        await _yield_then_busy(target, SEND_FD_EARLY_S)
+        if target - clock() > SEND_FD_EARLY_S:
+            # Released early for an idle loop's slow wake-up, which did not come: the loop is
+            # awake now, so the timer's next release is on time, and the loop sleeps till then.
+            await timer.wait_until(target - SEND_FD_EARLY_S)
         while not timer.order.first(token):  # noqa: ASYNC110  (an earlier send goes first)
             await asyncio.sleep(0)
+        # The sends released with this one run right after it, in time order.
+        _settle(target, clock)
     finally:
         timer.order.leave(token)
 
@@ -189,6 +212,7 @@ __all__ = [
     "SEND_FD_EARLY_S",
     "SEND_FD_IDLE_S",
     "SEND_FD_LEAD_S",
+    "SEND_FD_SPIN_S",
     "SEND_SPIN_S",
     "SEND_THREAD_BUSY_S",
     "SEND_THREAD_EARLY_S",

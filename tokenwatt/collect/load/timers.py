@@ -281,7 +281,8 @@ _FD_TIMERS_LOCK = threading.Lock()
 
 def loop_timer(batch_s: float, margin: Callable[[], ReleaseMargin]) -> FdTimer:
     """The running loop's :class:`FdTimer`, made on first use (``batch_s``: its release-ahead,
-    s; ``margin``: makes its :class:`ReleaseMargin`; both fixed then).
+    s; ``margin``: makes its :class:`ReleaseMargin`; both fixed then); the first use also
+    cuts the loop thread's timer slack to 1 ns, so its short sleeps end on time.
 
     Raises:
         OSError: no ``timerfd`` here (not Linux).
@@ -296,6 +297,8 @@ def loop_timer(batch_s: float, margin: Callable[[], ReleaseMargin]) -> FdTimer:
             _FD_TIMERS.remove(timer)
         timer = FdTimer(loop, batch_s, margin())
         _FD_TIMERS.append(timer)
+        # The loop's thread sleeps out the last moments before a send (sends._settle).
+        _fine_timer_slack()
         return timer
 
 

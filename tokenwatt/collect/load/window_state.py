@@ -4,10 +4,12 @@ dispatch loop (:meth:`WindowState.dispatch`), shared by the one-process load gen
 (:mod:`tokenwatt.collect.load.pool.worker_proc`).
 
 Send times: the dispatch loop creates each request's task a few milliseconds before its
-scheduled time (:attr:`~tokenwatt.collect.load.sends.SendWait.lead_s`), and the task itself
-waits the rest (:class:`~tokenwatt.collect.load.sends.SendWait`: by default the loop's own
-timerfd releases it) and sends at once: sends are not bunched on the selector's millisecond
-ticks, nor delayed by a hop through the dispatcher (``benchmarks/wire_arrivals.py``).
+scheduled time (:attr:`~tokenwatt.collect.load.sends.SendWait.lead_s`); the task takes its
+slot and its connection, then waits the rest (:class:`~tokenwatt.collect.load.sends.
+SendWait`: by default the loop's own timerfd releases it) right before its first byte and
+sends at once: sends are not bunched on the selector's millisecond ticks, nor delayed by a
+hop through the dispatcher or by aiohttp's own work for the request
+(``benchmarks/wire_arrivals.py``).
 """
 
 from __future__ import annotations
@@ -178,22 +180,37 @@ class WindowState:
 
     async def request(self, res: RequestResult, body: bytes, sends: SendWait) -> None:
         """Send one request at its scheduled time (waited for with ``sends``) and stream its
-        response into ``res``."""
+        response into ``res``.
+
+        The task takes its concurrency slot and lets aiohttp get a connection for it first,
+        in its lead before the send time; the wait for the send time comes last, just before
+        the request's first byte (:meth:`Sender.send`'s ``at_send``), so aiohttp's work for
+        a request is not between the send time and the send. ``sent_s`` is then;
+        ``dispatched_s`` too, unless the slot came after the send time (the engine's backlog
+        held it up, not the client): then the later of the send time and when the task was
+        ready.
+        """
+        clock = time.perf_counter
+        target = res.scheduled_s
         try:
-            # The request's own task waits out the last moments before its send time, so
-            # the send follows at once: no hop through the dispatcher and the loop's queue.
-            await sends.until(res.scheduled_s)
-            res.dispatched_s = time.perf_counter()
+            ready = clock()
             # The timeout counts from the scheduled time and covers the wait for a slot:
             # an overloaded server fills every slot, and a request queued behind them must
             # still end at its timeout (E2E = timeout), not when a slot frees up.
-            deadline = res.scheduled_s + self.cfg.request_timeout_s
-            if not await self._slot(deadline - res.dispatched_s):
+            deadline = target + self.cfg.request_timeout_s
+            if not await self._slot(deadline - ready):
+                res.dispatched_s = max(ready, target)
                 fail(res, "timeout", TimeoutError(), message=self._no_slot)
                 return
+            slotted = clock()
+
+            async def at_send() -> None:
+                await sends.until(target)
+                res.sent_s = clock()
+                res.dispatched_s = res.sent_s if slotted <= target else max(ready, target)
+
             try:
-                res.sent_s = time.perf_counter()
-                await self.sender.send(res, body, budget_s=deadline - res.sent_s)
+                await self.sender.send(res, body, budget_s=deadline - clock(), at_send=at_send)
             finally:
                 self.slots.release()
         except asyncio.CancelledError:

@@ -1,0 +1,218 @@
+"""The wait for the send time comes last, right before a request's first byte: aiohttp takes or
+opens the connection in the request's lead, and no byte reaches the server before its time.
+
+Real sockets on 127.0.0.1 (a bare asyncio server that notes when each request's first byte
+arrives, on the client's own clock: one process) and aiohttp's real client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+import time
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from streaming_server import tokens_stream
+from test_transport import config, reset, sse_response, window
+
+from tokenwatt.collect.load.http import MAX_TRANSPORT_RETRIES, Sender, open_session
+from tokenwatt.collect.load.sends import SendWait
+from tokenwatt.records import RequestResult
+
+
+class FirstBytes:
+    """A server that answers every request with a two-token stream and notes when the first
+    byte of each request reached it (``time.perf_counter``) and in which order."""
+
+    def __init__(self) -> None:
+        self.first_byte_s: list[float] = []
+        self.accepted_s: list[float] = []
+        self.bodies: list[bytes] = []
+        self.port = 0
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted_s.append(time.perf_counter())
+        try:
+            while first := await reader.read(1):  # keep-alive: one request after another
+                self.first_byte_s.append(time.perf_counter())
+                head = first + await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
+                self.bodies.append(await reader.readexactly(length))
+                writer.write(sse_response(tokens_stream(2)))
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def first_bytes() -> AsyncIterator[FirstBytes]:
+    scripted = FirstBytes()
+    srv = await asyncio.start_server(scripted.serve, "127.0.0.1", 0)
+    scripted.port = srv.sockets[0].getsockname()[1]
+    yield scripted
+    srv.close()
+
+
+@pytest.mark.parametrize("keep_alive", [True, False])
+async def test_no_request_reaches_the_server_before_its_time_and_all_in_order(
+    first_bytes: FirstBytes, keep_alive: bool
+) -> None:
+    base = f"http://127.0.0.1:{first_bytes.port}/v1"
+    result = await window(config(base, keep_alive=keep_alive), rate=300, duration=0.5)
+    reqs = sorted(result.requests, key=lambda r: r.scheduled_s)
+    assert len(reqs) > 60 and all(r.error is None for r in reqs)
+    assert len(first_bytes.first_byte_s) == len(reqs)  # each reached the server once
+    # Every request's head left only at its time: the connection came first (fresh ones were
+    # opened in the lead), the bytes after. The server read them in the schedule's order.
+    assert all(r.scheduled_s <= r.sent_s for r in reqs)
+    assert all(r.dispatched_s == r.sent_s for r in reqs)  # a slot was free before the time
+    arrivals = sorted(first_bytes.first_byte_s)
+    assert all(a >= r.scheduled_s for a, r in zip(arrivals, reqs, strict=True))
+    assert all(a >= r.sent_s for a, r in zip(arrivals, reqs, strict=True))
+    if not keep_alive:
+        # A fresh connection per request, opened in its lead: most were open before the
+        # request's time (a median, as a busy machine may make one connect slow).
+        before = [a < r.scheduled_s for a, r in zip(first_bytes.accepted_s, reqs, strict=True)]
+        assert sum(before) > len(reqs) / 2, f"{sum(before)} of {len(reqs)}"
+
+
+async def test_sends_due_microseconds_apart_keep_their_order_on_the_wire(
+    first_bytes: FirstBytes,
+) -> None:
+    """Ten requests due 10 us apart, on ten pooled connections made beforehand: the server
+    sees them in that order, none before its time."""
+    url = f"http://127.0.0.1:{first_bytes.port}/v1/chat/completions"
+    session = open_session(16)
+    sender = Sender(session, url, {}, timeout_s=5.0)
+    try:
+        warm = [RequestResult(scheduled_s=0.0) for _ in range(10)]
+        await asyncio.gather(*(sender.send(r, b'{"n": -1}') for r in warm))
+        first_bytes.first_byte_s.clear()
+        first_bytes.bodies.clear()
+        sends = SendWait("timerfd")
+        t0 = time.perf_counter() + 0.01
+        reqs = [RequestResult(scheduled_s=t0 + i * 10e-6) for i in range(10)]
+
+        async def one(i: int, res: RequestResult) -> None:
+            async def at_send() -> None:
+                await sends.until(res.scheduled_s)
+                res.sent_s = time.perf_counter()
+
+            await sender.send(res, b'{"n": %d}' % i, at_send=at_send)
+
+        await asyncio.gather(*(one(i, r) for i, r in enumerate(reqs)))
+    finally:
+        await sender.close()
+        await session.close()
+    assert [r.error for r in reqs] == [None] * 10
+    assert first_bytes.bodies == [b'{"n": %d}' % i for i in range(10)]
+    assert [r.sent_s for r in reqs] == sorted(r.sent_s for r in reqs)
+    assert all(a >= r.scheduled_s for a, r in zip(first_bytes.first_byte_s, reqs, strict=True))
+
+
+def _refused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_a_connection_refused_before_its_time_ends_at_its_time_waited_once() -> None:
+    """Both attempts fail before any byte (the refused connect takes microseconds, far
+    inside the lead): the request still waits for its time, once, and ends after it."""
+    url = f"http://127.0.0.1:{_refused_port()}/v1/chat/completions"
+    session = open_session(4)
+    sender = Sender(session, url, {}, timeout_s=5.0)
+    res = RequestResult(scheduled_s=time.perf_counter() + 0.05)
+    waits: list[float] = []
+
+    async def at_send() -> None:
+        await asyncio.sleep(max(0.0, res.scheduled_s - time.perf_counter()))
+        waits.append(time.perf_counter())
+
+    try:
+        await sender.send(res, b"{}", at_send=at_send)
+    finally:
+        await sender.close()
+        await session.close()
+    assert (res.error, res.transport_retries) == ("connect", MAX_TRANSPORT_RETRIES)
+    assert len(waits) == 1 and waits[0] >= res.scheduled_s
+
+
+async def test_a_refused_window_records_every_send_at_or_after_its_time() -> None:
+    result = await window(config(f"http://127.0.0.1:{_refused_port()}/v1"))
+    assert result.requests
+    for r in result.requests:
+        assert r.error == "connect"
+        assert r.dispatched_s is not None and r.scheduled_s <= r.dispatched_s <= r.sent_s
+        assert r.finished_s is not None and r.finished_s >= r.sent_s
+
+
+async def test_a_retry_after_a_break_in_the_wait_goes_out_once_at_its_time() -> None:
+    """A pooled connection the server drops while the request waits for its time (the
+    race of a server closing idle connections): the wait is not cut short by the break, the
+    retry goes out on a fresh connection at the time, and the wait ends once."""
+    seen: list[tuple[int, float]] = []
+    conns = itertools.count()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        index = next(conns)
+        try:
+            if index == 0:  # the warm-up request, then a drop 20 ms later
+                await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(2)
+                writer.write(sse_response(tokens_stream(2)))
+                await writer.drain()
+                await asyncio.sleep(0.02)
+                reset(writer)
+                return
+            await reader.readuntil(b"\r\n\r\n")
+            seen.append((index, time.perf_counter()))
+            await reader.readexactly(2)
+            writer.write(sse_response(tokens_stream(2)))
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    srv = await asyncio.start_server(serve, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}/v1/chat/completions"
+    session = open_session(1)
+    sender = Sender(session, url, {}, timeout_s=5.0)
+    try:
+        await sender.send(RequestResult(scheduled_s=0.0), b"{}")
+        res = RequestResult(scheduled_s=time.perf_counter() + 0.06)
+        waits: list[float] = []
+
+        async def at_send() -> None:
+            await asyncio.sleep(max(0.0, res.scheduled_s - time.perf_counter()))
+            waits.append(time.perf_counter())
+
+        # Taken from the pool now, dropped by the server while it waits for its time.
+        await sender.send(res, b"{}", at_send=at_send)
+    finally:
+        await sender.close()
+        await session.close()
+        srv.close()
+    assert (res.error, res.status, res.output_tokens) == (None, 200, 2), res.error_message
+    assert len(waits) == 1 and waits[0] >= res.scheduled_s
+    assert res.transport_retries == 1 and [i for i, _ in seen] == [1]  # a fresh connection
+    assert seen[0][1] >= res.scheduled_s
+
+
+async def test_sender_without_at_send_sends_at_once(first_bytes: FirstBytes) -> None:
+    url = f"http://127.0.0.1:{first_bytes.port}/v1/chat/completions"
+    async with aiohttp.ClientSession() as session:
+        sender = Sender(session, url, {}, timeout_s=5.0)
+        res = RequestResult(scheduled_s=time.perf_counter())
+        await sender.send(res, b"{}")
+    assert (res.error, res.output_tokens, len(first_bytes.bodies)) == (None, 2, 1)
