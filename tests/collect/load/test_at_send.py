@@ -8,58 +8,67 @@ arrives, on the client's own clock: one process) and aiohttp's real client.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 import aiohttp
 import pytest
+import test_transport
 from streaming_server import tokens_stream
-from test_transport import config, reset, sse_response, window
+from test_transport import Conn, RawServer, config, reset, sse_response, window
 
 from tokenwatt.collect.load.http import MAX_TRANSPORT_RETRIES, Sender, open_session
 from tokenwatt.collect.load.sends import SendWait
 from tokenwatt.records import RequestResult
 
+raw = test_transport.raw  # the fixture of scripted raw servers, used here too
 
+
+@dataclass
 class FirstBytes:
-    """A server that answers every request with a two-token stream and notes when the first
-    byte of each request reached it (``time.perf_counter``) and in which order."""
+    """A :class:`RawServer` that answers every request with a two-token stream, and when each
+    connection was accepted and each request's first byte reached it (``time.perf_counter``,
+    in arrival order); its complete request bodies are ``server.requests``."""
 
-    def __init__(self) -> None:
-        self.first_byte_s: list[float] = []
-        self.accepted_s: list[float] = []
-        self.bodies: list[bytes] = []
-        self.port = 0
+    server: RawServer | None = None
+    accepted_s: list[float] = field(default_factory=list)
+    first_byte_s: list[float] = field(default_factory=list)
 
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.accepted_s.append(time.perf_counter())
-        try:
-            while first := await reader.read(1):  # keep-alive: one request after another
-                self.first_byte_s.append(time.perf_counter())
-                head = first + await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    int(line.split(b":", 1)[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length:")
-                )
-                self.bodies.append(await reader.readexactly(length))
-                writer.write(sse_response(tokens_stream(2)))
-                await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return self.server.port
+
+    @property
+    def bodies(self) -> list[bytes]:
+        assert self.server is not None
+        return self.server.requests
+
+
+async def answer(
+    server: RawServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """Read the rest of one request and answer it with a two-token stream."""
+    await server.read_request(reader)
+    writer.write(sse_response(tokens_stream(2)))
+    await writer.drain()
 
 
 @pytest.fixture
-async def first_bytes() -> AsyncIterator[FirstBytes]:
-    scripted = FirstBytes()
-    srv = await asyncio.start_server(scripted.serve, "127.0.0.1", 0)
-    scripted.port = srv.sockets[0].getsockname()[1]
-    yield scripted
-    srv.close()
+async def first_bytes(raw: Callable[[Conn], Awaitable[RawServer]]) -> FirstBytes:
+    seen = FirstBytes()
+
+    async def conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, index: int) -> None:
+        seen.accepted_s.append(time.perf_counter())
+        while await reader.read(1):  # keep-alive: one request after another
+            seen.first_byte_s.append(time.perf_counter())
+            assert seen.server is not None
+            await answer(seen.server, reader, writer)
+
+    seen.server = await raw(conn)
+    return seen
 
 
 @pytest.mark.parametrize("keep_alive", [True, False])
@@ -156,36 +165,24 @@ async def test_a_refused_window_records_every_send_at_or_after_its_time() -> Non
         assert r.finished_s is not None and r.finished_s >= r.sent_s
 
 
-async def test_a_retry_after_a_break_in_the_wait_goes_out_once_at_its_time() -> None:
+async def test_a_retry_after_a_break_in_the_wait_goes_out_once_at_its_time(
+    raw: Callable[[Conn], Awaitable[RawServer]],
+) -> None:
     """A pooled connection the server drops while the request waits for its time (the
     race of a server closing idle connections): the wait is not cut short by the break, the
     retry goes out on a fresh connection at the time, and the wait ends once."""
     seen: list[tuple[int, float]] = []
-    conns = itertools.count()
 
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        index = next(conns)
-        try:
-            if index == 0:  # the warm-up request, then a drop 20 ms later
-                await reader.readuntil(b"\r\n\r\n")
-                await reader.readexactly(2)
-                writer.write(sse_response(tokens_stream(2)))
-                await writer.drain()
-                await asyncio.sleep(0.02)
-                reset(writer)
-                return
-            await reader.readuntil(b"\r\n\r\n")
-            seen.append((index, time.perf_counter()))
-            await reader.readexactly(2)
-            writer.write(sse_response(tokens_stream(2)))
-            await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
+    async def conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, index: int) -> None:
+        await reader.read(1)
+        seen.append((index, time.perf_counter()))
+        await answer(server, reader, writer)
+        if index == 0:  # the warm-up request, then a drop 20 ms later
+            await asyncio.sleep(0.02)
+            reset(writer)
 
-    srv = await asyncio.start_server(serve, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}/v1/chat/completions"
+    server = await raw(conn)
+    url = f"{server.base}/chat/completions"
     session = open_session(1)
     sender = Sender(session, url, {}, timeout_s=5.0)
     try:
@@ -202,11 +199,10 @@ async def test_a_retry_after_a_break_in_the_wait_goes_out_once_at_its_time() -> 
     finally:
         await sender.close()
         await session.close()
-        srv.close()
     assert (res.error, res.status, res.output_tokens) == (None, 200, 2), res.error_message
     assert len(waits) == 1 and waits[0] >= res.scheduled_s
-    assert res.transport_retries == 1 and [i for i, _ in seen] == [1]  # a fresh connection
-    assert seen[0][1] >= res.scheduled_s
+    assert res.transport_retries == 1 and [i for i, _ in seen] == [0, 1]  # a fresh connection
+    assert seen[1][1] >= res.scheduled_s
 
 
 async def test_sender_without_at_send_sends_at_once(first_bytes: FirstBytes) -> None:

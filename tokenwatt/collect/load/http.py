@@ -257,8 +257,7 @@ class Sender:
         once = _AtSend(at_send)
         try:
             await self._bounded(res, body, budget_s, once)
-            if not once.done:  # failed before any byte (a refused connection)
-                await once()
+            await once()  # no-op unless it failed before any byte (a refused connection)
         finally:
             if res.error in ("connect", "disconnect") and self.path.proxy_url is not None:
                 res.error_message = (res.error_message or "") + self.path.error_note
