@@ -21,6 +21,7 @@ from test_transport import Conn, RawServer, config, reset, sse_response, window
 
 from tokenwatt.collect.load.http import MAX_TRANSPORT_RETRIES, Sender, open_session
 from tokenwatt.collect.load.sends import SendWait
+from tokenwatt.collect.load.window_state import WindowState
 from tokenwatt.records import RequestResult
 
 raw = test_transport.raw  # the fixture of scripted raw servers, used here too
@@ -212,3 +213,27 @@ async def test_sender_without_at_send_sends_at_once(first_bytes: FirstBytes) -> 
         res = RequestResult(scheduled_s=time.perf_counter())
         await sender.send(res, b"{}")
     assert (res.error, res.output_tokens, len(first_bytes.bodies)) == (None, 2, 1)
+
+
+async def test_lateness_with_a_free_slot_is_send_lag_and_a_full_slots_wait_is_not(
+    first_bytes: FirstBytes,
+) -> None:
+    """A request whose task runs 50 ms past its send time and finds a slot free was held up
+    by the client: dispatched when sent, all 50 ms send lag. One that waited 50 ms past its
+    time for the only slot was held up by the engine: dispatched at its time."""
+    cfg = config(f"http://127.0.0.1:{first_bytes.port}/v1", max_concurrency=1)
+    async with open_session(1) as session:
+        state = WindowState(cfg, session)
+        late = RequestResult(scheduled_s=time.perf_counter() - 0.05)
+        await state.request(late, b'{"n": 1}', SendWait("timerfd"))
+        assert late.error is None and late.dispatched_s == late.sent_s
+        assert late.sent_s - late.scheduled_s >= 0.05  # type: ignore[operator]
+
+        await state.slots.acquire()  # the engine's backlog holds the only slot
+        held = RequestResult(scheduled_s=time.perf_counter() + 0.01)
+        task = asyncio.ensure_future(state.request(held, b'{"n": 2}', SendWait("timerfd")))
+        await asyncio.sleep(0.06)
+        state.slots.release()
+        await task
+    assert held.error is None and held.dispatched_s == pytest.approx(held.scheduled_s, abs=2e-3)
+    assert held.sent_s - held.scheduled_s >= 0.049  # type: ignore[operator]

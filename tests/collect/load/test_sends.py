@@ -31,6 +31,7 @@ from tokenwatt.collect.load.timers import (
     SendOrder,
     ThreadTimer,
     loop_timer,
+    release,
 )
 from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
@@ -261,3 +262,36 @@ def test_an_unknown_send_timer_is_refused() -> None:
     with pytest.raises(ValueError, match="send_timer must be one of timerfd, thread"):
         send_wait("busy")  # type: ignore[arg-type]
     assert send_wait("plain").lead_s == 0.0 and send_wait("timerfd").lead_s >= 0.003
+
+
+async def test_thread_sends_keep_their_order_when_a_late_one_is_released_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The thread takes the earlier send off its list and, before it can hand it to the loop,
+    a later send whose time has passed arrives and is released at once, ahead of it in the
+    loop's queue: the earlier send must still go first."""
+    import tokenwatt.collect.load.sends as sends_mod
+
+    t0 = time.perf_counter() - 1.0  # both send times have passed on the real clock
+    now = [t0 - 1.0]  # the timer's clock: before both
+    timer = ThreadTimer(clock=lambda: now[0], start=False)
+    monkeypatch.setattr(sends_mod, "process_timer", lambda: timer)
+    wait = SendWait("thread")
+    order: list[str] = []
+
+    async def send(name: str, target: float) -> None:
+        await wait.until(target)
+        order.append(name)
+
+    earlier = asyncio.ensure_future(send("earlier", t0))
+    for _ in range(3):
+        await asyncio.sleep(0)  # it waits on the timer
+    taken = timer._due.pop_due(t0)  # the thread's wake-up, mid-way: taken, not yet handed over
+    assert len(taken) == 1
+    now[0] = t0 + 1.0
+    later = asyncio.ensure_future(send("later", t0 + 0.001))
+    for _ in range(3):
+        await asyncio.sleep(0)  # passed already: released at once, first in the loop's queue
+    asyncio.get_running_loop().call_soon_threadsafe(release, [fut for _, _, fut in taken])
+    await asyncio.gather(earlier, later)
+    assert order == ["earlier", "later"]

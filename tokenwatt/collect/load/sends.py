@@ -20,7 +20,8 @@ is the default):
   (:class:`~tokenwatt.collect.load.timers.ThreadTimer`) releases each send
   :data:`SEND_THREAD_EARLY_S` early; the task yields to the loop until
   :data:`SEND_THREAD_BUSY_S` before its time (so the thread can take the GIL to release the
-  next) and busy-waits the rest.
+  next) and busy-waits the rest. Its sends keep the schedule's order on each loop
+  (:meth:`~tokenwatt.collect.load.timers.ThreadTimer.order`), as the ``timerfd``'s do.
 * ``spin`` (:func:`sleep_until`, the design before these timers): each request's own task
   sleeps to :data:`SEND_SPIN_S` before its time, then yields to the loop until
   :data:`SEND_BUSY_S` before it and busy-waits the rest. Precise, but every request within its
@@ -122,8 +123,16 @@ async def sleep_until(target: float, *, spin_s: float = SEND_SPIN_S) -> None:
 
 
 async def _thread_released(target: float) -> None:
-    await process_timer().wait_until(target - SEND_THREAD_EARLY_S)
-    await _yield_then_busy(target, SEND_THREAD_BUSY_S)
+    timer = process_timer()
+    order = timer.order()
+    token = order.enter(target)
+    try:
+        await timer.wait_until(target - SEND_THREAD_EARLY_S)
+        while not order.first(token):  # noqa: ASYNC110  (an earlier send goes first)
+            await asyncio.sleep(0)
+        await _yield_then_busy(target, SEND_THREAD_BUSY_S)
+    finally:
+        order.leave(token)
 
 
 def _margin() -> ReleaseMargin:

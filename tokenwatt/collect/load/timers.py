@@ -18,6 +18,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -326,12 +327,25 @@ class ThreadTimer:
         self.lateness_s: list[float] = []
         self.wakes = 0
         self.pid = os.getpid()
+        self._orders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SendOrder] = (
+            weakref.WeakKeyDictionary()
+        )
         if start:
             threading.Thread(target=self._run, name="send-timer", daemon=True).start()
 
     def now(self) -> float:
         """The timer's clock now (s)."""
         return (self._clock or time.perf_counter)()
+
+    def order(self) -> SendOrder:
+        """The running loop's :class:`SendOrder`: the timer releases each loop's sends in time
+        order, but after a stall the released tasks run in whatever order the loop's queue
+        holds them, so the sends keep the schedule's order through this."""
+        loop = asyncio.get_running_loop()
+        order = self._orders.get(loop)
+        if order is None:
+            order = self._orders[loop] = SendOrder()
+        return order
 
     def wait_until(self, target: float) -> asyncio.Future[None]:
         """A future of the running loop that is done at ``target`` (s on the timer's clock).

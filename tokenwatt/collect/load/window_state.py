@@ -186,9 +186,10 @@ class WindowState:
         in its lead before the send time; the wait for the send time comes last, just before
         the request's first byte (:meth:`Sender.send`'s ``at_send``), so aiohttp's work for
         a request is not between the send time and the send. ``sent_s`` is then;
-        ``dispatched_s`` too, unless the slot came after the send time (the engine's backlog
-        held it up, not the client): then the later of the send time and when the task was
-        ready.
+        ``dispatched_s`` too, unless the task had to wait for its slot and got it after the
+        send time (the engine's backlog held it up, not the client): then the later of the
+        send time and when the task was ready. A task that starts late and finds a slot free
+        is the client's lateness, all of it send lag.
         """
         clock = time.perf_counter
         target = res.scheduled_s
@@ -198,16 +199,17 @@ class WindowState:
             # an overloaded server fills every slot, and a request queued behind them must
             # still end at its timeout (E2E = timeout), not when a slot frees up.
             deadline = target + self.cfg.request_timeout_s
+            queued = self.slots.locked()  # every slot taken: this one waits for the engine
             if not await self._slot(deadline - ready):
                 res.dispatched_s = max(ready, target)
                 fail(res, "timeout", TimeoutError(), message=self._no_slot)
                 return
-            slotted = clock()
+            held = queued and clock() > target  # the backlog held it past its send time
 
             async def at_send() -> None:
                 await sends.until(target)
                 res.sent_s = clock()
-                res.dispatched_s = res.sent_s if slotted <= target else max(ready, target)
+                res.dispatched_s = max(ready, target) if held else res.sent_s
 
             try:
                 await self.sender.send(res, body, budget_s=deadline - clock(), at_send=at_send)
