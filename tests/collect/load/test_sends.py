@@ -134,6 +134,33 @@ async def test_timerfd_releases_in_order_never_early_and_batches_close_times() -
     assert len(timer.lateness_s) >= 4
 
 
+@linux_only
+async def test_timerfd_rearmed_for_the_next_time_wakes_its_loop_only_then() -> None:
+    calls = 0
+
+    class Counted(FdTimer):
+        def _on_ready(self) -> None:
+            nonlocal calls
+            calls += 1
+            super()._on_ready()
+
+    timer = Counted(asyncio.get_running_loop(), 0.0, ReleaseMargin(0, 0, 1.0))
+    try:
+        t0 = time.perf_counter()
+        first, second = timer.wait_until(t0 + 0.01), timer.wait_until(t0 + 0.2)
+        await first
+        # Re-armed for the second, the timer's readiness is cleared: the loop sleeps till then
+        # (a readiness left set would call back at every turn of the loop meanwhile).
+        await asyncio.sleep(0.05)
+        assert calls == 1 and not second.done()
+        await second
+        assert calls == 2 and time.perf_counter() - t0 >= 0.2
+        await asyncio.sleep(0.02)  # nothing pending: read, not re-armed, and quiet again
+        assert calls == 2
+    finally:
+        timer.close()
+
+
 async def _window(kind: SendTimerKind, base: str, rate: float) -> tuple[list[float], list[float]]:
     cfg = LoadConfig(
         endpoint=base, model="tiny", slo=SloSpec(ttft_p99_ms=5000, tpot_p99_ms=5000),

@@ -379,7 +379,8 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
                 if _ERROR_MARK in piece or _DONE in piece:  # fail, or end, at this read
                     stream.decode_pending()
             if stream.done:
-                await _after_done(reads, res, now)
+                if not resp.content.at_eof():  # the body goes on past [DONE]
+                    await _after_done(reads, res, now)
                 break
         ended = True
         stream.end()

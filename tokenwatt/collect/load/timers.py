@@ -205,6 +205,8 @@ class FdTimer:
         if fd < 0:
             raise OSError(ctypes.get_errno(), "timerfd_create failed")
         self._fd = fd
+        self._spec = _Itimerspec()  # reused: one per arm cost a ctypes allocation each
+        self._spec_ref = ctypes.byref(self._spec)
         self._due = DueSends()
         self._loop = loop
         self.batch_s = batch_s
@@ -255,15 +257,13 @@ class FdTimer:
         # perf_counter and the timerfd both read CLOCK_MONOTONIC; they differ only when a test
         # skews perf_counter (pool.ray_actor.skew_clock).
         at = target - (time.perf_counter() - time.monotonic())
-        spec = _Itimerspec()
-        spec.it_value.tv_sec = int(at)
-        spec.it_value.tv_nsec = max(int((at - int(at)) * 1e9), 1)  # all zero would disarm it
-        if self._settime(self._fd, _TFD_TIMER_ABSTIME, ctypes.byref(spec), None) != 0:
+        value = self._spec.it_value
+        value.tv_sec = int(at)
+        value.tv_nsec = max(int((at - int(at)) * 1e9), 1)  # all zero would disarm it
+        if self._settime(self._fd, _TFD_TIMER_ABSTIME, self._spec_ref, None) != 0:
             raise OSError(ctypes.get_errno(), "timerfd_settime failed")
 
     def _on_ready(self) -> None:
-        with contextlib.suppress(BlockingIOError, InterruptedError):
-            os.read(self._fd, 8)  # the expiry count; reading it clears the fd's readiness
         now = time.perf_counter()
         due = self._due.pop_due(now + self.batch_s)
         if due:
@@ -271,7 +271,10 @@ class FdTimer:
             _keep_lateness(self.lateness_s, now, due)
             release([fut for _, _, fut in due])
         if (nxt := self._due.next_target()) is not None:
-            self._arm(nxt)
+            self._arm(nxt)  # re-arming resets the expiry count, which clears the readiness
+        else:
+            with contextlib.suppress(BlockingIOError, InterruptedError):
+                os.read(self._fd, 8)  # the expiry count; reading it clears the readiness
 
 
 _FD_TIMERS: list[FdTimer] = []

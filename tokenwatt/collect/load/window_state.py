@@ -253,6 +253,9 @@ class WindowState:
 
     async def _slot(self, budget_s: float) -> bool:
         """Take a concurrency slot within ``budget_s`` (s); False when none came."""
+        if not self.slots.locked():  # free: taken at once, with no deadline to arm and cancel
+            await self.slots.acquire()
+            return True
         try:
             async with asyncio.timeout(max(budget_s, 0.0)):
                 await self.slots.acquire()
