@@ -118,6 +118,10 @@ def trial_ours(
     arrived = sum(1 for r in result.requests for t in r.chunk_s if start <= t < end)
     sent = np.sort([r.sent_s for r in in_window])
     ks_p = stats.kstest(np.diff(sent), stats.expon(scale=1 / rate).cdf).pvalue
+    # How close two sends can go: the pairs the schedule put under 20 us apart (one process
+    # writes one request at a time, so none go closer than one write).
+    pairs = sorted((r.scheduled_s, r.sent_s) for r in in_window)
+    close = [abs(b[1] - a[1]) for a, b in itertools.pairwise(pairs) if b[0] - a[0] < 20e-6]
     s = result.summary
     return {
         "requests": len(in_window),
@@ -126,6 +130,7 @@ def trial_ours(
         "throughput_rps": len(in_window) / span,
         "send_lag_p99_ms": s.send_lag_p99_ms,
         "ks_p": float(ks_p),
+        "close_gap_us": float(np.median(close)) * 1e6 if close else None,
         "cpu_us_per_chunk": cpu.between(start, end) / max(arrived, 1) * 1e6,
         "chunks_per_s": arrived / (end - start),
     }
@@ -167,10 +172,12 @@ def trial_line(name: str, rate: float, f: dict[str, Any]) -> str:
     """One trial's figures on one line."""
     ks = "   n/a" if f["ks_p"] is None else f"{f['ks_p']:6.3f}"
     lag = f["send_lag_p99_ms"]
+    close = f.get("close_gap_us")
     return (
         f"  {name:12s} {rate:7.1f} req/s  held={'yes' if f['held'] else 'no ':3s} "
         f"{f['held_ratio'] * 100:5.1f}%  errors {f['errors']:4d}  K-S p {ks}  lag p99 "
         f"{'   n/a' if lag is None else f'{lag:6.2f}'} ms  "
+        f"close {'  n/a' if close is None else f'{close:5.1f}'} µs  "
         f"{f['chunks_per_s']:8.0f} chunks/s  CPU {f['cpu_us_per_chunk']:6.2f} µs/chunk"
     )
 

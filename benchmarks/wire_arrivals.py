@@ -10,7 +10,11 @@ default), the process's one timer thread (``thread``), each request yielding for
 the K-S p-value of the gaps of the schedule (the control), of ``dispatched_s`` and of
 ``sent_s`` against the exponential of the target mean; send lag p50/p99; and the client's
 CPU time per second of window (``time.process_time``), whose differences are the costs of
-the waits.
+the waits; and how close two sends can go (``close µs``: the median gap between the sends of
+the pairs the schedule put under 20 µs apart). One process sends one request at a time, so no
+two of its sends are closer than one send's write (the socket's ``send`` and aiohttp's work
+round it); the K-S test sees the schedule's shortest gaps missing once there are enough of them
+(its ``p`` falls with ``--count`` at a fixed rate).
 
 With ``--workers 1,2`` (the default) each rate is also sent by a pool of worker processes
 (:class:`tokenwatt.collect.load.pool.workers.WorkerPool`: one schedule, round-robin by arrival, each
@@ -129,10 +133,13 @@ def _line(result: WindowResult, rate: float, timer: str, workers: str, cpu_per_s
     }
     lag = np.array([r.sent_s - r.scheduled_s for r in reqs]) * 1e3
     errors = sum(r.error is not None for r in reqs)
+    pairs = sorted((r.scheduled_s, r.sent_s) for r in reqs)
+    close = [abs(b[1] - a[1]) for a, b in itertools.pairwise(pairs) if b[0] - a[0] < 20e-6]
+    close_us = f"{np.median(close) * 1e6:8.1f}" if close else "     n/a"
     return (
         f"{rate:6.0f} {workers:>7} {timer:>6} {len(reqs):6d} {p['scheduled_s']:9.3g} "
         f"{p['dispatched_s']:11.3g} {p['sent_s']:9.3g} {np.percentile(lag, 50):8.3f} "
-        f"{np.percentile(lag, 99):8.3f} {cpu_per_s:9.3f} {errors:6d}"
+        f"{np.percentile(lag, 99):8.3f} {cpu_per_s:9.3f} {errors:6d} {close_us}"
     )
 
 
@@ -157,7 +164,7 @@ def main() -> None:
         pools = {n: stack.enter_context(WorkerPool(n)) for n in sizes if n > 1}
         print(
             "  rate workers  timer  sends  KS sched  KS dispatch   KS sent  lag p50  lag p99"
-            "  cpu s/s  errors"
+            "  cpu s/s  errors  close µs"
         )
         for rate in (float(x) for x in a.rates.split(",")):
             for n in sizes:
