@@ -63,7 +63,8 @@ from tokenwatt.collect.load.loadgen import LoadConfig, run_window  # noqa: E402
 from tokenwatt.collect.load.window_plan import WindowPlan  # noqa: E402
 from tokenwatt.collect.workload.workload import RequestSpec, chat_mix_v1  # noqa: E402
 from tokenwatt.records.base import ArrivalProcess  # noqa: E402
-from tokenwatt.records.spec import LengthDist, SloSpec  # noqa: E402
+from tokenwatt.records.spec import SloSpec  # noqa: E402
+from tokenwatt.records.spec_load import LengthDist  # noqa: E402
 from tokenwatt.records.window import WindowSummary  # noqa: E402
 
 PROCESSES: tuple[ArrivalProcess, ...] = ("conditioned", "poisson")

@@ -34,7 +34,7 @@ def test_the_page_states_the_arrival_processes_and_their_noise_as_the_code_does(
     import math
 
     from tokenwatt.collect.load.arrivals import arrival_count
-    from tokenwatt.records.spec import MeasurementSpec
+    from tokenwatt.records.spec_load import MeasurementSpec
 
     text = " ".join(PAGE.read_text(encoding="utf-8").split())
     assert "`measurement.arrivals`" in text

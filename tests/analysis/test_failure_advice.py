@@ -23,7 +23,7 @@ from tokenwatt.analysis.failure_advice import (
 from tokenwatt.collect.measure.load_search import concurrency_search
 from tokenwatt.collect.measure.search import ProbeOutcome, slo_search
 from tokenwatt.records import WindowSummary
-from tokenwatt.records.spec import SweepSpec
+from tokenwatt.records.spec_load import SweepSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from runs_factory import window

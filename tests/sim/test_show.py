@@ -243,7 +243,7 @@ def test_show_requests_summarises_the_measured_text_prompt_lengths() -> None:
 
 def test_the_title_of_a_dataset_run_names_the_dataset_and_its_hash(tmp_path: Path) -> None:
     from tokenwatt.cli.terminal import run_title
-    from tokenwatt.records.spec import DatasetSpec
+    from tokenwatt.records.spec_load import DatasetSpec
 
     run = known_record()
     assert run_title(run) == "vllm-default (baseline, quick mode, workload chat-mix-v1)"

@@ -116,21 +116,23 @@ from tokenwatt.records.run_input import RunInput
 from tokenwatt.records.schema import json_schemas, schema_files, schema_text
 from tokenwatt.records.session import Session, SessionConfig, check_paths, load_session, spec_path
 from tokenwatt.records.spec import (
-    MAX_CONCURRENCY,
-    MAX_SCHEDULE_ARRIVALS,
-    MAX_WORKERS,
     MIN_VOCAB,
     EngineSpec,
-    LengthDist,
-    MeasurementSpec,
     ModelSpec,
     PowerSpec,
     SloSpec,
     Spec,
-    SweepSpec,
     fingerprint,
     fingerprint_diff,
     fingerprint_fields,
+)
+from tokenwatt.records.spec_load import (
+    MAX_CONCURRENCY,
+    MAX_SCHEDULE_ARRIVALS,
+    MAX_WORKERS,
+    LengthDist,
+    MeasurementSpec,
+    SweepSpec,
     max_schedule_rate,
 )
 from tokenwatt.records.stated import NOT_STATED, STATED_FIELDS, run_unstated, unstated_fields

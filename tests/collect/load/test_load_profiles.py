@@ -22,7 +22,8 @@ from tokenwatt.collect.measure.load_search import concurrency_search, next_concu
 from tokenwatt.collect.measure.search import ProbeOutcome
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records.request import RequestResult
-from tokenwatt.records.spec import SloSpec, SweepSpec
+from tokenwatt.records.spec import SloSpec
+from tokenwatt.records.spec_load import SweepSpec
 
 SLO = SloSpec(ttft_p99_ms=2000, tpot_p99_ms=1000)
 

@@ -30,7 +30,8 @@ from tokenwatt.collect.load.pool.workers import WorkerPool
 from tokenwatt.collect.load.window_plan import WindowHooks, WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec, chat_mix_v1
 from tokenwatt.records.request import RequestResult
-from tokenwatt.records.spec import LengthDist, SloSpec
+from tokenwatt.records.spec import SloSpec
+from tokenwatt.records.spec_load import LengthDist
 from tokenwatt.records.window import WindowSummary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "sim"))
