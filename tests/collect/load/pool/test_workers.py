@@ -285,12 +285,12 @@ def test_wire_arrivals_of_two_workers_are_exponential_at_200_per_second(pool: Wo
     """The union of two workers' sends passes a K-S test against the exponential (p > 0.01).
 
     1,000 requests at 200 req/s against an instant server in its own process. Marked
-    ``stress`` like the one-process test in test_loadgen.py: on a 2-core machine the server,
+    ``stress`` like the one-process test in test_window_run.py: on a 2-core machine the server,
     the parent and two workers are four processes on two cores, so whether a send is on
     time depends on what else runs; ``benchmarks/wire_arrivals.py`` prints the figures.
     """
+    from loadgen_helpers import INSTANT_SERVER
     from scipy import stats
-    from test_loadgen import INSTANT_SERVER
 
     proc, endpoint = _serve(INSTANT_SERVER)
     try:
