@@ -33,7 +33,6 @@ import itertools
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -50,21 +49,8 @@ from tokenwatt.collect.load.window_plan import WindowPlan  # noqa: E402
 from tokenwatt.collect.workload.workload import RequestSpec  # noqa: E402
 from tokenwatt.records.spec import SloSpec  # noqa: E402
 
-SERVER = textwrap.dedent(
-    """
-    import sys
-    from aiohttp import web
-    BODY = (b'data: {"choices":[{"text":" a"}]}\\n\\n'
-            b'data: {"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":1}}\\n\\n'
-            b"data: [DONE]\\n\\n")
-    async def handle(request):
-        await request.read()
-        return web.Response(body=BODY, content_type="text/event-stream")
-    app = web.Application()
-    app.router.add_post("/v1/completions", handle)
-    web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
-    """
-)
+SERVER = (Path(__file__).resolve().parent / "instant_server.py").read_text()
+"""The instant server's script (``benchmarks/instant_server.py``), run with ``python -c``."""
 
 
 def _free_port() -> int:

@@ -4,7 +4,12 @@ and an instant streaming server's script (:data:`INSTANT_SERVER`)."""
 from __future__ import annotations
 
 import itertools
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from aiohttp import web
 from streaming_server import ScriptedServer, stream
@@ -42,16 +47,24 @@ def script(server: ScriptedServer, pieces: list[bytes]) -> None:
     server.handler = handler
 
 
-INSTANT_SERVER = """
-import sys
-from aiohttp import web
-BODY = (b'data: {"choices":[{"text":" a"}]}\\n\\n'
-        b'data: {"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":1}}\\n\\n'
-        b"data: [DONE]\\n\\n")
-async def handle(request):
-    await request.read()
-    return web.Response(body=BODY, content_type="text/event-stream")
-app = web.Application()
-app.router.add_post("/v1/completions", handle)
-web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
-"""
+INSTANT_SERVER = (
+    Path(__file__).resolve().parents[3] / "benchmarks" / "instant_server.py"
+).read_text()
+"""The instant streaming server's script (``benchmarks/instant_server.py``), for ``python -c``."""
+
+
+def serve_script(script: str) -> tuple[subprocess.Popen[bytes], str]:
+    """Run a server ``script`` (``python -c script PORT``) on a free port of 127.0.0.1: the
+    process and its ``/v1`` base URL, once it listens (RuntimeError after 20 s)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    proc = subprocess.Popen([sys.executable, "-c", script, str(port)])
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"http://127.0.0.1:{port}/v1"
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("the server did not start")

@@ -10,8 +10,6 @@ from __future__ import annotations
 import itertools
 import os
 import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -21,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from loadgen_helpers import INSTANT_SERVER, serve_script
 
 from tokenwatt.analysis.latency import e2e_ms, tpot_ms, ttft_ms
 from tokenwatt.collect.load.arrivals import window_schedule
@@ -54,21 +53,6 @@ web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log
 """
 
 
-def _serve(script: str) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    proc = subprocess.Popen([sys.executable, "-c", script, str(port)])
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return proc, f"http://127.0.0.1:{port}/v1"
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("the server did not start")
-
-
 @pytest.fixture(scope="module")
 def pool() -> Iterator[WorkerPool]:
     with WorkerPool(2) as workers:
@@ -86,7 +70,7 @@ def sim() -> Iterator[SimProcess]:
 
 @pytest.fixture
 def stalling() -> Iterator[str]:
-    proc, endpoint = _serve(STALLING_SERVER)
+    proc, endpoint = serve_script(STALLING_SERVER)
     try:
         yield endpoint
     finally:
@@ -289,10 +273,9 @@ def test_wire_arrivals_of_two_workers_are_exponential_at_200_per_second(pool: Wo
     the parent and two workers are four processes on two cores, so whether a send is on
     time depends on what else runs; ``benchmarks/wire_arrivals.py`` prints the figures.
     """
-    from loadgen_helpers import INSTANT_SERVER
     from scipy import stats
 
-    proc, endpoint = _serve(INSTANT_SERVER)
+    proc, endpoint = serve_script(INSTANT_SERVER)
     try:
         rate, seconds = 200.0, 5.0
         result = pool.run_window(
