@@ -30,7 +30,6 @@ from tokenwatt.records.load import (
     load_spec,
     migrate_report,
     parse_report,
-    problems_from,
     read_json,
     validate,
 )
@@ -49,6 +48,7 @@ from tokenwatt.records.power import (
     PowerScope,
     PowerWindow,
 )
+from tokenwatt.records.problems import problems_from
 from tokenwatt.records.replication import (
     Figure,
     FigureCheck,

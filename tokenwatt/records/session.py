@@ -23,7 +23,8 @@ from tokenwatt.records.base import (
     StrictModel,
 )
 from tokenwatt.records.launch import check_argv
-from tokenwatt.records.load import problems_from, read_yaml
+from tokenwatt.records.load import read_yaml
+from tokenwatt.records.problems import problems_from
 from tokenwatt.records.spec import KvDtype
 
 SessionMode = Literal["smoke", "quick", "full"]
