@@ -13,7 +13,8 @@ from tests.runs_factory import make_run, tuned_run
 from tokenwatt.analysis import summarise
 from tokenwatt.errors import RecordError
 from tokenwatt.records.run_input import RunInput
-from tokenwatt.site.build import build_site, changed_runs
+from tokenwatt.site.archive_audit import changed_runs
+from tokenwatt.site.build import build_site
 
 
 def _archive(root: Path) -> Path:
