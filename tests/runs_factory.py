@@ -13,15 +13,9 @@ import yaml
 
 from tokenwatt.records import RunRecord, Spec, fingerprint
 from tokenwatt.records.accuracy import AccuracyResult, ItemResult, SeedResult
+from tokenwatt.records.environment import Environment, ToolInfo
 from tokenwatt.records.power import PowerWindow
-from tokenwatt.records.run import (
-    Environment,
-    MbuResult,
-    Probe,
-    Repeat,
-    SearchResult,
-    ToolInfo,
-)
+from tokenwatt.records.run import MbuResult, Probe, Repeat, SearchResult
 from tokenwatt.records.window import Percentiles, WindowSummary
 
 SPEC_PATH = (

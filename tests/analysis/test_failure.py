@@ -13,7 +13,7 @@ from tokenwatt.analysis.failure import (
     classify_failure,
     engine_under_pressure,
 )
-from tokenwatt.records.run import EngineMetrics
+from tokenwatt.records.environment import EngineMetrics
 from tokenwatt.records.spec import SloSpec
 from tokenwatt.records.window import Percentiles, WindowSummary
 

@@ -22,6 +22,7 @@ from tokenwatt.records.base import (
     swept_of_secrets,
 )
 from tokenwatt.records.cost import CloudCost
+from tokenwatt.records.environment import EngineMetrics, Environment, IdleStart, ToolInfo
 from tokenwatt.records.interval import LatencyBound, MeanCI, QuantileCI
 from tokenwatt.records.launch import PORT_PLACEHOLDER, EngineLaunch, EngineProcess, secret_name
 from tokenwatt.records.load import (
@@ -99,9 +100,6 @@ from tokenwatt.records.run import (
     SIM_ENGINE_NAME,
     SIM_VERSION,
     DatasetStats,
-    EngineMetrics,
-    Environment,
-    IdleStart,
     MbuResult,
     Probe,
     PromptStats,
@@ -110,7 +108,6 @@ from tokenwatt.records.run import (
     ResultStatus,
     RunRecord,
     SearchResult,
-    ToolInfo,
 )
 from tokenwatt.records.run_input import RunInput
 from tokenwatt.records.schema import json_schemas, schema_files, schema_text

@@ -264,7 +264,7 @@ def test_the_exit_status_comes_from_the_typed_interruption(
 
     import tokenwatt.collect as run  # the face: the CLI takes measure_configuration() from there
     from tokenwatt.cli import cli
-    from tokenwatt.records.run import ToolInfo
+    from tokenwatt.records.environment import ToolInfo
     from tokenwatt.records.spec import fingerprint
 
     spec = load_spec(SIM_SPEC)

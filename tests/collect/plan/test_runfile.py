@@ -17,8 +17,8 @@ from tokenwatt.collect.plan.runfile import load_run_spec, read_api_key, write_re
 from tokenwatt.errors import InputError
 from tokenwatt.files import WriteError
 from tokenwatt.records import RunRecord, load_spec
+from tokenwatt.records.environment import ToolInfo
 from tokenwatt.records.request import RequestResult
-from tokenwatt.records.run import ToolInfo
 from tokenwatt.records.spec import fingerprint
 from tokenwatt.records.window import WindowSummary
 
