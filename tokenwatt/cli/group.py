@@ -247,7 +247,25 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:  # between click's own handling and ours
         _interrupted()
+    except Exception as exc:
+        if caused_by_interrupt(exc):
+            _interrupted()
+        raise
     sys.exit(status if isinstance(status, int) else 0)
+
+
+def caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether a Ctrl-C is behind ``exc``: a ``KeyboardInterrupt`` anywhere in its chain of
+    causes and contexts. Python wraps one that arrives while a class is being made (an
+    import cut short, inside ``__set_name__``) in a ``RuntimeError``, seen in CI."""
+    seen: set[int] = set()
+    at: BaseException | None = exc
+    while at is not None and id(at) not in seen:
+        if isinstance(at, KeyboardInterrupt):
+            return True
+        seen.add(id(at))
+        at = at.__cause__ or at.__context__
+    return False
 
 
 def _interrupted() -> NoReturn:
