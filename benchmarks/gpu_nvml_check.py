@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tokenwatt.analysis.power import trapezoid_energy_j
+from tokenwatt.analysis.power.power import trapezoid_energy_j
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records.power import PowerWindow
 from tokenwatt.telemetry import PowerMeter

@@ -159,7 +159,7 @@ def test_demo_clean_up_removes_everything_the_demo_writes() -> None:
     ):
         assert written in block, written
     # The report glob matches the ids `report` gives the demo's two titles.
-    from tokenwatt.analysis.summarise import slug
+    from tokenwatt.analysis.report.summarise import slug
 
     session = yaml.safe_load((REPO / "specs" / "sim-session.yaml").read_text())
     for title in (session["title"], re.findall(r"--title '([^']+)' --demo", text)[0]):

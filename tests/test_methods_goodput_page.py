@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tokenwatt.analysis.latency import send_lag_ms, ttft_ms
+from tokenwatt.analysis.window.latency import send_lag_ms, ttft_ms
 from tokenwatt.records.request import RequestResult
 from tokenwatt.records.window import WindowSummary
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tokenwatt.analysis.geometry import (
+from tokenwatt.analysis.model.geometry import (
     active_parameters_per_token,
     geometry_from_config,
     parameter_counts,
 )
-from tokenwatt.analysis.mbu import (
+from tokenwatt.analysis.model.mbu import (
     bytes_per_decode_step,
     decode_steps_per_s,
     kv_bytes_per_token,
@@ -28,7 +28,7 @@ PAGE = (ROOT / "site_templates" / "methods" / "mbu.md").read_text()
 G = geometry_from_config(
     json.loads((ROOT / "tests" / "fixtures" / "qwen3-30b-a3b.config.json").read_text()), "q"
 )
-CONTEXT = 1838.2 + 459.55 / 2  # chat-mix-v1 means, as in tests/analysis/test_mbu.py
+CONTEXT = 1838.2 + 459.55 / 2  # chat-mix-v1 means, as in tests/analysis/model/test_mbu.py
 
 
 def quoted(text: str) -> None:

@@ -89,7 +89,7 @@ def test_variance_band_is_half_range_over_mean() -> None:
 
 
 def test_tokens_per_joule_above_idle() -> None:
-    from tokenwatt.analysis.efficiency import tokens_per_joule_above_idle
+    from tokenwatt.analysis.power.efficiency import tokens_per_joule_above_idle
 
     # The seed's BF16 configuration with a 70 W idle floor: 4572.3 / (637 - 70).
     assert tokens_per_joule_above_idle(4572.3, 637.0, 70.0) == pytest.approx(8.0640, abs=1e-4)

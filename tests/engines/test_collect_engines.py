@@ -19,7 +19,7 @@ import pytest
 from engine_servers import EngineServer
 from tiny_model import TinyModel
 
-from tokenwatt.analysis.latency import tpot_ms, ttft_ms
+from tokenwatt.analysis.window.latency import tpot_ms, ttft_ms
 from tokenwatt.collect.load.loadgen import LoadConfig, run_window
 from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec

@@ -20,7 +20,7 @@ from engine_servers import (
 )
 from tiny_model import TinyModel
 
-from tokenwatt.analysis.failure import (
+from tokenwatt.analysis.window.failure import (
     PER_TOKEN_LATENCY_BOUND,
     QUEUEING_KV_BOUND,
     classify_failure,

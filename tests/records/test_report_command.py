@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.runs_factory import make_run, seed_spec, tuned_run
-from tokenwatt.analysis.summarise import summarise
+from tokenwatt.analysis.report.summarise import summarise
 from tokenwatt.cli import cli
 from tokenwatt.errors import InputError
 from tokenwatt.records import RunRecord, load_report

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.sim.sim_process import SimRun
-from tokenwatt.analysis.latency_cdf import quantile
+from tokenwatt.analysis.report.latency_cdf import quantile
 from tokenwatt.cli import cli
 from tokenwatt.records import CDF_LEVELS_PCT, RunRecord, load_report
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from tests.runs_factory import make_run
 from tests.sim.sim_process import SimRun
-from tokenwatt.analysis.run_table import request_percentiles, run_rows
+from tokenwatt.analysis.report.run_table import request_percentiles, run_rows
 from tokenwatt.cli import cli
 from tokenwatt.collect.measure.request_log import SUFFIX
 from tokenwatt.records import RunRecord

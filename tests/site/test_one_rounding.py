@@ -21,7 +21,7 @@ from rich.console import Console
 
 from tests.runs_factory import make_run, tuned_run
 from tokenwatt.analysis import ms_cell, run_rows
-from tokenwatt.analysis.summarise import summarise
+from tokenwatt.analysis.report.summarise import summarise
 from tokenwatt.cli.terminal import print_report, report_output, result_line
 from tokenwatt.records import ReportV3, RunRecord
 from tokenwatt.records.run_input import RunInput

@@ -25,7 +25,7 @@ from sitecase import HOSTILE, REPO, hostile_data, rich_data, write_record
 
 from tests import archive_factory
 from tests.runs_factory import make_run, tuned_run
-from tokenwatt.analysis.summarise import summarise
+from tokenwatt.analysis.report.summarise import summarise
 from tokenwatt.records import RunInput
 from tokenwatt.site.build import build_site
 

@@ -139,7 +139,7 @@ def test_each_value_of_a_composed_cell_is_isolated_on_its_own() -> None:
     the refused-power reasons) isolates each value: an override in the first cannot
     reverse the next within the cell."""
     from tests.runs_factory import make_run, tuned_run
-    from tokenwatt.analysis.summarise import summarise
+    from tokenwatt.analysis.report.summarise import summarise
     from tokenwatt.records import RunInput
     from tokenwatt.site.windows import _refused
 

@@ -8,7 +8,7 @@ import pytest
 from sitecase import HOSTILE
 
 from tests.runs_factory import make_run, tuned_run
-from tokenwatt.analysis.summarise import summarise
+from tokenwatt.analysis.report.summarise import summarise
 from tokenwatt.records.interval import QuantileCI
 from tokenwatt.records.run import RunRecord
 from tokenwatt.records.run_input import RunInput

@@ -10,8 +10,8 @@ from typing import Any
 from sitecase import HOSTILE
 
 from tests.runs_factory import make_run, tuned_run
-from tokenwatt.analysis.search_story import gpu_minutes
-from tokenwatt.analysis.summarise import summarise
+from tokenwatt.analysis.report.summarise import summarise
+from tokenwatt.analysis.window.search_story import gpu_minutes
 from tokenwatt.records import RunInput
 from tokenwatt.records.report_v3 import ReportV3
 from tokenwatt.records.run import RunRecord

@@ -18,7 +18,7 @@ import pytest
 from sitecase import HOSTILE
 
 from tests.runs_factory import make_run, tuned_run
-from tokenwatt.analysis.summarise import summarise
+from tokenwatt.analysis.report.summarise import summarise
 from tokenwatt.records import RunInput
 from tokenwatt.records.report_v3 import LatencyDistributionV3, ReportV3
 from tokenwatt.records.run import RunRecord

@@ -8,8 +8,8 @@ import pytest
 from sitecase import HOSTILE, MARKDOWN_TRAP, REPO
 
 from tests.runs_factory import make_run, tuned_run, window
-from tokenwatt.analysis.search_windows import error_samples
-from tokenwatt.analysis.summarise import summarise
+from tokenwatt.analysis.report.summarise import summarise
+from tokenwatt.analysis.window.search_windows import error_samples
 from tokenwatt.records.report_v3 import ErrorSampleV3, ReportV3
 from tokenwatt.records.run import Repeat, RunRecord
 from tokenwatt.records.run_input import RunInput

@@ -12,7 +12,7 @@ import pytest
 
 from tests.runs_factory import make_run, power, tuned_run, window
 from tokenwatt.analysis import analyse_report, report_summary
-from tokenwatt.analysis.summarise import summarise
+from tokenwatt.analysis.report.summarise import summarise
 from tokenwatt.records.report_v3 import ReportV3
 from tokenwatt.records.run import Repeat, RunRecord
 from tokenwatt.records.run_input import RunInput

@@ -13,7 +13,7 @@ import yaml
 from tests.scripted_http import ScriptedServer, fixed
 from tests.telemetry.conftest import run_window
 from tests.telemetry.fake_nvml import FakeGpu, FakeNvml, SineTrace
-from tokenwatt.analysis.power import sum_throttle_counts, window_tokens_per_joule
+from tokenwatt.analysis.power.power import sum_throttle_counts, window_tokens_per_joule
 from tokenwatt.errors import TelemetryError
 from tokenwatt.records.power import PowerSample
 from tokenwatt.records.run import Repeat

@@ -4,28 +4,7 @@ Imports nothing from the other stages but :mod:`tokenwatt.records` (``lint-impor
 checks it). The other stages and the CLI import analysis from here, not from its modules.
 """
 
-from tokenwatt.analysis.archive import (
-    COLUMNS,
-    ArchiveRow,
-    archive_rows,
-    frontier,
-    frontier_rows,
-    report_rows,
-)
-from tokenwatt.analysis.arrival_fit import KS_ALPHA, bunched_sends_warning, send_gaps_ks_p
-from tokenwatt.analysis.capacity import Capacity, NoCredit, capacity, cards_needed
-from tokenwatt.analysis.config_settings import SETTING_LABELS, differing_settings
-from tokenwatt.analysis.cost import (
-    SessionTotal,
-    kwh_per_million_tokens,
-    session_totals,
-    usd_per_million_tokens,
-)
-from tokenwatt.analysis.doubt import ci_side, ci_text, doubt_sentence, run_doubt, verdict_words
-from tokenwatt.analysis.efficiency import delta_pct, tokens_per_joule, tokens_per_joule_from_energy
-from tokenwatt.analysis.failure import classify_failure
-from tokenwatt.analysis.failure_advice import cause_notes, fit_search_warning, not_load_reason
-from tokenwatt.analysis.gate import (
+from tokenwatt.analysis.accuracy.gate import (
     GateVerdict,
     accuracy_delta_pts,
     gate_comparison,
@@ -34,31 +13,24 @@ from tokenwatt.analysis.gate import (
     gate_verdict,
     spread_pts,
 )
-from tokenwatt.analysis.geometry import (
+from tokenwatt.analysis.accuracy.paired import (
+    AccuracySummary,
+    PairedVerdict,
+    accuracy_summary,
+    bootstrap_delta_ci_pts,
+    mcnemar_exact_p,
+    paired_verdict,
+    straddles_threshold,
+)
+from tokenwatt.analysis.accuracy.scoring import ScoredAnswer, extract_answer, score_completion
+from tokenwatt.analysis.model.geometry import (
     ModelGeometry,
     ParameterCounts,
     active_parameters_per_token,
     geometry_from_config,
     parameter_counts,
 )
-from tokenwatt.analysis.intervals import Interval
-from tokenwatt.analysis.latency import (
-    missed_beyond_doubt,
-    misses_allowed,
-    percentile,
-    send_lag_ms,
-    summarise_window,
-    tpot_ms,
-    ttft_ms,
-    worker_lags,
-)
-from tokenwatt.analysis.latency_cdf import (
-    operating_point_distribution,
-    operating_point_rows,
-    row_tpot_ms,
-    row_ttft_ms,
-)
-from tokenwatt.analysis.mbu import (
+from tokenwatt.analysis.model.mbu import (
     StepBytes,
     bytes_per_decode_step,
     decode_steps_per_s,
@@ -72,26 +44,19 @@ from tokenwatt.analysis.mbu import (
     mean_decode_context_tokens,
     weight_bytes,
 )
-from tokenwatt.analysis.model_info import info_rows, model_info
-from tokenwatt.analysis.number_text import (
-    MINUS,
-    change_pct,
-    comparison,
-    fixed,
-    signed,
-    trimmed,
-    value_text,
+from tokenwatt.analysis.model.model_info import info_rows, model_info
+from tokenwatt.analysis.power.cost import (
+    SessionTotal,
+    kwh_per_million_tokens,
+    session_totals,
+    usd_per_million_tokens,
 )
-from tokenwatt.analysis.paired import (
-    AccuracySummary,
-    PairedVerdict,
-    accuracy_summary,
-    bootstrap_delta_ci_pts,
-    mcnemar_exact_p,
-    paired_verdict,
-    straddles_threshold,
+from tokenwatt.analysis.power.efficiency import (
+    delta_pct,
+    tokens_per_joule,
+    tokens_per_joule_from_energy,
 )
-from tokenwatt.analysis.power import (
+from tokenwatt.analysis.power.power import (
     not_covered_text,
     sum_throttle_counts,
     summarise_power_window,
@@ -99,16 +64,31 @@ from tokenwatt.analysis.power import (
     trapezoid_energy_j,
     window_tokens_per_joule,
 )
-from tokenwatt.analysis.power_band import Resolution
-from tokenwatt.analysis.repeat_stats import config_tokens_per_joule, repeat_tokens_per_joule
-from tokenwatt.analysis.replication import (
+from tokenwatt.analysis.power.power_band import Resolution
+from tokenwatt.analysis.report.archive import (
+    COLUMNS,
+    ArchiveRow,
+    archive_rows,
+    frontier,
+    frontier_rows,
+    report_rows,
+)
+from tokenwatt.analysis.report.capacity import Capacity, NoCredit, capacity, cards_needed
+from tokenwatt.analysis.report.config_settings import SETTING_LABELS, differing_settings
+from tokenwatt.analysis.report.latency_cdf import (
+    operating_point_distribution,
+    operating_point_rows,
+    row_tpot_ms,
+    row_ttft_ms,
+)
+from tokenwatt.analysis.report.replication import (
     FIGURE_NAMES,
     changed_settings,
     disagreeing_names,
     replication_checks,
     replication_verdict,
 )
-from tokenwatt.analysis.report import (
+from tokenwatt.analysis.report.report import (
     ConfigAnalysis,
     Disagreement,
     ReportAnalysis,
@@ -116,8 +96,8 @@ from tokenwatt.analysis.report import (
     band_warning,
     conclusion,
 )
-from tokenwatt.analysis.report_table import goodput_cell, no_interval_reason, report_summary
-from tokenwatt.analysis.run_table import (
+from tokenwatt.analysis.report.report_table import goodput_cell, no_interval_reason, report_summary
+from tokenwatt.analysis.report.run_table import (
     LATENCIES,
     METER_NOT_OPENED,
     errors_cell,
@@ -130,7 +110,7 @@ from tokenwatt.analysis.run_table import (
     triple_cell,
     workload_text,
 )
-from tokenwatt.analysis.run_warnings import (
+from tokenwatt.analysis.report.run_warnings import (
     client_bound_advice,
     client_bound_warning,
     engine_is_local,
@@ -142,17 +122,51 @@ from tokenwatt.analysis.run_warnings import (
     warnings_of,
     window_warnings,
 )
-from tokenwatt.analysis.scoring import ScoredAnswer, extract_answer, score_completion
-from tokenwatt.analysis.search_story import (
+from tokenwatt.analysis.report.summarise import report_command, slug, summarise
+from tokenwatt.analysis.stats.intervals import Interval
+from tokenwatt.analysis.stats.number_text import (
+    MINUS,
+    change_pct,
+    comparison,
+    fixed,
+    signed,
+    trimmed,
+    value_text,
+)
+from tokenwatt.analysis.stats.repeat_stats import config_tokens_per_joule, repeat_tokens_per_joule
+from tokenwatt.analysis.stats.variance import variance_band_pct
+from tokenwatt.analysis.window.arrival_fit import KS_ALPHA, bunched_sends_warning, send_gaps_ks_p
+from tokenwatt.analysis.window.doubt import (
+    ci_side,
+    ci_text,
+    doubt_sentence,
+    run_doubt,
+    verdict_words,
+)
+from tokenwatt.analysis.window.failure import classify_failure
+from tokenwatt.analysis.window.failure_advice import (
+    cause_notes,
+    fit_search_warning,
+    not_load_reason,
+)
+from tokenwatt.analysis.window.latency import (
+    missed_beyond_doubt,
+    misses_allowed,
+    percentile,
+    send_lag_ms,
+    summarise_window,
+    tpot_ms,
+    ttft_ms,
+    worker_lags,
+)
+from tokenwatt.analysis.window.search_story import (
     explain_config,
     explain_run,
     gpu_minutes,
     rate_text,
 )
-from tokenwatt.analysis.summarise import report_command, slug, summarise
-from tokenwatt.analysis.variance import variance_band_pct
-from tokenwatt.analysis.window_checks import sustained_note
-from tokenwatt.analysis.window_labels import (
+from tokenwatt.analysis.window.window_checks import sustained_note
+from tokenwatt.analysis.window.window_labels import (
     LabelPlan,
     WindowLabel,
     config_labels,

@@ -5,7 +5,7 @@ The configuration is measured from what its records hold: the run record the rep
 when the archive keeps it (its effective spec, engine command and flags, mode), else the
 report's spec with the configuration's KV-cache dtype and mode. The new run record goes to
 ``runs/replications/``, the replication record to ``replications/``; the report is never
-changed. The verdicts are :mod:`tokenwatt.analysis.replication`'s.
+changed. The verdicts are :mod:`tokenwatt.analysis.report.replication`'s.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ WINDOW_HEADERS = (
 
 
 def window_cells(row: dict[str, Any]) -> list[str]:
-    """One :func:`~tokenwatt.analysis.run_table.window_row` as the wide table's cells."""
+    """One :func:`~tokenwatt.analysis.report.run_table.window_row` as the wide table's cells."""
     return [
         row["window"],
         f"{row['rate_rps']:.4g}",
@@ -151,7 +151,7 @@ SLO's), ITL and E2E are left to ``--wide``."""
 
 
 def compact_window_cells(row: dict[str, Any]) -> list[str]:
-    """One :func:`~tokenwatt.analysis.run_table.window_row` as the compact table's cells."""
+    """One :func:`~tokenwatt.analysis.report.run_table.window_row` as the compact table's cells."""
     errors = errors_cell(row)
     cancelled = row["cancelled_by_client"]
     if cancelled:
@@ -223,7 +223,7 @@ def print_run(record: RunRecord, console: Console, *, wide: bool = False) -> Non
     """The window table, the result line, the sentence on why the result rate is where it
     is, each window's warnings, its most common error with what the server said, the
     client-bound advice and the line saying every request failed
-    (:func:`~tokenwatt.analysis.run_warnings.run_notes`), and what the run does not cover
+    (:func:`~tokenwatt.analysis.report.run_warnings.run_notes`), and what the run does not cover
     (the record's ``not_covered``, one a line), with a warning for each thing missing in
     its power (:func:`power_warnings`); ``wide``: every column of :func:`run_table`."""
     from tokenwatt.analysis import explain_run, power_warnings, run_notes
@@ -257,7 +257,7 @@ REQUEST_HEADERS = (
 
 def requests_table(title: str, windows: Sequence[dict[str, Any]]) -> Table:
     """The per-window distributions of
-    :func:`~tokenwatt.analysis.run_table.labelled_request_windows`, each window named by its
+    :func:`~tokenwatt.analysis.report.run_table.labelled_request_windows`, each window named by its
     label (as in :func:`run_table`); a column of text prompt lengths when the file has them
     (a dataset run)."""
     texts = any(w.get("prompt_text_tokens") for w in windows)
@@ -312,7 +312,7 @@ conclusion below the table says why); the accuracy verdict wraps between words."
 
 
 def report_table(summary: dict[str, Any], *, wide: bool = False) -> Table:
-    """The configurations of :func:`~tokenwatt.analysis.report_table.report_summary`:
+    """The configurations of :func:`~tokenwatt.analysis.report.report_table.report_summary`:
     label, role, goodput with its interval, change from the baseline, tokens per joule,
     repeats that met the SLO, the accuracy verdict and the capacity credit; compact
     (:data:`COMPACT_REPORT_HEADERS`) unless ``wide``."""
@@ -349,7 +349,7 @@ def _compact_config(row: dict[str, Any], cells: list[str]) -> list[str]:
 
 def report_output(report: Any, target: Path, runs: Sequence[RunRecord]) -> dict[str, Any]:
     """Everything ``tokenwatt report`` prints, as one JSON-ready mapping (its ``--json``):
-    :func:`~tokenwatt.analysis.report_table.report_summary` plus the file written, each
+    :func:`~tokenwatt.analysis.report.report_table.report_summary` plus the file written, each
     run's explanation of its result rate (and doubt, or None) and the band warning (or
     None)."""
     from tokenwatt.analysis import analyse_report, band_warning, report_summary, run_doubt

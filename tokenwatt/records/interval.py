@@ -1,6 +1,6 @@
 """Confidence intervals as records keep them (run records' windows and report records).
 
-Two kinds, both computed by :mod:`tokenwatt.analysis.intervals` and explained on the
+Two kinds, both computed by :mod:`tokenwatt.analysis.stats.intervals` and explained on the
 methods page (statistics):
 
 - :class:`QuantileCI`: a distribution-free interval for a window's p99 latency, two order

@@ -429,7 +429,7 @@ could not be trusted (:func:`untrusted_reason`): kept, invalid, its verdict not 
 
 NOT_SUSTAINED_PREFIX = "not sustained"
 """Start of the ``invalid_reason`` sentence of a window whose server did not keep up with
-the rate (:func:`tokenwatt.analysis.latency.summarise_window`)."""
+the rate (:func:`tokenwatt.analysis.window.latency.summarise_window`)."""
 
 
 def retried(window: WindowSummary) -> bool:

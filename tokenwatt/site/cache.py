@@ -14,6 +14,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import tokenwatt
 from tokenwatt.files import atomic_write_bytes
 
 _CODE_PACKAGES = ("site", "analysis", "records")
@@ -23,11 +24,16 @@ def code_key(templates: Path, extra: str = "") -> str:
     """Hash of everything that shapes a page: our source, the templates, Altair's version,
     and ``extra`` (other build inputs, such as the names of the repository's spec files)."""
     digest = hashlib.sha256(f"altair {version('altair')}\n".encode() + extra.encode() + b"\0")
-    package = Path(__file__).resolve().parents[1]
-    files = [p for sub in _CODE_PACKAGES for p in sorted((package / sub).glob("*.py"))]
-    files += sorted(p for p in templates.rglob("*") if p.is_file())
+    # Every module of those stages, their rooms' included, named by its path in the package:
+    # a change anywhere in them may change a page.
+    package = Path(tokenwatt.__file__).resolve().parent
+    files = [p for sub in _CODE_PACKAGES for p in sorted((package / sub).rglob("*.py"))]
     for path in files:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        name = path.relative_to(package).as_posix()
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted(p for p in templates.rglob("*") if p.is_file()):
+        name = path.relative_to(templates).as_posix()
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 

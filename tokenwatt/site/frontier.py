@@ -1,6 +1,6 @@
 """The frontier page: every configuration of every note as a point, goodput per card (or
 tokens per joule, or cost per million tokens) against per-user interactivity, with the
-Pareto frontier per model and hardware (:mod:`tokenwatt.analysis.archive`).
+Pareto frontier per model and hardware (:mod:`tokenwatt.analysis.report.archive`).
 
 The chart filters by model, hardware, engine, engine version, precision and note with
 Vega-Lite parameters bound to drop-downs, and switches view with a radio: all in the

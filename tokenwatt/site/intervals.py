@@ -1,9 +1,9 @@
 """Confidence intervals beside the numbers a report page headlines.
 
 Goodput, its delta and the tokens-per-joule delta come with the 95% t-intervals the build
-recomputes from the record's repeats (:mod:`tokenwatt.analysis.repeat_stats`); a p99 comes
+recomputes from the record's repeats (:mod:`tokenwatt.analysis.stats.repeat_stats`); a p99 comes
 with the order-statistic interval the collector kept for its window
-(:mod:`tokenwatt.analysis.doubt`), and the verdict says "not beyond doubt" when that
+(:mod:`tokenwatt.analysis.window.doubt`), and the verdict says "not beyond doubt" when that
 interval straddles the limit. Without an interval a cell is what it was before. Everything
 here is numbers and the package's own words (trusted); record text never reaches it.
 """

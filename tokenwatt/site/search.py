@@ -1,8 +1,8 @@
 """The whole SLO search on a report page: every probe and every repeat, in order.
 
 Per configuration: the sentence that says why the result rate is where it is
-(:func:`~tokenwatt.analysis.search_story.explain_config`), a table of every window (its
-label, :func:`~tokenwatt.analysis.window_labels.config_labels`, the same as the terminal's;
+(:func:`~tokenwatt.analysis.window.search_story.explain_config`), a table of every window (its
+label, :func:`~tokenwatt.analysis.window.window_labels.config_labels`, the same as the terminal's;
 rate, verdict with failure reason, p99s, goodput, errors by kind) with missed repeats and
 back-offs marked, then the error samples and the windows' warnings, each under its window's
 label. Everything comes from
@@ -158,7 +158,8 @@ def window_errors(w: SearchWindowV3) -> Markup:
 def search_rows(cfg: ConfigV3, labels: Sequence[WindowLabel]) -> list[dict[str, Any]]:
     """The table rows of one configuration's search, in order.
 
-    Each window is named by its label (:func:`~tokenwatt.analysis.window_labels.config_labels`:
+    Each window is named by its label
+    (:func:`~tokenwatt.analysis.window.window_labels.config_labels`:
     its number in the run, as the error samples and warnings cite it, and what it was:
     "#7 repeat 2 of 3 at 38.25 req/s (back-off 1)"). Before the first repeat after a
     back-off comes a marker row ("⤵ back-off N", old → new rate). The outcome is the verdict

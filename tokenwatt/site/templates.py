@@ -18,13 +18,14 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
+import tokenwatt
 from tokenwatt.site.escape import code_block, md_text, trusted
 
 
 def templates_dir() -> Path:
     """The ``site_templates/`` folder: the repository's, else the copy installed with us."""
-    here = Path(__file__).resolve()
-    for candidate in (here.parents[2] / "site_templates", here.parents[1] / "site_templates"):
+    package = Path(tokenwatt.__file__).resolve().parent
+    for candidate in (package.parent / "site_templates", package / "site_templates"):
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError("site_templates/ not found beside the tokenwatt package")

@@ -2,7 +2,7 @@
 
 A source reads the hardware when asked (:meth:`PowerSource.read`); the meter
 (:mod:`tokenwatt.telemetry.meter`) decides when, stamps the time and hands the samples to
-:func:`tokenwatt.analysis.power.summarise_power_window`.
+:func:`tokenwatt.analysis.power.power.summarise_power_window`.
 """
 
 from __future__ import annotations

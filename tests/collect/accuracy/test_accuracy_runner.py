@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from tokenwatt.analysis.paired import NEEDS_FULL_SUITE, accuracy_summary
+from tokenwatt.analysis.accuracy.paired import NEEDS_FULL_SUITE, accuracy_summary
 from tokenwatt.collect.accuracy.runner import (
     api_url,
     completion_text,

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.gsm8k_splits import Gsm8kSplits
-from tokenwatt.analysis.paired import accuracy_summary
+from tokenwatt.analysis.accuracy.paired import accuracy_summary
 from tokenwatt.collect.accuracy.runner import run_suite_async
 from tokenwatt.collect.accuracy.suites import build_suite_file, load_suite
 from tokenwatt.records import Spec, load_spec

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from aiohttp import web
 from streaming_server import DONE, Handler, ScriptedServer, chunk, stream, usage
 
-from tokenwatt.analysis.latency import percentile, summarise_window
+from tokenwatt.analysis.window.latency import percentile, summarise_window
 from tokenwatt.collect.load.loadgen import LoadConfig, WindowResult, run_window
 from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec

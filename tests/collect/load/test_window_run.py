@@ -15,7 +15,7 @@ from loadgen_helpers import SLO, config, one_window, same, script
 from scipy import stats
 from streaming_server import ScriptedServer, stream, tokens_stream
 
-from tokenwatt.analysis.latency import missed_beyond_doubt
+from tokenwatt.analysis.window.latency import missed_beyond_doubt
 from tokenwatt.collect.load.arrivals import poisson_schedule, window_request_count
 from tokenwatt.collect.load.loadgen import WindowProgress, run_window
 from tokenwatt.collect.load.window_plan import WindowHooks, WindowPlan

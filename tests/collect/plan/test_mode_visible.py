@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.runs_factory import make_run, tuned_run
-from tokenwatt.analysis.summarise import summarise
+from tokenwatt.analysis.report.summarise import summarise
 from tokenwatt.collect.plan.modes import apply_mode, mode_lines, mode_overrides
 from tokenwatt.collect.plan.runfile import load_spec_before_mode
 from tokenwatt.records import ReportV3, RunInput, RunRecord

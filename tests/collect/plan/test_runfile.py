@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tokenwatt.analysis.failure import classify_failure
+from tokenwatt.analysis.window.failure import classify_failure
 from tokenwatt.cli import cli
 from tokenwatt.collect.measure.verdict import classification_view, retried
 from tokenwatt.collect.plan.modes import PRESETS, apply_mode

@@ -245,7 +245,7 @@ def window_request_count(
 
     Exact, not the mean ``rate × duration``: the same schedule :func:`load_schedule` gives
     the load generator (for ``conditioned``, :func:`arrival_count`). Useful as
-    ``expected_total`` for :func:`tokenwatt.analysis.latency.missed_beyond_doubt`.
+    ``expected_total`` for :func:`tokenwatt.analysis.window.latency.missed_beyond_doubt`.
     """
     if profile == "constant":
         offsets = constant_schedule(rate_rps, warmup_s + duration_s)

@@ -12,7 +12,7 @@ There is no schedule: a request's ``scheduled_s`` is the moment its client was f
 it (its previous request's end), equal to ``sent_s`` up to the event loop's microseconds.
 Send lag therefore means nothing here; the summary stores it as null and never flags the
 window client-bound. TTFT counts from that send. The sustained check
-(:mod:`tokenwatt.analysis.window_checks`) still compares the rate requests started being
+(:mod:`tokenwatt.analysis.window.window_checks`) still compares the rate requests started being
 served with the rate they were sent; in a closed loop a backlog cannot grow past
 ``concurrency`` requests, so it reads as sustained unless the engine's own queue grows.
 

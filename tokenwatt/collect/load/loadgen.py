@@ -6,7 +6,7 @@ that falls behind shows up as send lag, not as a lower rate. Requests stream
 ``/v1/completions`` (or ``/v1/chat/completions``) with ``stream_options.include_usage``,
 exact ``max_tokens`` and ``ignore_eos``; each keeps its raw timings in a
 :class:`~tokenwatt.records.request.RequestResult`, summarised by
-:func:`tokenwatt.analysis.latency.summarise_window`.
+:func:`tokenwatt.analysis.window.latency.summarise_window`.
 
 HTTP client: aiohttp (one ``ClientSession``, HTTP/1.1 keep-alive, a pool of
 ``max_concurrency`` connections). httpx was measured first and streamed at most about 850

@@ -340,7 +340,7 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
     reasoning model). Output tokens come from ``usage`` (``stream_options.include_usage``);
     without it they are the number of text chunks (an estimate, ``usage_missing`` set)
     and the text's pieces are kept in ``output_text`` so that a tokenizer can count them
-    afterwards (:func:`tokenwatt.analysis.latency.summarise_window`).
+    afterwards (:func:`tokenwatt.analysis.window.latency.summarise_window`).
 
     While the response streams only ``first_token_s`` is set (see the module docstring);
     the rest is filled in when it ends. A request that stops early (timeout, cancellation,

@@ -1,4 +1,4 @@
-"""MBU for a run record: read the model's geometry, then :mod:`tokenwatt.analysis.mbu`.
+"""MBU for a run record: read the model's geometry, then :mod:`tokenwatt.analysis.model.mbu`.
 
 The only I/O here is reading ``model.config`` (a Hugging Face ``config.json``); a spec may
 instead carry the same keys inline under ``model.geometry``. MBU uses the repeats at the

@@ -22,7 +22,7 @@ def classification_view(
     p99 TTFT and TPOT come from the requests that finished, except that a limit is marked
     missed (``"inf"``) when more requests than a p99 allows had already missed it —
     cancelled ones still waiting for a first token past the TTFT limit included — as
-    :func:`tokenwatt.analysis.latency.missed_beyond_doubt` counts them. Cancelled
+    :func:`tokenwatt.analysis.window.latency.missed_beyond_doubt` counts them. Cancelled
     requests are not counted as engine errors. Its ``failure_reason`` lists what the
     evidence shows (``ttft``, ``tpot``, ``errors`` for the engine's own failures) and
     ``stopped_early``; the collector puts it beside the failure mode.
@@ -61,7 +61,7 @@ def classification_view(
 
 
 def _reasons(view: WindowSummary, slo: SloSpec, n: int) -> list[str]:
-    """What the view missed, in :func:`~tokenwatt.analysis.latency.summarise_window`'s words.
+    """What the view missed, in :func:`~tokenwatt.analysis.window.latency.summarise_window`'s words.
 
     ``errors`` only for the engine's own failures (our cancellations are not among them).
     """

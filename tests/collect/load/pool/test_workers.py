@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from loadgen_helpers import INSTANT_SERVER, serve_script
 
-from tokenwatt.analysis.latency import e2e_ms, tpot_ms, ttft_ms
+from tokenwatt.analysis.window.latency import e2e_ms, tpot_ms, ttft_ms
 from tokenwatt.collect.load.arrivals import window_schedule
 from tokenwatt.collect.load.loadgen import LoadConfig, WindowResult, run_window
 from tokenwatt.collect.load.pool.pool_window import WORKER_DIED

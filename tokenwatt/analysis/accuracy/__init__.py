@@ -1,0 +1,1 @@
+"""The accuracy gate, its paired statistics and the numeric scorer (pure)."""
