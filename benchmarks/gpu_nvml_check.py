@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tokenwatt.analysis.power.power import trapezoid_energy_j
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.power import PowerWindow
+from tokenwatt.records.run.power import PowerWindow
 from tokenwatt.telemetry import PowerMeter
 from tokenwatt.telemetry.board_nvidia import NvmlSource
 from tokenwatt.telemetry.gpu_selection import engine_pids_from

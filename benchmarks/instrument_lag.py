@@ -41,7 +41,7 @@ from tokenwatt.collect.measure.progress import Progress  # noqa: E402
 from tokenwatt.collect.measure.window import WindowPlan, WindowRunner  # noqa: E402
 from tokenwatt.collect.workload.workload import workload_for  # noqa: E402
 from tokenwatt.records import load_spec  # noqa: E402
-from tokenwatt.records.spec import PowerSpec, Spec  # noqa: E402
+from tokenwatt.records.spec.spec import PowerSpec, Spec  # noqa: E402
 from tokenwatt.telemetry.command import CommandSource  # noqa: E402
 from tokenwatt.telemetry.meter import PowerMeter  # noqa: E402
 

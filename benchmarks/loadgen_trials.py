@@ -81,7 +81,7 @@ def trial_ours(
     from tokenwatt.collect.load.pool.workers import WorkerPool
     from tokenwatt.collect.load.window_plan import WindowPlan
     from tokenwatt.collect.workload.workload import RequestSpec
-    from tokenwatt.records.spec import SloSpec
+    from tokenwatt.records.spec.spec import SloSpec
 
     if use_uvloop:
         try:

@@ -62,10 +62,10 @@ from engine_servers import (  # noqa: E402
 from tokenwatt.collect.load.loadgen import LoadConfig, run_window  # noqa: E402
 from tokenwatt.collect.load.window_plan import WindowPlan  # noqa: E402
 from tokenwatt.collect.workload.workload import RequestSpec, chat_mix_v1  # noqa: E402
-from tokenwatt.records.base import ArrivalProcess  # noqa: E402
-from tokenwatt.records.spec import SloSpec  # noqa: E402
-from tokenwatt.records.spec_load import LengthDist  # noqa: E402
-from tokenwatt.records.window import WindowSummary  # noqa: E402
+from tokenwatt.records.run.window import WindowSummary  # noqa: E402
+from tokenwatt.records.shared.base import ArrivalProcess  # noqa: E402
+from tokenwatt.records.spec.spec import SloSpec  # noqa: E402
+from tokenwatt.records.spec.spec_load import LengthDist  # noqa: E402
 
 PROCESSES: tuple[ArrivalProcess, ...] = ("conditioned", "poisson")
 LENGTHS = LengthDist(median=16, p90=24)

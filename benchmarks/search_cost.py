@@ -46,7 +46,7 @@ from tokenwatt.collect.measure.search import (
     SearchPhase,
     slo_search,
 )
-from tokenwatt.records.spec_load import SweepSpec
+from tokenwatt.records.spec.spec_load import SweepSpec
 
 SIGMA_60S = 0.03
 TTFT_LIMIT_S = 2.0

@@ -47,7 +47,7 @@ from tokenwatt.collect.load.pool.workers import WorkerPool  # noqa: E402
 from tokenwatt.collect.load.sends import SendTimerKind  # noqa: E402
 from tokenwatt.collect.load.window_plan import WindowPlan  # noqa: E402
 from tokenwatt.collect.workload.workload import RequestSpec  # noqa: E402
-from tokenwatt.records.spec import SloSpec  # noqa: E402
+from tokenwatt.records.spec.spec import SloSpec  # noqa: E402
 
 SERVER = (Path(__file__).resolve().parent / "instant_server.py").read_text()
 """The instant server's script (``benchmarks/instant_server.py``), run with ``python -c``."""

@@ -12,11 +12,11 @@ from typing import Any
 import yaml
 
 from tokenwatt.records import RunRecord, Spec, fingerprint
-from tokenwatt.records.accuracy import AccuracyResult, ItemResult, SeedResult
-from tokenwatt.records.environment import Environment, ToolInfo
-from tokenwatt.records.power import PowerWindow
-from tokenwatt.records.run import MbuResult, Probe, Repeat, SearchResult
-from tokenwatt.records.window import Percentiles, WindowSummary
+from tokenwatt.records.run.accuracy import AccuracyResult, ItemResult, SeedResult
+from tokenwatt.records.run.environment import Environment, ToolInfo
+from tokenwatt.records.run.power import PowerWindow
+from tokenwatt.records.run.run import MbuResult, Probe, Repeat, SearchResult
+from tokenwatt.records.run.window import Percentiles, WindowSummary
 
 SPEC_PATH = (
     Path(__file__).resolve().parents[1] / "specs" / "lambda-qwen3-30b-a3b-fp8-tp1-dp1.spec.yaml"

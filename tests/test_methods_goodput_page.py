@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tokenwatt.analysis.window.latency import send_lag_ms, ttft_ms
-from tokenwatt.records.request import RequestResult
-from tokenwatt.records.window import WindowSummary
+from tokenwatt.records.run.request import RequestResult
+from tokenwatt.records.run.window import WindowSummary
 
 PAGE = Path(__file__).resolve().parents[1] / "site_templates" / "methods" / "goodput.md"
 
@@ -34,7 +34,7 @@ def test_the_page_states_the_arrival_processes_and_their_noise_as_the_code_does(
     import math
 
     from tokenwatt.collect.load.arrivals import arrival_count
-    from tokenwatt.records.spec_load import MeasurementSpec
+    from tokenwatt.records.spec.spec_load import MeasurementSpec
 
     text = " ".join(PAGE.read_text(encoding="utf-8").split())
     assert "`measurement.arrivals`" in text

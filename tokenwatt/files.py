@@ -12,7 +12,7 @@ Regenerable output (the page cache, the vega bundle cache) skips the two ``fsync
 (``durable=False``): a build writes thousands of them, an ``fsync`` costs from half a
 millisecond (a virtual disk) to ten (a laptop SSD with write barriers), and a copy lost to a
 power cut is made again by the next build. The site itself is written into a new folder
-that is swapped in whole (:mod:`tokenwatt.site.output`), which fsyncs once per folder
+that is swapped in whole (:mod:`tokenwatt.site.files.output`), which fsyncs once per folder
 through :func:`sync_folder`.
 """
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tokenwatt.records.request import RequestResult
+from tokenwatt.records.run.request import RequestResult
 
 
 def ok(ttft_ms: float, tokens: int = 5, tpot: float = 10.0, at: float = 0.0) -> RequestResult:

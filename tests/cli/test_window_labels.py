@@ -22,7 +22,7 @@ from tests.runs_factory import make_run, window
 from tokenwatt.cli import cli
 from tokenwatt.collect.measure.request_log import SUFFIX, gzip_member
 from tokenwatt.records import RETRIED_PREFIX, RunRecord
-from tokenwatt.records.run import Repeat, RequestsLog
+from tokenwatt.records.run.run import Repeat, RequestsLog
 
 WIDE = {"COLUMNS": "1000"}
 

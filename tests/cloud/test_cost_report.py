@@ -9,8 +9,8 @@ import pytest
 from tests.runs_factory import make_run, tuned_run
 from tokenwatt import analysis
 from tokenwatt.records import CloudCost, RunInput
-from tokenwatt.site.pages import render_report
-from tokenwatt.site.templates import render_index
+from tokenwatt.site.pages.pages import render_report
+from tokenwatt.site.pages.templates import render_index
 
 
 def cost(share: float, *, confirmed: bool = True, session: str = "s1") -> CloudCost:

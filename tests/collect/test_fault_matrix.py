@@ -32,7 +32,7 @@ from tokenwatt.collect.load.loadgen import LoadConfig, run_window
 from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records import RunRecord
-from tokenwatt.records.spec import SloSpec
+from tokenwatt.records.spec.spec import SloSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collect_process import finish, probes, start_collect, wait_for, write_spec

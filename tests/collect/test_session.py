@@ -202,7 +202,7 @@ def test_a_bad_session_file_names_the_field_and_runs_nothing(
 
 def test_the_example_session_file_is_valid() -> None:
     from tokenwatt.collect.session import check_session, plan_steps
-    from tokenwatt.records.session import load_session
+    from tokenwatt.records.reading.session import load_session
 
     path = Path(__file__).resolve().parents[2] / "specs" / "sim-session.yaml"
     session = load_session(path)

@@ -24,8 +24,8 @@ from tokenwatt.collect.load.loadgen import LoadConfig, run_window
 from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records import RunRecord
-from tokenwatt.records.spec import SloSpec
-from tokenwatt.records.window import WindowSummary
+from tokenwatt.records.run.window import WindowSummary
+from tokenwatt.records.spec.spec import SloSpec
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "tests" / "fixtures" / "tiny-engine.spec.yaml"

@@ -21,7 +21,7 @@ from tokenwatt.collect.load.http import keeps_streams_alive
 from tokenwatt.collect.load.loadgen import LoadConfig, run_window
 from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
-from tokenwatt.records.spec import SloSpec
+from tokenwatt.records.spec.spec import SloSpec
 
 pytestmark = pytest.mark.engine
 

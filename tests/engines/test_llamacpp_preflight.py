@@ -16,8 +16,8 @@ from tokenwatt.collect.plan.preflight import check_served_model, check_workload_
 from tokenwatt.collect.workload.tokens import load_token_counter
 from tokenwatt.collect.workload.workload import workload_for
 from tokenwatt.errors import InputError
-from tokenwatt.records.load import load_spec
-from tokenwatt.records.spec import Spec
+from tokenwatt.records.reading.load import load_spec
+from tokenwatt.records.spec.spec import Spec
 
 pytestmark = pytest.mark.engine
 

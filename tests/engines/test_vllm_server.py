@@ -37,8 +37,8 @@ from tokenwatt.collect.engine.probes import MetricsScraper, probe_engine
 from tokenwatt.collect.load.loadgen import LoadConfig, run_window
 from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
-from tokenwatt.records.environment import EngineMetrics
-from tokenwatt.records.spec import SloSpec
+from tokenwatt.records.run.environment import EngineMetrics
+from tokenwatt.records.spec.spec import SloSpec
 
 pytestmark = [pytest.mark.engine, pytest.mark.vllm]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tokenwatt.records.load import load_spec
-from tokenwatt.records.spec import fingerprint, fingerprint_diff
-from tokenwatt.records.window import WindowSummary
+from tokenwatt.records.reading.load import load_spec
+from tokenwatt.records.run.window import WindowSummary
+from tokenwatt.records.spec.spec import fingerprint, fingerprint_diff
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 

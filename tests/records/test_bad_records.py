@@ -343,7 +343,7 @@ def test_an_edited_goodput_its_repeats_do_not_give_is_refused(tmp_path: Path) ->
     build would publish a figure nothing measured (and claim cards from it)."""
     from tests.runs_factory import make_run, tuned_run
     from tokenwatt.analysis import summarise
-    from tokenwatt.records.run_input import RunInput
+    from tokenwatt.records.run.run_input import RunInput
 
     runs = [make_run(), tuned_run()]
     report = summarise([RunInput(f"runs/{r.label}.json", "0" * 64, r) for r in runs], title="x")
@@ -369,7 +369,7 @@ def test_an_edited_repeat_energy_or_length_is_refused(
     after `report` doubles it or makes it absurd, and the build refuses the record."""
     from tests.runs_factory import make_run, tuned_run
     from tokenwatt.analysis import summarise
-    from tokenwatt.records.run_input import RunInput
+    from tokenwatt.records.run.run_input import RunInput
 
     runs = [make_run(), tuned_run()]
     report = summarise([RunInput(f"runs/{r.label}.json", "0" * 64, r) for r in runs], title="x")
@@ -416,7 +416,7 @@ def test_a_union_field_is_named_as_the_reader_sees_it_in_one_problem(
     as a place of its own: the reader gets one problem at the field they can find."""
     from tests.runs_factory import make_run, tuned_run
     from tokenwatt.analysis import summarise
-    from tokenwatt.records.run_input import RunInput
+    from tokenwatt.records.run.run_input import RunInput
 
     runs = [make_run(), tuned_run()]
     report = summarise([RunInput(f"runs/{r.label}.json", "0" * 64, r) for r in runs], title="x")

@@ -1,5 +1,5 @@
-"""The record and spec loaders (``tokenwatt/records/load.py``) with hostile and careless input
-(found by trying to break them), and the wording of their messages.
+"""The record and spec loaders (``tokenwatt/records/reading/load.py``) with hostile and careless
+input (found by trying to break them), and the wording of their messages.
 
 Each case is bad input that used to crash (a traceback, not exit 2), hang, pass silently, or
 let a secret through into records; each must now be one clear problem naming file and field.
@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tokenwatt.errors import RecordError, SpecError
 from tokenwatt.records import load_report, load_spec
-from tokenwatt.records.load import read_json, validate
+from tokenwatt.records.reading.load import read_json, validate
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SEED: dict[str, Any] = json.loads((FIXTURES / "seed.report.json").read_text(encoding="utf-8"))

@@ -14,8 +14,8 @@ import pytest
 
 from tests.runs_factory import make_run, tuned_run
 from tokenwatt.errors import InputError, RecordError, SpecError
-from tokenwatt.records.load import MAX_JSON_BYTES, MAX_YAML_BYTES, load_spec, read_json
-from tokenwatt.records.session import load_session
+from tokenwatt.records.reading.load import MAX_JSON_BYTES, MAX_YAML_BYTES, load_spec, read_json
+from tokenwatt.records.reading.session import load_session
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = (REPO / "specs" / "sim-demo.spec.yaml").read_text(encoding="utf-8")

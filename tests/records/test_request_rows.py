@@ -19,7 +19,7 @@ from tokenwatt.cli import cli
 from tokenwatt.collect.measure.request_log import gzip_member
 from tokenwatt.errors import InputError
 from tokenwatt.records import read_request_rows
-from tokenwatt.records.run import RequestsLog
+from tokenwatt.records.run.run import RequestsLog
 
 WIDE = {"COLUMNS": "250"}
 

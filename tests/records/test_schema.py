@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from tokenwatt.cli import cli
-from tokenwatt.records.schema import json_schemas, schema_files, schema_text
+from tokenwatt.records.reading.schema import json_schemas, schema_files, schema_text
 from tokenwatt.records_io import StaleSchemaError, export_schemas
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tokenwatt.records.schema import json_schemas
+from tokenwatt.records.reading.schema import json_schemas
 
 
 def undescribed(schema: dict[str, Any], where: str) -> set[str]:

@@ -23,7 +23,7 @@ from tokenwatt.collect.workload.tokens import load_tokenizer
 from tokenwatt.collect.workload.workload import workload_for
 from tokenwatt.errors import InputError
 from tokenwatt.records import RunRecord, Spec, fingerprint
-from tokenwatt.records.run import DatasetStats
+from tokenwatt.records.run.run import DatasetStats
 
 SPEC = REPO / "tests" / "fixtures" / "sim.spec.yaml"
 WORDS = [

@@ -28,7 +28,7 @@ import pytest
 from tokenwatt.collect.load.arrivals import window_schedule
 from tokenwatt.collect.measure.verdict import RETRIED_PREFIX
 from tokenwatt.records import RunRecord, load_spec
-from tokenwatt.records.spec import Spec
+from tokenwatt.records.spec.spec import Spec
 from tokenwatt.sim.engine import PROFILES, Profile, simulate
 from tokenwatt.sim.suite import SuiteAnswers, load_suite
 

@@ -12,7 +12,7 @@ import yaml
 
 from tests.sim.sim_process import REPO, start_sim
 from tokenwatt.records import RunRecord
-from tokenwatt.records.mode import ModeOverride
+from tokenwatt.records.spec.mode import ModeOverride
 
 SPEC = REPO / "tests" / "fixtures" / "sim.spec.yaml"
 

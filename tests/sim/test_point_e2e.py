@@ -19,7 +19,7 @@ import pytest
 from tokenwatt.collect.plan.modes import apply_mode
 from tokenwatt.collect.plan.point import PointFlags, point_spec
 from tokenwatt.records import RunRecord
-from tokenwatt.records.spec import fingerprint
+from tokenwatt.records.spec.spec import fingerprint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_process import REPO, SimProcess, start_sim

@@ -22,7 +22,7 @@ from tokenwatt.analysis.report.run_table import request_percentiles, run_rows
 from tokenwatt.cli import cli
 from tokenwatt.collect.measure.request_log import SUFFIX
 from tokenwatt.records import RunRecord
-from tokenwatt.records.window import ErrorSample, WindowSummary
+from tokenwatt.records.run.window import ErrorSample, WindowSummary
 
 WIDE = {"COLUMNS": "300"}
 
@@ -243,7 +243,7 @@ def test_show_requests_summarises_the_measured_text_prompt_lengths() -> None:
 
 def test_the_title_of_a_dataset_run_names_the_dataset_and_its_hash(tmp_path: Path) -> None:
     from tokenwatt.cli.terminal import run_title
-    from tokenwatt.records.spec_load import DatasetSpec
+    from tokenwatt.records.spec.spec_load import DatasetSpec
 
     run = known_record()
     assert run_title(run) == "vllm-default (baseline, quick mode, workload chat-mix-v1)"
@@ -262,7 +262,7 @@ def test_the_title_of_a_dataset_run_names_the_dataset_and_its_hash(tmp_path: Pat
 def test_show_json_has_the_figures_bench_serve_users_compare(tmp_path: Path) -> None:
     """Request throughput, send lag, TTFT from the send, input and total tokens/s; and the
     run's explanation and not-covered list."""
-    from tokenwatt.records.window import Percentiles
+    from tokenwatt.records.run.window import Percentiles
 
     run = known_record()
     w = run.repeats[1].window

@@ -23,7 +23,7 @@ from tokenwatt.collect.measure.progress import NullReporter
 from tokenwatt.collect.measure.window import WindowPlan, WindowRunner
 from tokenwatt.collect.plan.runfile import load_run_spec
 from tokenwatt.collect.workload.workload import workload_for
-from tokenwatt.records.environment import EngineMetrics
+from tokenwatt.records.run.environment import EngineMetrics
 
 SPEC = REPO / "tests" / "fixtures" / "sim.spec.yaml"
 STOP_S = 1.0

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sitecase import SEED_RECORD
 
-from tokenwatt.site.assets import vega_bundle
+from tokenwatt.site.files.assets import vega_bundle
 
 
 @pytest.fixture(scope="session")

@@ -12,9 +12,9 @@ import pytest
 from tests.runs_factory import make_run, tuned_run
 from tokenwatt.analysis import summarise
 from tokenwatt.errors import RecordError
-from tokenwatt.records.run_input import RunInput
-from tokenwatt.site.archive_audit import changed_runs
+from tokenwatt.records.run.run_input import RunInput
 from tokenwatt.site.build import build_site
+from tokenwatt.site.files.archive_audit import changed_runs
 
 
 def _archive(root: Path) -> Path:

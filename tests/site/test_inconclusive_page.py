@@ -11,10 +11,10 @@ import pytest
 from tests.runs_factory import make_run, tuned_run, window
 from tokenwatt import analysis
 from tokenwatt.records import Repeat, RunInput, RunRecord
-from tokenwatt.site.chart_specs import chart_specs
-from tokenwatt.site.charts import NOT_MEASURED_LABEL
-from tokenwatt.site.pages import render_report
-from tokenwatt.site.templates import render_index
+from tokenwatt.site.charts.charts import NOT_MEASURED_LABEL
+from tokenwatt.site.pages.chart_specs import chart_specs
+from tokenwatt.site.pages.pages import render_report
+from tokenwatt.site.pages.templates import render_index
 
 REASON = (
     "the boundary did not repeat: search probes met the SLO at 9 req/s, but no repeat did "

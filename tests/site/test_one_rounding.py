@@ -24,8 +24,8 @@ from tokenwatt.analysis import ms_cell, run_rows
 from tokenwatt.analysis.report.summarise import summarise
 from tokenwatt.cli.terminal import print_report, report_output, result_line
 from tokenwatt.records import ReportV3, RunRecord
-from tokenwatt.records.run_input import RunInput
-from tokenwatt.site.pages import render_report
+from tokenwatt.records.run.run_input import RunInput
+from tokenwatt.site.pages.pages import render_report
 
 TTFT = 177.85
 TPOT = 44.15  # the binary 44.1499…: 44.1 to Python, 44.2 read as written

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 import tokenwatt
-from tokenwatt.site.cache import code_key
+from tokenwatt.site.files.cache import code_key
 
 
 @pytest.fixture
 def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A stand-in package tree (the real one is not ours to edit in a test)."""
     root = tmp_path / "tokenwatt"
-    for rel in ("site/build.py", "analysis/window/latency.py", "records/run/run.py"):
+    for rel in ("site/builder.py", "analysis/room_a/figures.py", "records/room_b/record.py"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(f"# {rel}\n")
     (root / "__init__.py").write_text("")
@@ -27,7 +27,7 @@ def test_a_change_in_a_rooms_module_changes_the_key(package: Path, tmp_path: Pat
     templates = tmp_path / "templates"
     templates.mkdir()
     before = code_key(templates)
-    (package / "analysis/window/latency.py").write_text("# the p99 now rounds up\n")
+    (package / "analysis/room_a/figures.py").write_text("# the p99 now rounds up\n")
     assert code_key(templates) != before
 
 
@@ -35,7 +35,7 @@ def test_a_module_moved_between_rooms_changes_the_key(package: Path, tmp_path: P
     templates = tmp_path / "templates"
     templates.mkdir()
     before = code_key(templates)
-    (package / "records/run/run.py").rename(package / "records/run.py")
+    (package / "records/room_b/record.py").rename(package / "records/record.py")
     assert code_key(templates) != before
 
 

@@ -212,7 +212,7 @@ def test_notes_of_one_fingerprint_draw_one_trend(tmp_path: Path, cache_dir: Path
 
 def test_the_build_and_the_page_name_one_trend_marker() -> None:
     from tokenwatt.site.build import TREND_MARKER_TEXT
-    from tokenwatt.site.replications import TREND_MARKER
+    from tokenwatt.site.pages.replications import TREND_MARKER
 
     assert str(TREND_MARKER) == TREND_MARKER_TEXT
 

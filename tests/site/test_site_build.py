@@ -229,7 +229,7 @@ def test_sweep_draws_infinite_p99_misses_above_the_line_with_their_mode(
 
 
 def test_durations_keep_their_decimals() -> None:
-    from tokenwatt.site.fmt import seconds
+    from tokenwatt.site.format.fmt import seconds
 
     assert (seconds(0.3), seconds(45), seconds(1200.0), seconds(None)) == (
         "0.3 s",

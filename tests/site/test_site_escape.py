@@ -13,7 +13,7 @@ import pytest
 from sitecase import HOSTILE, MARKDOWN_TRAP, hostile_data, write_record
 
 from tokenwatt.site.build import build_site
-from tokenwatt.site.escape import bidi_isolated, code_block, json_for_script, md_text
+from tokenwatt.site.format.escape import bidi_isolated, code_block, json_for_script, md_text
 
 EXTENSIONS = ["admonition", "tables", "fenced_code", "toc"]  # as in mkdocs.yml
 
@@ -141,7 +141,7 @@ def test_each_value_of_a_composed_cell_is_isolated_on_its_own() -> None:
     from tests.runs_factory import make_run, tuned_run
     from tokenwatt.analysis.report.summarise import summarise
     from tokenwatt.records import RunInput
-    from tokenwatt.site.windows import _refused
+    from tokenwatt.site.format.windows import _refused
 
     run = make_run()
     run.environment.engine_version = f"0.31.0{RLO}"

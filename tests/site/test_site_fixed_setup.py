@@ -5,8 +5,8 @@ from __future__ import annotations
 from tests.runs_factory import make_run, seed_spec
 from tokenwatt.analysis import summarise
 from tokenwatt.records import ModeOverride, ReportV3
-from tokenwatt.records.run_input import RunInput
-from tokenwatt.site.setup import mode_rows, setup_sections
+from tokenwatt.records.run.run_input import RunInput
+from tokenwatt.site.pages.setup import mode_rows, setup_sections
 
 OVERRIDES = [
     ModeOverride(field="accuracy.limit", spec_value=None, effective_value=50),

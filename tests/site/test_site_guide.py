@@ -15,7 +15,7 @@ from tokenwatt.cli import cli
 from tokenwatt.cli.reference import cli_reference_markdown
 from tokenwatt.errors import InputError, StaleSiteError
 from tokenwatt.site.build import CLI_PLACEHOLDER, build_site, copied_pages
-from tokenwatt.site.templates import templates_dir
+from tokenwatt.site.pages.templates import templates_dir
 
 GUIDE = REPO / "site_templates" / "guide"
 

@@ -9,9 +9,9 @@ from sitecase import HOSTILE
 
 from tests.runs_factory import make_run, tuned_run
 from tokenwatt.analysis.report.summarise import summarise
-from tokenwatt.records.interval import QuantileCI
-from tokenwatt.records.run import RunRecord
-from tokenwatt.records.run_input import RunInput
+from tokenwatt.records.run.run import RunRecord
+from tokenwatt.records.run.run_input import RunInput
+from tokenwatt.records.shared.interval import QuantileCI
 from tokenwatt.site.build import build_site
 
 

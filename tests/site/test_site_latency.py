@@ -13,10 +13,10 @@ from tests.runs_factory import make_run, tuned_run
 from tokenwatt.analysis.report.summarise import summarise
 from tokenwatt.analysis.window.search_story import gpu_minutes
 from tokenwatt.records import RunInput
-from tokenwatt.records.report_v3 import ReportV3
-from tokenwatt.records.run import RunRecord
-from tokenwatt.site.offscale import ms_text
-from tokenwatt.site.pages import render_report, unique_items
+from tokenwatt.records.report.report_v3 import ReportV3
+from tokenwatt.records.run.run import RunRecord
+from tokenwatt.site.charts.offscale import ms_text
+from tokenwatt.site.pages.pages import render_report, unique_items
 
 
 def report_of(*runs: RunRecord, cards: int = 64) -> ReportV3:

@@ -1,7 +1,7 @@
 """Charts that do not mislead: off-scale values, the probe line's order, invalid windows
 apart, no latency distribution for a configuration without an operating point.
 
-The helper (:mod:`tokenwatt.site.offscale`) with finite, infinite, huge and all-infinite
+The helper (:mod:`tokenwatt.site.charts.offscale`) with finite, infinite, huge and all-infinite
 values; then the Vega-Lite specs a report page carries (made from the runs factory's
 seed-like runs, whose numbers are checkable by hand), and one render of the probe chart
 to SVG by vl-convert (the Vega the site ships), to see the label drawn.
@@ -20,17 +20,17 @@ from sitecase import HOSTILE
 from tests.runs_factory import make_run, tuned_run
 from tokenwatt.analysis.report.summarise import summarise
 from tokenwatt.records import RunInput
-from tokenwatt.records.report_v3 import LatencyDistributionV3, ReportV3
-from tokenwatt.records.run import RunRecord
-from tokenwatt.site.latency_charts import INVALID_LEGEND, no_operating_point
-from tokenwatt.site.offscale import (
+from tokenwatt.records.report.report_v3 import LatencyDistributionV3, ReportV3
+from tokenwatt.records.run.run import RunRecord
+from tokenwatt.site.charts.latency_charts import INVALID_LEGEND, no_operating_point
+from tokenwatt.site.charts.offscale import (
     OFF_SCALE_LEGEND,
     log_axis,
     ms_text,
     place,
     ratio_text,
 )
-from tokenwatt.site.pages import render_report
+from tokenwatt.site.pages.pages import render_report
 
 # ---- the helper ------------------------------------------------------------------------
 
@@ -260,8 +260,8 @@ def test_the_probe_chart_draws_the_off_scale_label() -> None:
 
 
 def test_probe_ratio_says_infinite_only_for_a_p99_without_a_number() -> None:
-    from tokenwatt.records.report_v3 import SearchWindowV3
-    from tokenwatt.site.probe_chart import probe_ratio
+    from tokenwatt.records.report.report_v3 import SearchWindowV3
+    from tokenwatt.site.charts.probe_chart import probe_ratio
 
     def probe(ok: bool, ttft: object, tpot: object) -> SearchWindowV3:
         return SearchWindowV3.model_validate(

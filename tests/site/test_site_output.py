@@ -1,4 +1,4 @@
-"""Writing the site (``tokenwatt/site/output.py``, the page cache) against a hostile file
+"""Writing the site (``tokenwatt/site/files/output.py``, the page cache) against a hostile file
 system: a docs "folder" that is a file, *.json entries that are not files, a full disk, and an
 interruption half-way. Each gives a clear error (or, for the cache, nothing at all) and leaves
 the previous site exactly as it was."""
@@ -109,8 +109,8 @@ def test_a_cache_that_cannot_be_written_does_not_fail_the_build(
     def full(path: Path, data: bytes, *, durable: bool = True) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("tokenwatt.site.cache.atomic_write_bytes", full)
-    monkeypatch.setattr("tokenwatt.site.assets.atomic_write_bytes", full)
+    monkeypatch.setattr("tokenwatt.site.files.cache.atomic_write_bytes", full)
+    monkeypatch.setattr("tokenwatt.site.files.assets.atomic_write_bytes", full)
     cache_dir = tmp_path / "empty-cache"
     result = build_site(seed_reports, tmp_path / "docs", cache_dir=cache_dir)
     assert result.pages == 1

@@ -10,10 +10,10 @@ from sitecase import HOSTILE, MARKDOWN_TRAP, REPO
 from tests.runs_factory import make_run, tuned_run, window
 from tokenwatt.analysis.report.summarise import summarise
 from tokenwatt.analysis.window.search_windows import error_samples
-from tokenwatt.records.report_v3 import ErrorSampleV3, ReportV3
-from tokenwatt.records.run import Repeat, RunRecord
-from tokenwatt.records.run_input import RunInput
-from tokenwatt.records.window import ErrorSample
+from tokenwatt.records.report.report_v3 import ErrorSampleV3, ReportV3
+from tokenwatt.records.run.run import Repeat, RunRecord
+from tokenwatt.records.run.run_input import RunInput
+from tokenwatt.records.run.window import ErrorSample
 from tokenwatt.site.build import build_site
 
 SENTENCE = (
@@ -214,13 +214,13 @@ def test_report_records_keep_the_missed_repeat_and_the_back_off() -> None:
 
 
 def test_pages_module_stays_small() -> None:
-    lines = (REPO / "tokenwatt" / "site" / "pages.py").read_text("utf-8").count("\n")
+    lines = (REPO / "tokenwatt" / "site" / "pages" / "pages.py").read_text("utf-8").count("\n")
     assert lines < 500, lines
 
 
 def test_the_errors_cell_shows_requests_the_client_cancelled() -> None:
     from tokenwatt.records import SearchWindowV3
-    from tokenwatt.site.search import window_errors
+    from tokenwatt.site.pages.search import window_errors
 
     stopped = SearchWindowV3(
         step="probe",

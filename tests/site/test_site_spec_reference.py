@@ -8,10 +8,10 @@ from typing import Any
 
 from sitecase import HOSTILE
 
-from tokenwatt.records.schema import json_schemas
+from tokenwatt.records.reading.schema import json_schemas
 from tokenwatt.site.build import build_site
-from tokenwatt.site.spec_reference import field_paths, type_text
-from tokenwatt.site.templates import render_spec_reference
+from tokenwatt.site.pages.spec_reference import field_paths, type_text
+from tokenwatt.site.pages.templates import render_spec_reference
 
 
 def schema_paths(node: dict[str, Any], defs: dict[str, Any], prefix: str = "") -> list[str]:

@@ -13,12 +13,12 @@ import pytest
 from tests.runs_factory import make_run, power, tuned_run, window
 from tokenwatt.analysis import analyse_report, report_summary
 from tokenwatt.analysis.report.summarise import summarise
-from tokenwatt.records.report_v3 import ReportV3
-from tokenwatt.records.run import Repeat, RunRecord
-from tokenwatt.records.run_input import RunInput
+from tokenwatt.records.report.report_v3 import ReportV3
+from tokenwatt.records.run.run import Repeat, RunRecord
+from tokenwatt.records.run.run_input import RunInput
 from tokenwatt.site.build import build_site
-from tokenwatt.site.chart_specs import chart_specs
-from tokenwatt.site.pages import render_report
+from tokenwatt.site.pages.chart_specs import chart_specs
+from tokenwatt.site.pages.pages import render_report
 
 # (goodput tok/s, window s, mean power W) per repeat: lengths and power differ on purpose.
 BASE = [(4000.0, 60.0, 600.0), (5000.0, 180.0, 700.0)]

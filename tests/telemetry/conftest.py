@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenwatt.records.power import PowerWindow
+from tokenwatt.records.run.power import PowerWindow
 from tokenwatt.telemetry import ManualClock, PowerMeter
 
 

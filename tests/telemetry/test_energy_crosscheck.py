@@ -14,7 +14,7 @@ import pytest
 from tests.scripted_http import Route, ScriptedServer, fixed
 from tests.telemetry.conftest import run_window
 from tests.telemetry.fake_nvml import FakeGpu, FakeNvml, SineTrace
-from tokenwatt.records.spec import PowerSpec
+from tokenwatt.records.spec.spec import PowerSpec
 from tokenwatt.telemetry import ManualClock, PowerMeter
 from tokenwatt.telemetry.board_nvidia import NvmlSource
 from tokenwatt.telemetry.command import CommandSource

@@ -15,7 +15,7 @@ import pytest
 
 from tests.telemetry.conftest import run_window
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.spec import PowerSpec
+from tokenwatt.records.spec.spec import PowerSpec
 from tokenwatt.telemetry import ManualClock, PowerMeter
 from tokenwatt.telemetry.command import CommandSource, pick_reading
 from tokenwatt.telemetry.ipmi import IpmiSource, parse_dcmi_power_reading

@@ -15,9 +15,9 @@ from tests.telemetry.conftest import run_window
 from tests.telemetry.fake_nvml import FakeGpu, FakeNvml, SineTrace
 from tokenwatt.analysis.power.power import sum_throttle_counts, window_tokens_per_joule
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.power import PowerSample
-from tokenwatt.records.run import Repeat
-from tokenwatt.records.spec import Spec
+from tokenwatt.records.run.power import PowerSample
+from tokenwatt.records.run.run import Repeat
+from tokenwatt.records.spec.spec import Spec
 from tokenwatt.telemetry import ManualClock, PowerMeter, open_meter
 from tokenwatt.telemetry.base import ReadError
 from tokenwatt.telemetry.null import NullSource

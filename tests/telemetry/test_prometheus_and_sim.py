@@ -14,7 +14,7 @@ from tests.scripted_http import ScriptedServer, fixed
 from tests.telemetry.conftest import run_window
 from tests.telemetry.fake_nvml import SineTrace
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.spec import PowerSpec
+from tokenwatt.records.spec.spec import PowerSpec
 from tokenwatt.telemetry import ManualClock, PowerMeter
 from tokenwatt.telemetry.prometheus import PrometheusSource, parse_vector, series_id
 from tokenwatt.telemetry.sim import SimSource, metrics_url, parse_sim_metrics
@@ -293,7 +293,7 @@ def test_against_the_real_simulated_engine(clock: ManualClock) -> None:
 def _spec_sim() -> Any:
     import yaml
 
-    from tokenwatt.records.spec import Spec
+    from tokenwatt.records.spec.spec import Spec
 
     root = Path(__file__).resolve().parents[2]
     data = yaml.safe_load(

@@ -11,7 +11,7 @@ import pytest
 from tests.scripted_http import ScriptedServer
 from tests.telemetry.conftest import run_window
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.spec import PowerSpec
+from tokenwatt.records.spec.spec import PowerSpec
 from tokenwatt.telemetry import ManualClock, PowerMeter
 from tokenwatt.telemetry.prometheus import PrometheusSource
 

@@ -13,7 +13,7 @@ from tests.scripted_http import Route, ScriptedServer, fixed, make_self_signed
 from tests.telemetry.conftest import run_window
 from tests.telemetry.fake_nvml import SineTrace
 from tokenwatt.errors import TelemetryError
-from tokenwatt.records.spec import PowerSpec
+from tokenwatt.records.spec.spec import PowerSpec
 from tokenwatt.telemetry import ManualClock, PowerMeter
 from tokenwatt.telemetry.redfish import (
     RedfishSource,

@@ -3,7 +3,8 @@
 Text from records is data: every cell is a :class:`rich.text.Text` made by :func:`plain`,
 never rich markup, and control characters (C0, DEL, C1: the escape that starts a terminal
 sequence among them) are shown as ``\\xNN`` instead of reaching the terminal. Unicode's
-directional controls are isolated as on the pages (:func:`tokenwatt.site.escape.bidi_isolated`).
+directional controls are isolated as on the pages
+(:func:`tokenwatt.site.format.escape.bidi_isolated`).
 """
 
 from __future__ import annotations

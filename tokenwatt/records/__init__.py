@@ -6,26 +6,7 @@ file writes (report records, schema files) live in :mod:`tokenwatt.records_io`, 
 importing the records never brings them along.
 """
 
-from tokenwatt.records.accuracy import AccuracyResult, ItemResult, SeedResult
-from tokenwatt.records.base import (
-    MAX_LABEL_CHARS,
-    MAX_QUANTITY,
-    MIN_POSITIVE,
-    ArrivalProcess,
-    LoadProfile,
-    NonNegInt,
-    PlainName,
-    StrictModel,
-    clip_text,
-    energy_mismatch,
-    goodput_mismatch,
-    swept_of_secrets,
-)
-from tokenwatt.records.cost import CloudCost
-from tokenwatt.records.environment import EngineMetrics, Environment, IdleStart, ToolInfo
-from tokenwatt.records.interval import LatencyBound, MeanCI, QuantileCI
-from tokenwatt.records.launch import PORT_PLACEHOLDER, EngineLaunch, EngineProcess, secret_name
-from tokenwatt.records.load import (
+from tokenwatt.records.reading.load import (
     NEWEST_REPORT_VERSION,
     load_report,
     load_spec,
@@ -34,30 +15,23 @@ from tokenwatt.records.load import (
     read_json,
     validate,
 )
-from tokenwatt.records.mode import (
-    FIXED_UNUSED,
-    ModeOverride,
-    field_used,
-    overrides_text,
-    unused_fields,
-    value_text,
+from tokenwatt.records.reading.problems import problems_from
+from tokenwatt.records.reading.schema import json_schemas, schema_files, schema_text
+from tokenwatt.records.reading.session import (
+    Session,
+    SessionConfig,
+    check_paths,
+    load_session,
+    spec_path,
 )
-from tokenwatt.records.power import (
-    MeasuredDevice,
-    PowerMethod,
-    PowerSample,
-    PowerScope,
-    PowerWindow,
-)
-from tokenwatt.records.problems import problems_from
-from tokenwatt.records.replication import (
+from tokenwatt.records.report.replication import (
     Figure,
     FigureCheck,
     FigureVerdict,
     ReplicationV1,
     ReplicationVerdict,
 )
-from tokenwatt.records.report_v1 import (
+from tokenwatt.records.report.report_v1 import (
     AccuracySuiteV1,
     ConfigV1,
     FleetV1,
@@ -69,7 +43,7 @@ from tokenwatt.records.report_v1 import (
     SoftwareV1,
     WorkloadV1,
 )
-from tokenwatt.records.report_v2 import (
+from tokenwatt.records.report.report_v2 import (
     ConfigAccuracyV2,
     ConfigDetail,
     ConfigV2,
@@ -81,7 +55,7 @@ from tokenwatt.records.report_v2 import (
     UpdateV2,
     v1_to_v2,
 )
-from tokenwatt.records.report_v3 import (
+from tokenwatt.records.report.report_v3 import (
     CDF_LEVELS_PCT,
     ConfigV3,
     ErrorSampleV3,
@@ -91,12 +65,21 @@ from tokenwatt.records.report_v3 import (
     SearchWindowV3,
     v2_to_v3,
 )
-from tokenwatt.records.request import RequestResult
-from tokenwatt.records.request_file import MAX_LINE_BYTES as REQUEST_FILE_MAX_LINE_BYTES
-from tokenwatt.records.request_file import SUFFIX as REQUEST_FILE_SUFFIX
-from tokenwatt.records.request_file import log_path as request_log_path
-from tokenwatt.records.request_file import read_rows as read_request_rows
-from tokenwatt.records.run import (
+from tokenwatt.records.run.accuracy import AccuracyResult, ItemResult, SeedResult
+from tokenwatt.records.run.environment import EngineMetrics, Environment, IdleStart, ToolInfo
+from tokenwatt.records.run.power import (
+    MeasuredDevice,
+    PowerMethod,
+    PowerSample,
+    PowerScope,
+    PowerWindow,
+)
+from tokenwatt.records.run.request import RequestResult
+from tokenwatt.records.run.request_file import MAX_LINE_BYTES as REQUEST_FILE_MAX_LINE_BYTES
+from tokenwatt.records.run.request_file import SUFFIX as REQUEST_FILE_SUFFIX
+from tokenwatt.records.run.request_file import log_path as request_log_path
+from tokenwatt.records.run.request_file import read_rows as read_request_rows
+from tokenwatt.records.run.run import (
     SIM_ENGINE_NAME,
     SIM_VERSION,
     DatasetStats,
@@ -109,39 +92,9 @@ from tokenwatt.records.run import (
     RunRecord,
     SearchResult,
 )
-from tokenwatt.records.run_input import RunInput
-from tokenwatt.records.schema import json_schemas, schema_files, schema_text
-from tokenwatt.records.session import Session, SessionConfig, check_paths, load_session, spec_path
-from tokenwatt.records.spec import (
-    MIN_VOCAB,
-    EngineSpec,
-    ModelSpec,
-    PowerSpec,
-    SloSpec,
-    Spec,
-    fingerprint,
-    fingerprint_diff,
-    fingerprint_fields,
-)
-from tokenwatt.records.spec_load import (
-    MAX_CONCURRENCY,
-    MAX_SCHEDULE_ARRIVALS,
-    MAX_WORKERS,
-    LengthDist,
-    MeasurementSpec,
-    SweepSpec,
-    max_schedule_rate,
-)
-from tokenwatt.records.stated import NOT_STATED, STATED_FIELDS, run_unstated, unstated_fields
-from tokenwatt.records.suite import (
-    GOLD,
-    MAX_PROBLEMS,
-    SuiteItem,
-    json_object_lines,
-    load_suite,
-    suite_bytes,
-)
-from tokenwatt.records.window import (
+from tokenwatt.records.run.run_input import RunInput
+from tokenwatt.records.run.stated import NOT_STATED, STATED_FIELDS, run_unstated, unstated_fields
+from tokenwatt.records.run.window import (
     NOT_IDLE_PREFIX,
     NOT_SUSTAINED_PREFIX,
     RETRIED_PREFIX,
@@ -156,6 +109,59 @@ from tokenwatt.records.window import (
     WorkerLag,
     retried,
     untrusted_reason,
+)
+from tokenwatt.records.shared.base import (
+    MAX_LABEL_CHARS,
+    MAX_QUANTITY,
+    MIN_POSITIVE,
+    ArrivalProcess,
+    LoadProfile,
+    NonNegInt,
+    PlainName,
+    StrictModel,
+    clip_text,
+    energy_mismatch,
+    goodput_mismatch,
+    swept_of_secrets,
+)
+from tokenwatt.records.shared.cost import CloudCost
+from tokenwatt.records.shared.interval import LatencyBound, MeanCI, QuantileCI
+from tokenwatt.records.spec.launch import PORT_PLACEHOLDER, EngineLaunch, EngineProcess, secret_name
+from tokenwatt.records.spec.mode import (
+    FIXED_UNUSED,
+    ModeOverride,
+    field_used,
+    overrides_text,
+    unused_fields,
+    value_text,
+)
+from tokenwatt.records.spec.spec import (
+    MIN_VOCAB,
+    EngineSpec,
+    ModelSpec,
+    PowerSpec,
+    SloSpec,
+    Spec,
+    fingerprint,
+    fingerprint_diff,
+    fingerprint_fields,
+)
+from tokenwatt.records.spec.spec_load import (
+    MAX_CONCURRENCY,
+    MAX_SCHEDULE_ARRIVALS,
+    MAX_WORKERS,
+    LengthDist,
+    MeasurementSpec,
+    SweepSpec,
+    max_schedule_rate,
+)
+from tokenwatt.records.spec.suite import (
+    GOLD,
+    MAX_PROBLEMS,
+    SuiteItem,
+    json_object_lines,
+    load_suite,
+    suite_bytes,
 )
 
 ReportRecord = ReportV3

@@ -1,6 +1,6 @@
 """Answers to an accuracy suite, right with a set probability (the simulated engine's mode).
 
-The suite file is the record format of :mod:`tokenwatt.records.suite` (JSON Lines, one
+The suite file is the record format of :mod:`tokenwatt.records.spec.suite` (JSON Lines, one
 ``{"id", "question", "prompt", "gold"}`` item per line, ``gold`` a plain finite number as
 text, ids unique); :func:`load_suite` is that module's reader, so ``collect`` and the
 simulator accept exactly the same files. Whether an item is answered right is decided by

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenwatt.errors import InputError, Problem, RecordError, StaleSiteError
-from tokenwatt.site.archive_audit import (
+from tokenwatt.site.files.archive_audit import (
     Replication,
     archive_run_files,
     changed_runs,
@@ -27,16 +27,16 @@ from tokenwatt.site.archive_audit import (
     report_id_of,
     validated_replications,
 )
-from tokenwatt.site.assets import BUNDLE_PATH, static_assets, vega_bundle
-from tokenwatt.site.cache import PageCache, code_key
-from tokenwatt.site.output import (
+from tokenwatt.site.files.assets import BUNDLE_PATH, static_assets, vega_bundle
+from tokenwatt.site.files.cache import PageCache, code_key
+from tokenwatt.site.files.output import (
     SITE_MARKER,
     SITE_MARKER_TEXT,
     replace_refusal,
     stale_paths,
     swap_in,
 )
-from tokenwatt.site.templates import RenderedReport, templates_dir
+from tokenwatt.site.pages.templates import RenderedReport, templates_dir
 
 MBU_PLACEHOLDER = """# MBU
 
@@ -105,7 +105,7 @@ def build_site(
         RecordError: one :class:`Problem` per problem in any record, or per ``*.json`` entry
             that is not a file; nothing is written.
         InputError: ``docs_dir`` is a file, holds the records, is a folder the build did not
-            make (see :func:`~tokenwatt.site.output.replace_refusal`), or cannot be written
+            make (see :func:`~tokenwatt.site.files.output.replace_refusal`), or cannot be written
             (disk full, read-only); the previous site is left as it was.
         StaleSiteError: ``check`` found stale, missing or extra files.
     """
@@ -217,7 +217,7 @@ def _load_all(
                 pass  # an entry of an older shape: render again
         # Imported only when a page must be rendered: pydantic models and Altair take ~1 s.
         from tokenwatt.records import load_report
-        from tokenwatt.site.pages import refuse_simulated, render_report
+        from tokenwatt.site.pages.pages import refuse_simulated, render_report
 
         try:
             report = load_report(path)
@@ -281,8 +281,8 @@ def _across_notes(loaded: list[_Loaded], cache: PageCache) -> tuple[str, dict[st
         trends = entry.get("trends")
         if isinstance(trends, dict) and all(isinstance(v, str) for v in trends.values()):
             return entry["frontier"], {str(k): v for k, v in trends.items()}
-    from tokenwatt.site.replications import families, trend_section
-    from tokenwatt.site.templates import render_frontier
+    from tokenwatt.site.pages.replications import families, trend_section
+    from tokenwatt.site.pages.templates import render_frontier
 
     fams = families([row for item in loaded for row in item.page.rows or []])
     made = {
@@ -335,7 +335,7 @@ def _site_files(
 ) -> dict[str, bytes]:
     import json
 
-    from tokenwatt.site.templates import render_index, render_schemas, render_spec_reference
+    from tokenwatt.site.pages.templates import render_index, render_schemas, render_spec_reference
 
     out: dict[str, bytes] = {}
     frontier, trends = _across_notes(loaded, cache)

@@ -2,7 +2,7 @@
 
 The collector calls :func:`open_meter` with the spec, then per window
 :meth:`PowerMeter.start_window` / :meth:`PowerMeter.stop_window` (a
-:class:`tokenwatt.records.power.PowerWindow`), and :meth:`PowerMeter.identity` once for the
+:class:`tokenwatt.records.run.power.PowerWindow`), and :meth:`PowerMeter.identity` once for the
 hardware (name, count, driver, rated memory bandwidth). Heavy imports (NVML, AMD SMI, httpx)
 happen only when the chosen source is opened.
 """

@@ -14,8 +14,8 @@ from tokenwatt.analysis.accuracy.paired import (
     paired_verdict,
     straddles_threshold,
 )
-from tokenwatt.records.accuracy import AccuracyResult, ItemResult, SeedResult
-from tokenwatt.records.report_v2 import ConfigAccuracyV2
+from tokenwatt.records.report.report_v2 import ConfigAccuracyV2
+from tokenwatt.records.run.accuracy import AccuracyResult, ItemResult, SeedResult
 
 
 def paired_lists(

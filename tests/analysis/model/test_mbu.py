@@ -30,7 +30,7 @@ from tokenwatt.analysis.model.mbu import (
     weights_touched_per_step,
 )
 from tokenwatt.errors import InputError
-from tokenwatt.records.run import MbuResult
+from tokenwatt.records.run.run import MbuResult
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 QWEN3 = geometry_from_config(

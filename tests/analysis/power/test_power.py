@@ -17,7 +17,7 @@ from tokenwatt.analysis.power.power import (
     trapezoid_energy_j,
     window_tokens_per_joule,
 )
-from tokenwatt.records.power import PowerSample
+from tokenwatt.records.run.power import PowerSample
 
 SEED = Path(__file__).resolve().parents[2] / "fixtures" / "seed.report.json"
 

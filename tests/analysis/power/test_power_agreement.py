@@ -11,7 +11,7 @@ from tokenwatt.analysis.power.power_band import (
     Resolution,
     plausible_band,
 )
-from tokenwatt.records.power import PowerSample
+from tokenwatt.records.run.power import PowerSample
 
 
 def trace(sample_w: float, counter_w: float, seconds: int = 30) -> list[PowerSample]:

@@ -12,7 +12,7 @@ from tokenwatt.analysis.power.power_band import (
     plausible_band,
 )
 from tokenwatt.analysis.power.power_validity import plausibility_problems
-from tokenwatt.records.power import PowerSample, PowerScope, PowerWindow
+from tokenwatt.records.run.power import PowerSample, PowerScope, PowerWindow
 
 
 def steady(

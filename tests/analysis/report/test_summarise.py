@@ -20,7 +20,7 @@ from tokenwatt.analysis.report.summarise import (
 )
 from tokenwatt.errors import RecordError
 from tokenwatt.records import ReportV3, RunRecord
-from tokenwatt.records.run_input import RunInput
+from tokenwatt.records.run.run_input import RunInput
 
 TITLE = "Qwen3-30B-A3B FP8 on 1× H100: BF16 vs FP8 KV cache"
 

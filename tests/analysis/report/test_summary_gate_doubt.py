@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.runs_factory import make_run, tuned_run
 from tokenwatt.analysis import summarise
 from tokenwatt.analysis.report.report_setup import summary_text
-from tokenwatt.records.run_input import RunInput
+from tokenwatt.records.run.run_input import RunInput
 
 
 def _parts():  # type: ignore[no-untyped-def]

@@ -8,7 +8,7 @@ import yaml
 from tests.runs_factory import SPEC_PATH, make_run, tuned_run
 from tokenwatt.analysis import summarise
 from tokenwatt.records import RunRecord, Spec, run_unstated, unstated_fields
-from tokenwatt.records.run_input import RunInput
+from tokenwatt.records.run.run_input import RunInput
 
 FLAGS_COMMAND = (
     "tokenwatt collect --endpoint http://127.0.0.1:8080/v1 --model my-model --rates 2,4 "

@@ -7,8 +7,8 @@ import pytest
 from tests.analysis.request_builders import ok
 from tokenwatt.analysis.window.doubt import beyond_doubt, ci_text, p99_ci, verdict_words
 from tokenwatt.analysis.window.latency import summarise_window
-from tokenwatt.records.interval import QuantileCI
-from tokenwatt.records.spec import SloSpec
+from tokenwatt.records.shared.interval import QuantileCI
+from tokenwatt.records.spec.spec import SloSpec
 
 
 def _window(n: int, ttft_limit_ms: float, *, stopped_early: bool = False) -> object:
@@ -114,7 +114,7 @@ def test_p99_ci_of_no_values_is_none() -> None:
 
 
 def _w(rate: float, backoff: int, slo_pass: bool, doubt: bool | None, **kw: object) -> object:
-    from tokenwatt.records.report_v3 import SearchWindowV3
+    from tokenwatt.records.report.report_v3 import SearchWindowV3
 
     return SearchWindowV3(
         step="repeat",

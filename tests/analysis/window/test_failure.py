@@ -13,9 +13,9 @@ from tokenwatt.analysis.window.failure import (
     classify_failure,
     engine_under_pressure,
 )
-from tokenwatt.records.environment import EngineMetrics
-from tokenwatt.records.spec import SloSpec
-from tokenwatt.records.window import Percentiles, WindowSummary
+from tokenwatt.records.run.environment import EngineMetrics
+from tokenwatt.records.run.window import Percentiles, WindowSummary
+from tokenwatt.records.spec.spec import SloSpec
 
 SLO = SloSpec(ttft_p99_ms=2000, tpot_p99_ms=50)
 

@@ -21,7 +21,7 @@ from tokenwatt.analysis.window.failure_advice import (
 from tokenwatt.collect.measure.load_search import concurrency_search
 from tokenwatt.collect.measure.search import ProbeOutcome, slo_search
 from tokenwatt.records import WindowSummary
-from tokenwatt.records.spec_load import SweepSpec
+from tokenwatt.records.spec.spec_load import SweepSpec
 
 ENDPOINT = "http://10.0.0.7:8000/v1"
 

@@ -16,8 +16,8 @@ from tokenwatt.analysis.window.latency import (
     summarise_window,
     tpot_ms,
 )
-from tokenwatt.records.request import RequestResult
-from tokenwatt.records.spec import SloSpec
+from tokenwatt.records.run.request import RequestResult
+from tokenwatt.records.spec.spec import SloSpec
 
 SLO = SloSpec(ttft_p99_ms=100, tpot_p99_ms=20)
 

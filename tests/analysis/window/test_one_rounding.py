@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from tokenwatt.analysis import change_pct, fixed, signed, trimmed, value_text
 from tokenwatt.analysis.window.search_story import SearchStory, miss_text
-from tokenwatt.records.report_v3 import SearchWindowV3
-from tokenwatt.site.fmt import num, pct, span
+from tokenwatt.records.report.report_v3 import SearchWindowV3
+from tokenwatt.site.format.fmt import num, pct, span
 
 STORY = SearchStory(ttft_limit_ms=450.0, tpot_limit_ms=50.0, repeats_planned=1)
 

@@ -15,9 +15,9 @@ from tokenwatt.analysis.window.search_story import (
     explain_run,
 )
 from tokenwatt.analysis.window.search_windows import search_windows
-from tokenwatt.records.report_v3 import SearchWindowV3
-from tokenwatt.records.run import Repeat
-from tokenwatt.records.run_input import RunInput
+from tokenwatt.records.report.report_v3 import SearchWindowV3
+from tokenwatt.records.run.run import Repeat
+from tokenwatt.records.run.run_input import RunInput
 
 STORY = SearchStory(ttft_limit_ms=500.0, tpot_limit_ms=50.0, repeats_planned=2)
 STOPPED = SearchStory(

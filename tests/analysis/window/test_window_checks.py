@@ -9,8 +9,8 @@ import pytest
 from tokenwatt.analysis.window.errors import error_samples
 from tokenwatt.analysis.window.latency import e2e_ms, summarise_window, ttfc_ms
 from tokenwatt.analysis.window.window_checks import sustained_check
-from tokenwatt.records.request import RequestResult
-from tokenwatt.records.spec import SloSpec
+from tokenwatt.records.run.request import RequestResult
+from tokenwatt.records.spec.spec import SloSpec
 
 SLO = SloSpec(ttft_p99_ms=100, tpot_p99_ms=20)
 LENIENT = SloSpec(ttft_p99_ms=1e6, tpot_p99_ms=1e6)
@@ -223,7 +223,7 @@ def test_sustained_note_counts_the_unjudged_windows_and_says_how_long_to_make_th
     stopped-early window is left out (its verdict is already a miss)."""
     from tests.runs_factory import make_run
     from tokenwatt.analysis import sustained_note
-    from tokenwatt.records.window import Percentiles
+    from tokenwatt.records.run.window import Percentiles
 
     run = make_run()
     windows = [p.window for p in run.probes] + [r.window for r in run.repeats]

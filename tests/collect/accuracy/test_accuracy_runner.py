@@ -24,7 +24,7 @@ from tokenwatt.collect.accuracy.runner import (
 from tokenwatt.collect.accuracy.suites import SuiteItem, load_suite, suite_bytes
 from tokenwatt.errors import InputError
 from tokenwatt.records import Spec, load_spec
-from tokenwatt.records.accuracy import AccuracyResult
+from tokenwatt.records.run.accuracy import AccuracyResult
 
 REPO = Path(__file__).resolve().parents[3]
 SPEC = REPO / "specs" / "lambda-qwen3-30b-a3b-fp8-tp1-dp1.spec.yaml"

@@ -200,7 +200,7 @@ def test_the_launch_section_is_validated_with_the_field_named(tmp_path: Path) ->
     ],
 )
 def test_which_variable_names_hold_secrets(name: str, secret: bool) -> None:
-    from tokenwatt.records.launch import secret_name
+    from tokenwatt.records.spec.launch import secret_name
 
     assert secret_name(name) is secret
 

@@ -17,7 +17,7 @@ from tokenwatt.collect.engine.engine_metrics import (
     reduce_families,
     summarize_scrapes,
 )
-from tokenwatt.records.environment import EngineMetrics
+from tokenwatt.records.run.environment import EngineMetrics
 
 
 def vllm_page(queries: tuple[float, float], hits: tuple[float, float]) -> str:

@@ -27,7 +27,7 @@ from tokenwatt.collect.run import measure_configuration
 from tokenwatt.errors import EngineError, InputError
 from tokenwatt.netpath import is_local_host, network_path
 from tokenwatt.records import RequestResult, load_spec
-from tokenwatt.records.spec import PowerSpec, Spec
+from tokenwatt.records.spec.spec import PowerSpec, Spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scripted_engine import MODEL, EngineProcess, start_engine

@@ -17,7 +17,7 @@ from streaming_server import ScriptedServer, stream
 from tokenwatt.collect.load.loadgen import LoadConfig, WindowResult, run_window
 from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
-from tokenwatt.records.spec import SloSpec
+from tokenwatt.records.spec.spec import SloSpec
 
 SLO = SloSpec(ttft_p99_ms=2000, tpot_p99_ms=1000)
 

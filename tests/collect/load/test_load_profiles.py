@@ -21,9 +21,9 @@ from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.measure.load_search import concurrency_search, next_concurrency
 from tokenwatt.collect.measure.search import ProbeOutcome
 from tokenwatt.collect.workload.workload import RequestSpec
-from tokenwatt.records.request import RequestResult
-from tokenwatt.records.spec import SloSpec
-from tokenwatt.records.spec_load import SweepSpec
+from tokenwatt.records.run.request import RequestResult
+from tokenwatt.records.spec.spec import SloSpec
+from tokenwatt.records.spec.spec_load import SweepSpec
 
 SLO = SloSpec(ttft_p99_ms=2000, tpot_p99_ms=1000)
 

@@ -10,7 +10,7 @@ import pytest
 from tokenwatt.collect.load.loadconfig import LoadConfig
 from tokenwatt.collect.load.loadgen import window_summary
 from tokenwatt.records import RequestResult
-from tokenwatt.records.spec import SloSpec
+from tokenwatt.records.spec.spec import SloSpec
 
 RATE = 500.0
 

@@ -35,7 +35,7 @@ from tokenwatt.collect.load.timers import (
 )
 from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
-from tokenwatt.records.spec import SloSpec
+from tokenwatt.records.spec.spec import SloSpec
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="timerfd is Linux's")
 

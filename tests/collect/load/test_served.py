@@ -16,8 +16,8 @@ from tokenwatt.analysis.window.latency import percentile, summarise_window
 from tokenwatt.collect.load.loadgen import LoadConfig, WindowResult, run_window
 from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
-from tokenwatt.records.request import RequestResult
-from tokenwatt.records.spec import SloSpec
+from tokenwatt.records.run.request import RequestResult
+from tokenwatt.records.spec.spec import SloSpec
 
 SLO = SloSpec(ttft_p99_ms=2000, tpot_p99_ms=1000)
 LENIENT = SloSpec(ttft_p99_ms=600_000, tpot_p99_ms=10_000)

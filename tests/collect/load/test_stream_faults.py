@@ -23,7 +23,7 @@ from streaming_server import DONE, ScriptedServer, chunk, stream, usage
 from tokenwatt.collect.load.http import Sender, open_session
 from tokenwatt.collect.load.loadconfig import LoadConfig
 from tokenwatt.records import RequestResult
-from tokenwatt.records.spec import SloSpec
+from tokenwatt.records.spec.spec import SloSpec
 
 TIMEOUT_S = 20.0  # far above the test's runtime: a request that waits for it is "timeout"
 BODY = json.dumps({"model": "m", "prompt": [1, 2], "max_tokens": 4, "stream": True}).encode()

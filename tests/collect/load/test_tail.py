@@ -20,7 +20,7 @@ from tokenwatt.collect.load.loadgen import CENSORED, LoadConfig, run_window, win
 from tokenwatt.collect.load.window_plan import TAIL_GRACE_S, WindowPlan, tail_cap_s
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records import RequestResult
-from tokenwatt.records.spec import SloSpec
+from tokenwatt.records.spec.spec import SloSpec
 
 SLO = SloSpec(ttft_p99_ms=200, tpot_p99_ms=100)
 MARGIN_S = 1.5

@@ -23,7 +23,7 @@ from tokenwatt.collect.load.http import ERROR_BODY_LIMIT, MAX_TRANSPORT_RETRIES
 from tokenwatt.collect.load.loadgen import LoadConfig, WindowResult, run_window
 from tokenwatt.collect.load.window_plan import WindowHooks, WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
-from tokenwatt.records.spec import SloSpec
+from tokenwatt.records.spec.spec import SloSpec
 from tokenwatt.redact import REDACTED
 
 SLO = SloSpec(ttft_p99_ms=2000, tpot_p99_ms=1000)

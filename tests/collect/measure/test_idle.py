@@ -37,7 +37,7 @@ from tokenwatt.records import (
     fingerprint,
     retried,
 )
-from tokenwatt.records.environment import ToolInfo
+from tokenwatt.records.run.environment import ToolInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))

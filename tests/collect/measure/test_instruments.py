@@ -27,7 +27,7 @@ from tokenwatt.collect.plan.options import CollectOptions
 from tokenwatt.collect.run import measure_configuration
 from tokenwatt.collect.workload.workload import workload_for
 from tokenwatt.records import RunRecord, load_spec
-from tokenwatt.records.spec import PowerSpec, Spec
+from tokenwatt.records.spec.spec import PowerSpec, Spec
 from tokenwatt.telemetry.command import CommandSource
 from tokenwatt.telemetry.meter import PowerMeter
 
@@ -264,8 +264,8 @@ def test_the_exit_status_comes_from_the_typed_interruption(
 
     import tokenwatt.collect as run  # the face: the CLI takes measure_configuration() from there
     from tokenwatt.cli import cli
-    from tokenwatt.records.environment import ToolInfo
-    from tokenwatt.records.spec import fingerprint
+    from tokenwatt.records.run.environment import ToolInfo
+    from tokenwatt.records.spec.spec import fingerprint
 
     spec = load_spec(SIM_SPEC)
     record = RunRecord(

@@ -13,7 +13,7 @@ from tokenwatt.collect.measure.search import (
     monotonicity_warnings,
     slo_search,
 )
-from tokenwatt.records.spec_load import SweepSpec
+from tokenwatt.records.spec.spec_load import SweepSpec
 
 
 def sweep(**kw: object) -> SweepSpec:

@@ -11,7 +11,7 @@ from tokenwatt.collect.measure.search import (
     search_floor,
     slo_search,
 )
-from tokenwatt.records.spec_load import SweepSpec
+from tokenwatt.records.spec.spec_load import SweepSpec
 
 
 def sweep(**kw: object) -> SweepSpec:

@@ -16,7 +16,7 @@ from tests.collect.engine.test_probes import SGLANG_METRICS, _json, _models, _te
 from tests.scripted_http import ScriptedServer
 from tests.sim.sim_process import REPO, start_sim
 from tokenwatt.records import Spec
-from tokenwatt.records.load import load_spec
+from tokenwatt.records.reading.load import load_spec
 
 LLAMA = REPO / "tests" / "fixtures" / "llama-2-7b.config.json"
 

@@ -14,8 +14,8 @@ from tokenwatt.analysis.report.summarise import summarise
 from tokenwatt.collect.plan.modes import apply_mode, mode_lines, mode_overrides
 from tokenwatt.collect.plan.runfile import load_spec_before_mode
 from tokenwatt.records import ReportV3, RunInput, RunRecord
-from tokenwatt.records.mode import ModeOverride
-from tokenwatt.site.setup import mode_rows, setup_sections
+from tokenwatt.records.spec.mode import ModeOverride
+from tokenwatt.site.pages.setup import mode_rows, setup_sections
 
 REPO = Path(__file__).resolve().parents[3]
 SEED_SPEC = REPO / "specs" / "lambda-qwen3-30b-a3b-fp8-tp1-dp1.spec.yaml"

@@ -17,7 +17,7 @@ from tokenwatt.collect.plan.point import PointFlags, override_spec, point_spec
 from tokenwatt.collect.plan.runfile import adjust_run_spec
 from tokenwatt.errors import InputError
 from tokenwatt.records import Spec, load_spec, unstated_fields, validate
-from tokenwatt.records.spec import fingerprint, fingerprint_fields
+from tokenwatt.records.spec.spec import fingerprint, fingerprint_fields
 
 REPO = Path(__file__).resolve().parents[3]
 CLOSED = "http://127.0.0.1:9"

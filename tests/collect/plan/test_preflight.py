@@ -18,7 +18,7 @@ from tokenwatt.collect.plan.preflight import check_served_model, check_workload_
 from tokenwatt.collect.plan.runfile import environment_from
 from tokenwatt.collect.workload.workload import workload_for
 from tokenwatt.errors import InputError
-from tokenwatt.records.spec import Spec
+from tokenwatt.records.spec.spec import Spec
 
 SEED_SPEC = Path(__file__).resolve().parents[2] / "fixtures" / "seed.report.json"
 SPEC_FILE = "specs/x.spec.yaml"

@@ -221,7 +221,7 @@ def test_a_missing_tokenizer_is_refused_before_the_engine_is_asked(here: Path) -
 def test_the_port_placeholder_of_a_launched_engine_is_a_valid_endpoint() -> None:
     """``{port}`` stands for the free port a launched engine gets: the port check must not
     refuse it (it did, and every ``--engine-cmd ... --endpoint ...:{port}/v1`` run failed)."""
-    from tokenwatt.records.spec import EngineSpec
+    from tokenwatt.records.spec.spec import EngineSpec
 
     engine = EngineSpec(endpoint="http://127.0.0.1:{port}/v1", name="x", model="m")
     assert engine.endpoint.endswith(":{port}/v1")

@@ -17,10 +17,10 @@ from tokenwatt.collect.plan.runfile import load_run_spec, read_api_key, write_re
 from tokenwatt.errors import InputError
 from tokenwatt.files import WriteError
 from tokenwatt.records import RunRecord, load_spec
-from tokenwatt.records.environment import ToolInfo
-from tokenwatt.records.request import RequestResult
-from tokenwatt.records.spec import fingerprint
-from tokenwatt.records.window import WindowSummary
+from tokenwatt.records.run.environment import ToolInfo
+from tokenwatt.records.run.request import RequestResult
+from tokenwatt.records.run.window import WindowSummary
+from tokenwatt.records.spec.spec import fingerprint
 
 REPO = Path(__file__).resolve().parents[3]
 SEED_SPEC = REPO / "specs" / "lambda-qwen3-30b-a3b-fp8-tp1-dp1.spec.yaml"
@@ -259,7 +259,7 @@ def test_retried_windows_are_recognised() -> None:
 
 def test_goodput_is_zero_when_the_backoffs_ran_out() -> None:
     from tokenwatt.collect.measure.measurement import repeats_goodput
-    from tokenwatt.records.run import Repeat
+    from tokenwatt.records.run.run import Repeat
 
     passed = Repeat(window=_summary(slo_pass=True, stopped_early=False, goodput_tok_s=500.0))
     missed = Repeat(window=_summary(goodput_tok_s=900.0))

@@ -10,7 +10,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from tokenwatt.collect.workload.tokens import load_token_counter
 from tokenwatt.errors import InputError
-from tokenwatt.records.spec import Spec
+from tokenwatt.records.spec.spec import Spec
 
 SEED_SPEC = Path(__file__).resolve().parents[2] / "fixtures" / "seed.report.json"
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog"]

@@ -19,8 +19,8 @@ from tokenwatt.collect.workload.workload import (
     workload_for,
 )
 from tokenwatt.errors import InputError
-from tokenwatt.records.spec import Spec
-from tokenwatt.records.spec_load import LengthDist
+from tokenwatt.records.spec.spec import Spec
+from tokenwatt.records.spec.spec_load import LengthDist
 
 SEED_SPEC = Path(__file__).resolve().parents[2] / "fixtures" / "seed.report.json"
 

@@ -13,7 +13,7 @@ from tokenwatt.collect.load.loadgen import LoadConfig, run_window
 from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.prompts import SharedPrefix
 from tokenwatt.collect.workload.workload import MAX_REDRAWS, chat_mix_v1, workload_for
-from tokenwatt.records.spec import SloSpec, Spec, fingerprint, fingerprint_fields
+from tokenwatt.records.spec.spec import SloSpec, Spec, fingerprint, fingerprint_fields
 
 SEED_SPEC = Path(__file__).resolve().parents[2] / "fixtures" / "seed.report.json"
 

@@ -48,7 +48,7 @@ def final_repeats(run: RunRecord) -> list[Repeat]:
     (``sweep.fixed``) the window at its result, the highest load that met the SLO.
 
     A window the collector measured again because the client lagged
-    (:func:`tokenwatt.records.window.retried`) is left out: its verdict was replaced by the
+    (:func:`tokenwatt.records.run.window.retried`) is left out: its verdict was replaced by the
     next window's, as the run's own ``result`` counts it. A run whose result is not measured
     (``none_met`` or ``inconclusive``: :meth:`~tokenwatt.records.SearchResult.outcome`) has
     no found load, so none: its windows stay in the search, never a figure.

@@ -1,7 +1,7 @@
 """A run record's windows as table rows, for the terminal and for ``--json`` (pure).
 
 One row per measured window, in the order measured: the search probes, then the repeats.
-The figures are the window summary's own (:class:`~tokenwatt.records.window.WindowSummary`):
+The figures are the window summary's own (:class:`~tokenwatt.records.run.window.WindowSummary`):
 p50/p90/p99 of TTFT, TPOT, ITL and E2E in ms (``"inf"`` where failed requests reach the
 percentile, None without samples), and output tokens per second = output tokens /
 window duration (the summary's ``goodput_tok_s``, methods/goodput.md). The per-request

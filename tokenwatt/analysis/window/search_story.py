@@ -1,6 +1,6 @@
 """One sentence that says why a configuration's result rate is where it is.
 
-Pure: the search's windows in (:class:`~tokenwatt.records.report_v3.SearchWindowV3`, from a
+Pure: the search's windows in (:class:`~tokenwatt.records.report.report_v3.SearchWindowV3`, from a
 run record through :func:`~tokenwatt.analysis.window.search_windows.search_windows` or from a
 report's ``configs[].search``), one sentence out. The cases, in the words they produce:
 

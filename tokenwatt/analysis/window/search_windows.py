@@ -1,6 +1,6 @@
 """A run's SLO search as the report keeps it: every probe and every repeat, in order.
 
-Pure: run records in, :class:`~tokenwatt.records.report_v3.SearchWindowV3` rows out. The
+Pure: run records in, :class:`~tokenwatt.records.report.report_v3.SearchWindowV3` rows out. The
 same rows feed the report record (``configs[].search``), the page's whole-search table and
 the one-sentence explanation of the result (:mod:`tokenwatt.analysis.window.search_story`), so the
 terminal and the page tell the same story from the same numbers.

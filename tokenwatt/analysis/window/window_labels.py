@@ -17,7 +17,8 @@ it was:
   window that replaced it and says so: ``#5 repeat 1 of 3 at 9 req/s (client lagged;
   measured again as #6)``, then ``#6 repeat 1 of 3 at 9 req/s (retry of #5)``.
 
-The windows come as the report keeps them (:class:`~tokenwatt.records.report_v3.SearchWindowV3`,
+The windows come as the report keeps them
+(:class:`~tokenwatt.records.report.report_v3.SearchWindowV3`,
 from a run record through :func:`~tokenwatt.analysis.window.search_windows.search_windows` or from
 a report's ``configs[].search``), so a run and the report made from it label alike. The
 per-request file names its windows by kind and place in the record's lists; those map to

@@ -272,7 +272,7 @@ def run_suite(
             the model name, ``measurement.request_timeout_s`` the per-request timeout.
         endpoint: the engine's base URL (``http://host:port`` or ``.../v1``).
         api_key: sent as a Bearer token when given; never stored.
-        suite_path: a suite file (:mod:`tokenwatt.records.suite`), or one already read
+        suite_path: a suite file (:mod:`tokenwatt.records.spec.suite`), or one already read
             by :func:`read_suite` (not read again).
         limit: first N items only (overrides ``accuracy.limit``).
         seeds: number of full passes, seeds 0..N-1 (overrides ``accuracy.seeds``).

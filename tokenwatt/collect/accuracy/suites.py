@@ -1,6 +1,6 @@
 """Accuracy suites: fetch GSM8K, build a seeded 5-shot suite file, read it back.
 
-A suite file is JSON Lines, one item per line (:mod:`tokenwatt.records.suite` reads and
+A suite file is JSON Lines, one item per line (:mod:`tokenwatt.records.spec.suite` reads and
 writes it; the simulated engine answers from it)::
 
     {"id": "gsm8k-test-0042", "question": "...", "prompt": "...", "gold": "18"}

@@ -93,7 +93,7 @@ class LaunchPlan:
         endpoint: the engine's OpenAI endpoint (its port is the filled-in one, if any).
         health_url: polled until it answers HTTP 200.
         log_path: the engine's log file.
-        startup_timeout_s, stop_grace_s: see :class:`~tokenwatt.records.launch.EngineLaunch`.
+        startup_timeout_s, stop_grace_s: see :class:`~tokenwatt.records.spec.launch.EngineLaunch`.
         proxy: the spec's ``engine.proxy``: the health check takes the path
             :func:`tokenwatt.netpath.network_path` gives, as every other request does.
     """

@@ -7,7 +7,7 @@ Three things, all read-only against the engine under test:
   llama.cpp ``/props``, TGI ``/info``) and the KV-cache capacity in tokens from the cache
   configuration the engine reports.
 * :class:`MetricsScraper` — scrapes ``/metrics`` during a measurement window and reduces the
-  samples to an :class:`~tokenwatt.records.run.EngineMetrics` (see :mod:`.engine_metrics`).
+  samples to an :class:`~tokenwatt.records.run.run.EngineMetrics` (see :mod:`.engine_metrics`).
 * :func:`scan_engine_log` — known warnings in an engine log (uncalibrated FP8 KV-cache
   scales, preemption, running out of memory) for the run record.
 

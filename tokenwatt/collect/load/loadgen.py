@@ -5,7 +5,7 @@ Poisson process conditioned on an exact count in the window), so a client
 that falls behind shows up as send lag, not as a lower rate. Requests stream
 ``/v1/completions`` (or ``/v1/chat/completions``) with ``stream_options.include_usage``,
 exact ``max_tokens`` and ``ignore_eos``; each keeps its raw timings in a
-:class:`~tokenwatt.records.request.RequestResult`, summarised by
+:class:`~tokenwatt.records.run.request.RequestResult`, summarised by
 :func:`tokenwatt.analysis.window.latency.summarise_window`.
 
 HTTP client: aiohttp (one ``ClientSession``, HTTP/1.1 keep-alive, a pool of

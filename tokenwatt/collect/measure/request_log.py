@@ -34,7 +34,7 @@ a series of members, and ``gzip`` readers read them all as one stream). After ea
 the whole file is written again, atomically (:func:`tokenwatt.files.atomic_file`): the
 previous members copied and the new one added, so a reader never sees half a file and the
 run holds only one window's requests in memory. The run record, checkpointed right after,
-carries the file's SHA-256 (:class:`~tokenwatt.records.run.RequestsLog`); a crash between
+carries the file's SHA-256 (:class:`~tokenwatt.records.run.run.RequestsLog`); a crash between
 the two leaves a file one window ahead of its hash, which ``tokenwatt show --requests``
 reports as a mismatch.
 """

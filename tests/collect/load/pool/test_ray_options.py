@@ -21,7 +21,7 @@ from tokenwatt.collect.load.pool.ray_pool import RayPool
 from tokenwatt.collect.load.pool.workers import WorkerPool
 from tokenwatt.collect.plan.runfile import adjust_run_spec
 from tokenwatt.records import load_spec
-from tokenwatt.records.spec import fingerprint
+from tokenwatt.records.spec.spec import fingerprint
 
 REPO = Path(__file__).resolve().parents[4]
 SPEC = REPO / "specs" / "sim-demo.spec.yaml"

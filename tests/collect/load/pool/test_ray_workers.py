@@ -36,7 +36,7 @@ from tokenwatt.collect.load.arrivals import window_schedule
 from tokenwatt.collect.load.loadgen import run_window
 from tokenwatt.collect.load.pool.ray_pool import RayPool
 from tokenwatt.collect.load.window_plan import WindowPlan
-from tokenwatt.records.window import WindowSummary
+from tokenwatt.records.run.window import WindowSummary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "sim"))
 from sim_process import SimProcess, start_sim

@@ -28,10 +28,10 @@ from tokenwatt.collect.load.pool.pool_window import WORKER_DIED
 from tokenwatt.collect.load.pool.workers import WorkerPool
 from tokenwatt.collect.load.window_plan import WindowHooks, WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec, chat_mix_v1
-from tokenwatt.records.request import RequestResult
-from tokenwatt.records.spec import SloSpec
-from tokenwatt.records.spec_load import LengthDist
-from tokenwatt.records.window import WindowSummary
+from tokenwatt.records.run.request import RequestResult
+from tokenwatt.records.run.window import WindowSummary
+from tokenwatt.records.spec.spec import SloSpec
+from tokenwatt.records.spec.spec_load import LengthDist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "sim"))
 from sim_process import SimProcess, start_sim

@@ -18,7 +18,7 @@ from tokenwatt.cli import cli
 from tokenwatt.collect.load.pool.workers import auto_workers
 from tokenwatt.collect.plan.runfile import load_run_spec
 from tokenwatt.records import RunRecord, load_spec
-from tokenwatt.records.spec import fingerprint
+from tokenwatt.records.spec.spec import fingerprint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from collect_process import finish, probes, wait_for, write_spec

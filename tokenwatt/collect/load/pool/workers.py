@@ -22,7 +22,7 @@ same window with ``measurement.workers`` processes (``--workers``):
   reused; each window only waits for every worker to say it is ready (its session open)
   before ``t0`` is fixed, so process start-up never eats the schedule. A worker that died
   is replaced before the next window.
-* **Exact merge.** Every worker returns its :class:`~tokenwatt.records.request.RequestResult`
+* **Exact merge.** Every worker returns its :class:`~tokenwatt.records.run.request.RequestResult`
   list; the parent summarises the union with the same function as one process
   (:func:`~tokenwatt.collect.load.loadgen.window_summary`): percentiles of the union, never an
   average of percentiles. Send lag and the client-bound flag are kept per worker

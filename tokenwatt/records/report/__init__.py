@@ -1,0 +1,1 @@
+"""Report records, versions 1 to 3, and the replication record."""
