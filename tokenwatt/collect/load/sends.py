@@ -14,7 +14,7 @@ is the default):
   :data:`SEND_FD_EARLY_S` before its time (more after an idle stretch, when its wake-ups run
   late; then, awake early, the send waits on the timer again), with every other send due
   within :data:`SEND_FD_BATCH_S`; each released task holds the thread for the rest (a sleep,
-  then a spin of :data:`SEND_FD_SPIN_S`) and sends. One wake-up per due instant; the loop
+  then a spin of at most :data:`SEND_FD_SPIN_S`) and sends. One wake-up per due instant; the loop
   sleeps in between. Where there is no ``timerfd`` (not Linux) it falls back to ``thread``.
 * ``thread``: one timer thread per process
   (:class:`~tokenwatt.collect.load.timers.ThreadTimer`) releases each send
@@ -63,12 +63,20 @@ late such releases ran, up to :data:`SEND_SPIN_S`
 (:class:`~tokenwatt.collect.load.timers.ReleaseMargin`), and a task released that early waits
 on the timer again for this much before its time."""
 
-SEND_FD_SPIN_S = 0.00005
-"""The last stretch before its time (s) that a released ``timerfd`` send spins; until then it
-sleeps the loop's thread (``time.sleep``, whose wake-up with the thread's timer slack cut to
-1 ns comes 5-60 us late here). Either way the loop runs nothing else in the last
-:data:`SEND_FD_EARLY_S`; sleeping frees the core for the engine meanwhile (spinning all of it
-cost 3 us more per chunk at 800 req/s, ``benchmarks/loadgen.py``)."""
+SEND_FD_SPIN_S = 0.00006
+"""Below this much left before its time (s), a released ``timerfd`` send spins rather than
+sleeps; with more left it sleeps the loop's thread (``time.sleep``) until
+:data:`SEND_FD_WAKE_S` before its time, then spins. A sleep costs about 22 us of CPU on this
+VM whatever its length (the timer's programming and the wake-up are charged to the thread),
+so a shorter one costs more than the spin it saves; ``benchmarks/loadgen.py`` measured 1 us
+per chunk less at 800 req/s than sleeping to 50 us before the time, as before. Either way the
+loop runs nothing else in the last :data:`SEND_FD_EARLY_S`; sleeping frees the core for the
+engine meanwhile (spinning all of it cost 3 us more per chunk at 800 req/s)."""
+
+SEND_FD_WAKE_S = 0.000035
+"""How late a short ``time.sleep`` of the loop's thread wakes (s), its timer slack cut to
+1 ns: about 30 us on this VM (5-10 us on bare metal), so the sleep ends this long before the
+send time and a spin does the rest."""
 
 SEND_FD_IDLE_S = 0.002
 """A send this long (s) after the previous one follows an idle stretch of the loop, whose
@@ -140,11 +148,11 @@ def _margin() -> ReleaseMargin:
 
 
 def _settle(target: float, clock: Callable[[], float]) -> None:
-    """Hold the thread until ``target`` (s on ``clock``): a sleep to :data:`SEND_FD_SPIN_S`
-    before it, then a spin."""
-    rest = target - clock() - SEND_FD_SPIN_S
-    if rest > 0:
-        time.sleep(rest)
+    """Hold the thread until ``target`` (s on ``clock``): with more than
+    :data:`SEND_FD_SPIN_S` left, a sleep to :data:`SEND_FD_WAKE_S` before it; then a spin."""
+    rest = target - clock()
+    if rest > SEND_FD_SPIN_S:
+        time.sleep(rest - SEND_FD_WAKE_S)
     while clock() < target:
         pass
 
@@ -222,6 +230,7 @@ __all__ = [
     "SEND_FD_IDLE_S",
     "SEND_FD_LEAD_S",
     "SEND_FD_SPIN_S",
+    "SEND_FD_WAKE_S",
     "SEND_SPIN_S",
     "SEND_THREAD_BUSY_S",
     "SEND_THREAD_EARLY_S",
