@@ -322,3 +322,31 @@ async def test_thread_sends_keep_their_order_when_a_late_one_is_released_first(
     asyncio.get_running_loop().call_soon_threadsafe(release, [fut for _, _, fut in taken])
     await asyncio.gather(earlier, later)
     assert order == ["earlier", "later"]
+
+
+def test_a_released_send_sleeps_only_when_the_wait_is_worth_a_sleep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tokenwatt.collect.load import sends as sends_module
+
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1e-6  # each reading takes 1 us
+        return now[0]
+
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += s + 30e-6  # a sleep wakes 30 us late here
+
+    monkeypatch.setattr(sends_module.time, "sleep", sleep)
+    sends_module._settle(now[0] + 0.0004, clock)  # 0.4 ms left: sleep, then spin the rest
+    assert len(slept) == 1
+    assert slept[0] == pytest.approx(0.0004 - 1e-6 - sends_module.SEND_FD_WAKE_S)
+    assert now[0] >= 0.0004
+    slept.clear()
+    start = now[0]
+    sends_module._settle(start + sends_module.SEND_FD_SPIN_S / 2, clock)  # too little to sleep
+    assert slept == [] and now[0] >= start + sends_module.SEND_FD_SPIN_S / 2
