@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from tokenwatt.collect.load import stream as stream_module
-from tokenwatt.collect.load.stream import StreamError, read_stream
+from tokenwatt.collect.load import stream_reads
+from tokenwatt.collect.load.stream import read_stream
+from tokenwatt.collect.load.stream_reads import StreamError
 from tokenwatt.records import RequestResult
 
 
@@ -206,7 +208,7 @@ async def test_a_response_longer_than_max_tokens_can_explain_fails_at_that_read(
 async def test_a_line_longer_than_the_bound_fails_before_the_first_token(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(stream_module, "MAX_SSE_LINE", 100_000)
+    monkeypatch.setattr(stream_reads, "MAX_SSE_LINE", 100_000)
     res = RequestResult(scheduled_s=0.0)  # no max_tokens: the response bound is 65 MiB
     resp = _Counted([b"data: " + b"A" * 49_994] + [b"A" * 50_000] * 40, res)
     with pytest.raises(StreamError) as caught:

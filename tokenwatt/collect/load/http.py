@@ -56,7 +56,8 @@ from typing import Any
 
 import aiohttp
 
-from tokenwatt.collect.load.stream import StreamError, read_stream
+from tokenwatt.collect.load.stream import read_stream
+from tokenwatt.collect.load.stream_reads import StreamError
 from tokenwatt.netpath import NetworkPath
 from tokenwatt.records import RequestResult
 from tokenwatt.redact import scrub_capped
