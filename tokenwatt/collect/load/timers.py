@@ -148,16 +148,18 @@ class SendOrder:
         heapq.heappush(self._heap, (target, token))
         return token
 
-    def first(self, token: int) -> bool:
-        """Whether no send due before this one is still waiting."""
+    def _prune(self) -> None:
         while self._heap and self._heap[0][1] in self._gone:
             self._gone.discard(heapq.heappop(self._heap)[1])
+
+    def first(self, token: int) -> bool:
+        """Whether no send due before this one is still waiting."""
+        self._prune()
         return not self._heap or self._heap[0][1] == token
 
     def next_target(self) -> float | None:
         """The time (s) of the earliest send still waiting, or None when none is."""
-        while self._heap and self._heap[0][1] in self._gone:
-            self._gone.discard(heapq.heappop(self._heap)[1])
+        self._prune()
         return self._heap[0][0] if self._heap else None
 
     def leave(self, token: int) -> None:
@@ -299,9 +301,8 @@ def loop_timer(batch_s: float, margin: Callable[[], ReleaseMargin]) -> FdTimer:
     """
     loop = asyncio.get_running_loop()
     with _FD_TIMERS_LOCK:  # loops in several threads (Ray actors) share the list
-        for timer in reversed(_FD_TIMERS):
-            if timer.loop is loop:
-                return timer
+        if (found := running_loop_timer()) is not None:
+            return found
         for timer in [t for t in _FD_TIMERS if t.loop.is_closed()]:
             timer.close()
             _FD_TIMERS.remove(timer)
