@@ -108,6 +108,21 @@ async def test_a_fault_ends_the_decode_there_even_across_slices() -> None:
     assert len(res.chunk_s) == before  # nothing after the error counts
 
 
+async def test_an_error_in_a_later_read_of_one_slice_keeps_each_reads_time() -> None:
+    # Both reads are decoded in one slice; the text of each keeps its own read's time, and the
+    # error stops the decode at the second read, after its text.
+    res = RequestResult(scheduled_s=0.0)
+    reads = StreamReads(res)
+    reads.pending.append((1.0, text("a") + text("b")))
+    reads.pending.append((2.0, text("c") + ERROR + text("d")))
+    with pytest.raises(StreamError) as caught:
+        await reads.decode_slices()
+    assert caught.value.kind == "stream_error"
+    assert "engine fell over" in str(caught.value)
+    assert res.chunk_s == [1.0, 1.0, 2.0] and res.last_token_s == 2.0
+    assert reads.pieces == ["a", "b", "c"] and not reads.pending
+
+
 async def test_read_by_read_or_in_slices_the_same_chunks_and_times() -> None:
     events = [text(str(i)) for i in range(400)]
     reads = [b"".join(events[:5]), b"".join(events[5:200]), b"".join(events[200:]) + DONE]

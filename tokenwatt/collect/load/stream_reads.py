@@ -284,16 +284,16 @@ class StreamReads:
         return batch
 
     def _decode_reads(self, reads: list[tuple[float, list[bytes]]]) -> None:
-        """Decode one slice of reads: one decode for all of them; read by read when that
-        finds a fault to report."""
+        """Decode one slice of reads: one decode for all of them; read by read when an
+        event is not JSON, so that the fault names its read's bytes. An error object in
+        the stream needs no second pass: :meth:`take` applies the slice read by read, and
+        stops at the error with the text before it stamped with its read's time."""
         events = [data for _, datas in reads for data in datas]
         if not events:
             return
         try:
             chunks = _CHUNKS.decode(b"[" + b",".join(events) + b"]")
         except msgspec.DecodeError:
-            chunks = None
-        if chunks is None or any(c.error is not None and not c.choices for c in chunks):
             for now, datas in reads:  # the fault's read, message and state as they came
                 self.take(self.decode_read(datas), 0, len(datas), now)
             return
