@@ -13,6 +13,7 @@ search's) is not said again here: each warning is printed once per run.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -117,15 +118,21 @@ def _result(record: RunRecord, reporter: TerminalReporter) -> None:
 __all__ = ["SIGNALS", "print_collect_end"]
 
 
-def measured_or_exit(opts: Any, reporter: TerminalReporter, nothing: str) -> RunRecord:
+def measured_or_exit(
+    opts: Any,
+    reporter: TerminalReporter,
+    nothing: str,
+    announce: Callable[[], None] | None = None,
+) -> RunRecord:
     """``collect``'s :func:`~tokenwatt.collect.measure_configuration` for the commands that
     measure (``collect``, ``replicate``): a signal or Ctrl-C before the first window says
     so with ``nothing`` (what was not written) and exits 128 + the signal's number (130).
+    ``announce``: as :func:`~tokenwatt.collect.measure_configuration`'s.
     """
     from tokenwatt.collect import StopSignal, exit_status, measure_configuration
 
     try:
-        return measure_configuration(opts, reporter)
+        return measure_configuration(opts, reporter, announce=announce)
     except StopSignal as exc:  # before the first window: nothing was measured
         click.echo(f"stopped by {exc.name} before the first window; {nothing}", err=True)
         sys.exit(exit_status(exc.name))

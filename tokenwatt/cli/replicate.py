@@ -67,7 +67,7 @@ def replicate(
 
     from tokenwatt.cli.collect_report import measured_or_exit, print_collect_end
     from tokenwatt.cli.progress import TerminalReporter
-    from tokenwatt.collect import CollectOptions, check_inputs
+    from tokenwatt.collect import CollectOptions
     from tokenwatt.files import atomic_write_text
     from tokenwatt.records import load_report
     from tokenwatt.redact import scrub
@@ -102,11 +102,13 @@ def replicate(
         progress=not no_progress,
     )
     given = f"{report_file} (the spec of {cfg.label})"
-    try:
-        check_inputs(opts)  # every input checked (quietly) before the run is announced
+
+    def announce() -> None:  # once every input has been checked, before the first request
         click.echo(f"replicating {cfg.label} of {report.id} from its {source} into {out}", err=True)
-        reporter = TerminalReporter(live=opts.progress)
-        measured = measured_or_exit(opts, reporter, "nothing written")
+
+    reporter = TerminalReporter(live=opts.progress)
+    try:
+        measured = measured_or_exit(opts, reporter, "nothing written", announce)
     except InputError as exc:  # named after what the user gave, not the temporary spec
         raise _as_given(exc, spec_path, given) from None
     finally:

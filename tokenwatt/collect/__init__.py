@@ -20,7 +20,7 @@ from tokenwatt.collect.plan.init_spec import board_facts, model_config_facts, re
 from tokenwatt.collect.plan.modes import apply_mode
 from tokenwatt.collect.plan.options import CollectOptions
 from tokenwatt.collect.plan.point import FLAGS_SPEC, PointFlags, check_endpoint_flag, parse_list
-from tokenwatt.collect.run import check_inputs, measure_configuration
+from tokenwatt.collect.run import measure_configuration
 from tokenwatt.collect.session import check_session, plan_steps, run_session
 
 __all__ = [
@@ -36,7 +36,6 @@ __all__ = [
     "board_facts",
     "build_suite_file",
     "check_endpoint_flag",
-    "check_inputs",
     "check_session",
     "exit_status",
     "fetch_gsm8k",

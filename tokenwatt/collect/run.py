@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,12 +132,20 @@ class PreparedRun:
     count_tokens: TokenCounter | None
 
 
-def measure_configuration(opts: CollectOptions, reporter: Reporter | None = None) -> RunRecord:
+def measure_configuration(
+    opts: CollectOptions,
+    reporter: Reporter | None = None,
+    *,
+    announce: Callable[[], None] | None = None,
+) -> RunRecord:
     """Measure one configuration and write its run record to ``opts.out``.
 
     ``reporter`` is told every line the user should see while the run is prepared and
     measured (:class:`~tokenwatt.collect.measure.progress.Reporter`; None: nothing is
-    shown). Nothing here prints.
+    shown). Nothing here prints. ``announce``, if given, is called once every input has
+    been checked and before anything is measured; the lines of the checks (the effective
+    spec, the mode's) are shown after it, so that a command can say what it is about to
+    measure only once it can (``tokenwatt replicate``), with each input read once.
 
     Returns:
         The record as written; ``complete`` is False when the run was interrupted (Ctrl-C,
@@ -156,17 +165,34 @@ def measure_configuration(opts: CollectOptions, reporter: Reporter | None = None
     reporter = reporter if reporter is not None else NullReporter()
     # From the start: a signal during the checks stops the run cleanly (lock released).
     with GracefulStop() as stop:
-        return execute(prepare(opts, reporter), reporter, stop)
+        if announce is None:
+            plan = prepare(opts, reporter)
+        else:
+            held = _HeldLines()
+            plan = prepare(opts, held)
+            announce()
+            held.show(reporter)
+        return execute(plan, reporter, stop)
 
 
-def check_inputs(opts: CollectOptions) -> None:
-    """Check every input of a measurement as :func:`prepare` does, quietly, and measure
-    nothing: for a command that says what it is about to measure only once it can.
+class _HeldLines(NullReporter):
+    """A reporter that keeps the lines and warnings of the checks, to show them later."""
 
-    Raises:
-        SpecError, InputError: the first input that is refused.
-    """
-    prepare(opts, NullReporter())
+    def __init__(self) -> None:
+        self.held: list[tuple[bool, str]] = []  # (a warning, its text), in order
+
+    def line(self, text: str) -> None:
+        """Keeps the line."""
+        self.held.append((False, text))
+
+    def warning(self, text: str) -> None:
+        """Keeps the warning."""
+        self.held.append((True, text))
+
+    def show(self, reporter: Reporter) -> None:
+        """Hand every kept line and warning to ``reporter``, in order."""
+        for warning, text in self.held:
+            (reporter.warning if warning else reporter.line)(text)
 
 
 def prepare(opts: CollectOptions, reporter: Reporter) -> PreparedRun:

@@ -282,7 +282,7 @@ def test_the_exit_status_comes_from_the_typed_interruption(
         incomplete_reason=None if interrupted is None else "stopped",
         interrupted=interrupted,  # type: ignore[arg-type]
     )
-    monkeypatch.setattr(run, "measure_configuration", lambda _opts, _reporter: record)
+    monkeypatch.setattr(run, "measure_configuration", lambda _opts, _reporter, **_kw: record)
     args = ["collect", "--spec", str(SIM_SPEC), "--label", "x", "--role", "baseline"]
     result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "r.json")])
     assert result.exit_code == status, result.output
