@@ -26,25 +26,34 @@ class CpuSampler:
     """CPU seconds of this process and of ``pids`` (its workers), sampled every 50 ms
     against ``time.perf_counter`` in a thread, so that the CPU of one stretch of time
     (the measured window) can be read off afterwards, without start-up, imports or the
-    window's summary."""
+    window's summary; with them this process's voluntary context switches (its waits that
+    blocked: a sleep, an event loop's wait for its sockets or timer), which on this VM cost
+    15-22 µs of CPU each (``benchmarks/wait_cost.py``)."""
 
     def __init__(self, pids: list[int]) -> None:
         import threading
 
         self.pids = pids
         self.samples: list[tuple[float, float]] = []
+        self.switches: list[float] = []  # this process's, at each sample
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _cpu(self) -> float:
         return time.process_time() + sum(cpu_seconds(pid) for pid in self.pids)
 
+    def _sample(self) -> None:
+        import resource
+
+        self.switches.append(float(resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw))
+        self.samples.append((time.perf_counter(), self._cpu()))
+
     def _run(self) -> None:
         while not self._stop.wait(0.05):
-            self.samples.append((time.perf_counter(), self._cpu()))
+            self._sample()
 
     def __enter__(self) -> CpuSampler:
-        self.samples.append((time.perf_counter(), self._cpu()))
+        self._sample()
         self._thread.start()
         return self
 
@@ -59,6 +68,16 @@ class CpuSampler:
         at = np.array([t for t, _ in self.samples])
         cpu = np.array([c for _, c in self.samples])
         return float(np.interp(end, at, cpu) - np.interp(start, at, cpu))
+
+    def waits_between(self, start: float, end: float) -> float:
+        """This process's voluntary context switches from ``start`` to ``end``, interpolated
+        (the sampler's own thread adds one per 50 ms sample: left out)."""
+        import numpy as np
+
+        at = np.array([t for t, _ in self.samples])
+        switches = np.array(self.switches)
+        counted = float(np.interp(end, at, switches) - np.interp(start, at, switches))
+        return max(counted - (end - start) / 0.05, 0.0)
 
 
 def trial_ours(
@@ -132,6 +151,10 @@ def trial_ours(
         "ks_p": float(ks_p),
         "close_gap_us": float(np.median(close)) * 1e6 if close else None,
         "cpu_us_per_chunk": cpu.between(start, end) / max(arrived, 1) * 1e6,
+        # One process: its waits per request sent in the window (a pool's are in its workers).
+        "waits_per_request": (
+            cpu.waits_between(start, end) / max(len(in_window), 1) if workers == 1 else None
+        ),
         "chunks_per_s": arrived / (end - start),
     }
 
@@ -173,12 +196,14 @@ def trial_line(name: str, rate: float, f: dict[str, Any]) -> str:
     ks = "   n/a" if f["ks_p"] is None else f"{f['ks_p']:6.3f}"
     lag = f["send_lag_p99_ms"]
     close = f.get("close_gap_us")
+    waits = f.get("waits_per_request")
     return (
         f"  {name:12s} {rate:7.1f} req/s  held={'yes' if f['held'] else 'no ':3s} "
         f"{f['held_ratio'] * 100:5.1f}%  errors {f['errors']:4d}  K-S p {ks}  lag p99 "
         f"{'   n/a' if lag is None else f'{lag:6.2f}'} ms  "
         f"close {'  n/a' if close is None else f'{close:5.1f}'} µs  "
         f"{f['chunks_per_s']:8.0f} chunks/s  CPU {f['cpu_us_per_chunk']:6.2f} µs/chunk"
+        f"  waits/req {' n/a' if waits is None else f'{waits:4.2f}'}"
     )
 
 
