@@ -24,9 +24,9 @@ measured window only, per chunk arrived in it (start-up, imports and the window'
 left out); vLLM: CPU from its "Starting main benchmark run" to its result (so its own
 metrics computation is in it) per chunk completed; AIPerf: its whole process tree's CPU from
 its profiling phase's start to its results (start-up and exports left out), per chunk.
-Ours, in one process, also: its waits per request sent in the window (``waits/req``: voluntary
-context switches, each a sleep or a wait of the event loop that blocked; a wait costs
-15-22 µs of CPU on this VM, ``benchmarks/wait_cost.py``).
+Ours, in one process, also: its waits per request sent in the window (``waits/req``: the
+event loop thread's voluntary context switches, each a sleep or a wait of the loop that
+blocked; a wait costs 15-22 µs of CPU on this VM, ``benchmarks/wait_cost.py``).
 
 ``--compare`` instead runs, per ``CHUNKS:RATE`` of ``--points``, ours (``--timer timerfd``
 and ``--timer spin``, the previous design), bench serve and AIPerf at that fixed rate,

@@ -10,8 +10,9 @@ gives, per point and client, the median over rounds of client CPU per chunk, hel
 (request throughput over the rate) and errors, and for ours the lowest K-S p of the sent gaps
 and the median send-lag p99; and per point two verdicts: ours' (timerfd) CPU per chunk at
 most half of bench serve's (the median of each round's ratio of the two, which the machine's
-drift between rounds does not move as it moves the ratio of the two medians), and its K-S p
-above 0.01 in every round.
+drift between runs moves far less than the ratio of the two medians: the part of it that
+moves both clients alike largely cancels out of each round's ratio), and its K-S p above 0.01
+in every round.
 
 Then, unless ``--no-walk``, per stream length of ``--points``: bench serve walks
 ``--chunk-rates`` / length, and ours (timerfd) runs once at twice the highest rate it held,
@@ -157,8 +158,9 @@ def aiperf_note(runs: list[Figures]) -> str:
 
 def paired_ratios(got: dict[str, list[Figures]], name: str) -> list[float]:
     """``name``'s CPU per chunk over bench serve's, round by round (the rounds both finished):
-    the two ran seconds apart, so the machine's drift between runs, which moves each
-    client's figure by a fifth to a third on this VM, cancels out of each ratio."""
+    the two ran within one round, seconds to a minute apart, so the part of the machine's
+    drift between runs that moves both alike (it moved bench serve's figure by a third and
+    ours by a fifth between runs on this VM) largely cancels out of each ratio."""
     serve = {f["round"]: f["cpu_us_per_chunk"] for f in got.get("vllm", [])}
     return [f["cpu_us_per_chunk"] / serve[f["round"]] for f in got[name] if f["round"] in serve]
 
@@ -169,7 +171,12 @@ def verdicts(got: dict[str, list[Figures]]) -> str:
     beside it), and its K-S p > 0.01 in every round."""
     ratios = paired_ratios(got, "ours timerfd")
     if not ratios:
-        none = "no vLLM" if not got.get("vllm") else "no ours"
+        if not got.get("vllm"):
+            none = "no vLLM"
+        elif not got["ours timerfd"]:
+            none = "no ours"
+        else:
+            none = "no round with both"
         cpu = f"CPU ≤ ½ bench serve's: n/a ({none})"
     else:
         ratio = float(np.median(ratios))

@@ -26,26 +26,33 @@ class CpuSampler:
     """CPU seconds of this process and of ``pids`` (its workers), sampled every 50 ms
     against ``time.perf_counter`` in a thread, so that the CPU of one stretch of time
     (the measured window) can be read off afterwards, without start-up, imports or the
-    window's summary; with them this process's voluntary context switches (its waits that
-    blocked: a sleep, an event loop's wait for its sockets or timer), which on this VM cost
-    15-22 µs of CPU each (``benchmarks/wait_cost.py``)."""
+    window's summary; with them the voluntary context switches of the thread that made it
+    (the event loop's: its waits that blocked, a sleep or a wait for its sockets or timer),
+    which on this VM cost 15-22 µs of CPU each (``benchmarks/wait_cost.py``). Read from
+    /proc for that thread alone, so the sampler's own thread, the GIL hand-offs its samples
+    cause and a send-timer thread are not in them."""
 
     def __init__(self, pids: list[int]) -> None:
         import threading
 
         self.pids = pids
         self.samples: list[tuple[float, float]] = []
-        self.switches: list[float] = []  # this process's, at each sample
+        self.switches: list[float] = []  # the loop thread's, at each sample
+        self._status = Path(f"/proc/self/task/{threading.get_native_id()}/status")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _cpu(self) -> float:
         return time.process_time() + sum(cpu_seconds(pid) for pid in self.pids)
 
-    def _sample(self) -> None:
-        import resource
+    def _switches(self) -> float:
+        for line in self._status.read_text().splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                return float(line.split()[1])
+        return float("nan")
 
-        self.switches.append(float(resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw))
+    def _sample(self) -> None:
+        self.switches.append(self._switches())
         self.samples.append((time.perf_counter(), self._cpu()))
 
     def _run(self) -> None:
@@ -70,14 +77,13 @@ class CpuSampler:
         return float(np.interp(end, at, cpu) - np.interp(start, at, cpu))
 
     def waits_between(self, start: float, end: float) -> float:
-        """This process's voluntary context switches from ``start`` to ``end``, interpolated
-        (the sampler's own thread adds one per 50 ms sample: left out)."""
+        """The loop thread's voluntary context switches from ``start`` to ``end``
+        (perf_counter), interpolated."""
         import numpy as np
 
         at = np.array([t for t, _ in self.samples])
         switches = np.array(self.switches)
-        counted = float(np.interp(end, at, switches) - np.interp(start, at, switches))
-        return max(counted - (end - start) / 0.05, 0.0)
+        return float(np.interp(end, at, switches) - np.interp(start, at, switches))
 
 
 def trial_ours(

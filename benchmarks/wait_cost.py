@@ -8,8 +8,8 @@ sets much of the client's CPU, whatever the code around them does.
 
 Each way is called ``--calls`` times in a row in this process (pin it with ``taskset -c N``
 for figures that compare), ``--rounds`` times, interleaved; it prints each way's median CPU
-per call (µs: user + system, ``time.process_time``), its system share, its wall time and
-its voluntary context switches per call. The thread's timer slack is cut to 1 ns first, as
+per call (µs: user + system, ``time.process_time``), the system part of it (µs), its wall
+time and its voluntary context switches per call. The thread's timer slack is cut to 1 ns first, as
 the load generator's loop thread does (``timers._fine_timer_slack``). Python's
 ``epoll.poll`` rounds its timeout up to whole milliseconds (epoll_wait(2) takes them), which
 is asyncio's millisecond bunching. Linux only (timerfd, prctl).
@@ -44,7 +44,8 @@ class _Itimerspec(ctypes.Structure):
 def _ways() -> dict[str, Callable[[], object]]:
     """Each way to wait (and two system calls that do not wait, for scale)."""
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_TIMERSLACK, 1, 0, 0, 0)
+    if libc.prctl(_PR_SET_TIMERSLACK, 1, 0, 0, 0) != 0:
+        sys.exit("prctl(PR_SET_TIMERSLACK) failed: this script needs Linux")
     ep = select.epoll()
     tfd = libc.timerfd_create(_CLOCK_MONOTONIC, 0)
     if tfd < 0:
@@ -104,7 +105,7 @@ def main() -> None:
         for name, way in ways.items():
             got[name].append(_measure(way, args.calls))
     print(f"{args.calls} calls per way, median of {args.rounds} interleaved rounds")
-    print(f"  {'way':36s} {'CPU µs':>8s} {'of it sys':>9s} {'wall µs':>8s} {'switches':>8s}")
+    print(f"  {'way':36s} {'CPU µs':>8s} {'sys µs':>9s} {'wall µs':>8s} {'switches':>8s}")
     for name, rows in got.items():
         cpu, sys_, wall, switches = (statistics.median(col) for col in zip(*rows, strict=True))
         print(f"  {name:36s} {cpu:8.2f} {sys_:9.2f} {wall:8.1f} {switches:8.2f}")

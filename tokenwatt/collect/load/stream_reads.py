@@ -234,7 +234,8 @@ class StreamReads:
     async def decode_slices(self) -> None:
         """Decode every pending read, in order, :data:`DECODE_SLICE_EVENTS` events at a time,
         yielding to the event loop between slices: one msgspec decode per slice; read by read
-        (exactly as the reads came) when that finds a fault to report. Cancelled in a yield,
+        (exactly as the reads came) when an event in it is not JSON, so that the fault names
+        its read's bytes. Cancelled in a yield,
         the reads not yet decoded stay pending. ``first_token_s`` keeps the preview's value
         until the decode has ended (an early stop may read it meanwhile).
 
