@@ -68,11 +68,11 @@ SEND_FD_SPIN_S = 0.00006
 sleeps; with more left it sleeps the loop's thread (``time.sleep``) until
 :data:`SEND_FD_WAKE_S` before its time, then spins. A sleep costs about 22 us of CPU on this
 VM whatever its length (the timer's programming and the wake-up are charged to the thread),
-so a shorter one costs more than the spin it saves; ``benchmarks/loadgen.py`` measured
-0.5-0.7 us per chunk less at 800 req/s (5 alternating trials, near the noise) than sleeping
-to 50 us before the time, as before. Either way the
-loop runs nothing else in the last :data:`SEND_FD_EARLY_S`; sleeping frees the core for the
-engine meanwhile (spinning all of it cost 3 us more per chunk at 800 req/s)."""
+so a shorter one costs more than the spin it saves (``benchmarks/wait_cost.py``: 15-22 us
+per wait); ``benchmarks/loadgen.py`` measured 0.5-0.7 us per chunk less at 800 req/s (5
+alternating trials, near the noise) than sleeping to 50 us before the time, as before. Either
+way the loop runs nothing else in the last :data:`SEND_FD_EARLY_S`; sleeping frees the core
+for the engine meanwhile (spinning all of it cost 3 us more per chunk at 800 req/s)."""
 
 SEND_FD_WAKE_S = 0.000035
 """How late a short ``time.sleep`` of the loop's thread wakes (s), its timer slack cut to

@@ -5,8 +5,10 @@ event stream was. :func:`tokenwatt.collect.load.stream.read_stream` feeds it the
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -222,44 +224,43 @@ class StreamReads:
         Raises:
             StreamError: as :meth:`decode_slices`.
         """
-        try:
+        with self._decoding():
             while self.pending:
                 self._decode_reads(self._next_slice())
-        except StreamError:
-            self.pending.clear()  # the stream failed there: what came after is not part of it
-            raise
-        finally:
-            self._settle_first_token()
 
     async def decode_slices(self) -> None:
         """Decode every pending read, in order, :data:`DECODE_SLICE_EVENTS` events at a time,
         yielding to the event loop between slices: one msgspec decode per slice; read by read
         (exactly as the reads came) when an event in it is not JSON, so that the fault names
-        its read's bytes. Cancelled in a yield,
-        the reads not yet decoded stay pending. ``first_token_s`` keeps the preview's value
-        until the decode has ended (an early stop may read it meanwhile).
+        its read's bytes. Cancelled in a yield, the reads not yet decoded stay pending.
+        ``first_token_s`` keeps the preview's value until the decode has ended (an early
+        stop may read it meanwhile).
 
         Raises:
             StreamError: ``protocol`` (an event not JSON), ``stream_error`` (an error
                 object in the stream).
         """
         first = True
-        try:
+        with self._decoding():
             while self.pending:
                 await make_way(yield_anyway=not first)
                 first = False
                 self._decode_reads(self._next_slice())
+
+    @contextlib.contextmanager
+    def _decoding(self) -> Iterator[None]:
+        """Around a decode: a fault drops what came after it, and at the end, however it
+        ends, the first token is settled."""
+        try:
+            yield
         except StreamError:
             self.pending.clear()  # the stream failed there: what came after is not part of it
             raise
         finally:
-            self._settle_first_token()
-
-    def _settle_first_token(self) -> None:
-        # The preview's guess stands only if a text chunk was decoded (then it is that
-        # chunk's read time, set by stamp); with none, there is no first token.
-        if not self.res.chunk_s:
-            self.res.first_token_s = None
+            # The preview's guess stands only if a text chunk was decoded (then it is that
+            # chunk's read time, set by stamp); with none, there is no first token.
+            if not self.res.chunk_s:
+                self.res.first_token_s = None
 
     def _next_slice(self) -> list[tuple[float, list[bytes]]]:
         """Take up to :data:`DECODE_SLICE_EVENTS` events off the front of ``pending``, each
