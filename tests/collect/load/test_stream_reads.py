@@ -106,9 +106,10 @@ async def test_reasoning_then_content_each_chunk_timed_by_its_read() -> None:
     assert res.reasoning is True
     assert (res.output_tokens, res.prompt_tokens, res.usage_missing) == (7, 5, False)
     assert res.output_text is None
-    # While streaming: the first token is known from its read on; the rest only at the end
-    # (the [DONE] read, where the stream ends: a body already ended is not read again).
-    assert resp.content.seen_live == [(None, 0), (2.0, 0), (2.0, 0)]
+    # While streaming: the reads up to the first token's are decoded as they come (its
+    # read's two chunks); the rest only at the end (the [DONE] read, where the stream ends:
+    # a body already ended is not read again).
+    assert resp.content.seen_live == [(None, 0), (2.0, 2), (2.0, 2)]
     assert resp.content.given == len(reads)
 
 

@@ -1,8 +1,9 @@
 """Reading an OpenAI-style streamed completion (``/v1/completions`` or chat) into timings.
 
-The hot path, run for every network read, only takes the read's arrival time and keeps
-its bytes. Everything else — SSE framing, JSON decoding, which chunks carry text, content
-vs reasoning, usage — is done when the response has ended, over all its reads together
+The hot path, run for every network read after the first token, only takes the read's
+arrival time and keeps its bytes. Everything else — SSE framing, JSON decoding, which chunks
+carry text, content vs reasoning, usage — is done when the response has ended, over all its
+reads together
 (:class:`~tokenwatt.collect.load.stream_reads.StreamReads`): one msgspec decode per slice of
 :data:`~tokenwatt.collect.load.stream_reads.DECODE_SLICE_EVENTS` events, parsed into just the
 fields used here (text, delta, usage, error), yielding to the event loop between slices, so
@@ -13,10 +14,12 @@ by read.
 
 Two things are known during the stream, because the load generator acts on them while a
 window runs: the first text chunk's arrival (``first_token_s``; an early stop counts a
-request still without one past the TTFT limit as a miss), found by decoding the first
-reads event by event until a text chunk turns up; and an error in the stream, whose read
-(one containing ``error``) is decoded at once, before the first token or after it, so that
-the request fails there, with the server's message, not at the request timeout.
+request still without one past the TTFT limit as a miss), found by decoding each read at
+once, in slices, until a text chunk turns up (the rest of that read is kept for the end);
+and an error in the stream, whose read (one containing ``error``) is decoded at once, before
+the first token or after it, so that the request fails there, with the server's message,
+not at the request timeout. A response that comes in one read (an instant server's, at
+high rates) is thus decoded in one go as it arrives.
 ``benchmarks/loadgen.py`` measures the client's CPU per chunk.
 """
 
@@ -29,12 +32,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 
-from tokenwatt.collect.load.stream_reads import (
-    DONE,
-    ERROR_MARK,
-    StreamError,
-    StreamReads,
-)
+from tokenwatt.collect.load.stream_reads import StreamError, StreamReads, may_end_or_fail
 from tokenwatt.records import RequestResult
 
 RESPONSE_BASE_BYTES = 1 << 20
@@ -67,9 +65,10 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
     and the text's pieces are kept in ``output_text`` so that a tokenizer can count them
     afterwards (:func:`tokenwatt.analysis.window.latency.summarise_window`).
 
-    While the response streams only ``first_token_s`` is set (see the module docstring);
-    the rest is filled in when it ends. A request that stops early (timeout, cancellation,
-    a broken connection) keeps what its reads held: they are decoded as it stops.
+    While the response streams only the reads up to its first text chunk are decoded (see
+    the module docstring); the rest is filled in when it ends. A request that stops early
+    (timeout, cancellation, a broken connection) keeps what its reads held: they are decoded
+    as it stops.
 
     The stream ends at ``[DONE]``: events after it are not read. An error in the stream
     fails the request at its read, before the first token too.
@@ -98,11 +97,11 @@ async def read_stream(resp: aiohttp.ClientResponse, res: RequestResult) -> None:
             if room < 0:
                 raise StreamError("protocol", _too_long(limit, res.max_tokens))
             if res.first_token_s is None:
-                if await stream.preview(now, piece) or DONE in piece:  # fail, or end, here
-                    await stream.decode_slices()
+                if await stream.preview(now, piece):  # its rest may fail, or end, here
+                    await stream.decode_slices(yield_first=True)
             else:
                 pending.append((now, piece))
-                if ERROR_MARK in piece or DONE in piece:  # fail, or end, at this read
+                if may_end_or_fail(piece):  # fail, or end, at this read
                     await stream.decode_slices()
             if stream.done:
                 if not resp.content.at_eof():  # the body goes on past [DONE]

@@ -48,7 +48,6 @@ class _Chunk(msgspec.Struct, gc=False):
 # One typed decode for many events (joined into a JSON array): msgspec skips the fields
 # we do not read, several times faster than json.loads chunk by chunk.
 _CHUNKS = msgspec.json.Decoder(list[_Chunk])
-_ONE_CHUNK = msgspec.json.Decoder(_Chunk)
 DONE = b"[DONE]"
 # In every form of a stream's error: an "error" key, `event: error`, llama.cpp's `error:`
 # line. Model text containing the word only makes its read decoded early, not wrongly.
@@ -124,18 +123,10 @@ def _delta_text(delta: _Delta | None) -> tuple[str, bool]:
     return delta.reasoning_content or delta.reasoning or "", False
 
 
-def _is_text(data: bytes) -> bool:
-    """Whether one event's data is a chunk carrying generated text (False when not JSON)."""
-    if data == DONE:
-        return False
-    try:
-        chunk = _ONE_CHUNK.decode(data)
-    except msgspec.DecodeError:
-        return False
-    if not chunk.choices:
-        return False
-    choice = chunk.choices[0]
-    return bool(choice.text or _delta_text(choice.delta)[0])
+def may_end_or_fail(piece: bytes) -> bool:
+    """Whether a read not split into events yet may carry an error or ``[DONE]`` (then it
+    is decoded at once: the request fails, or ends, at that read)."""
+    return ERROR_MARK in piece or DONE in piece
 
 
 class StreamReads:
@@ -195,11 +186,20 @@ class StreamReads:
         return datas
 
     async def preview(self, now: float, piece: bytes) -> bool:
-        """Keep a read that came before the first text chunk, and set ``first_token_s``
-        if it holds one, splitting it into events about :data:`FRAME_SLICE_BYTES` at a time
-        (yielding to the loop between slices) and decoding them one by one until then; the
-        rest of the read stays pending as it came. True when the read may carry an error:
-        the caller decodes it at once (see the module docstring)."""
+        """Decode a read that came before the first text chunk at once, so that
+        ``first_token_s`` is known while the response streams: split into events about
+        :data:`FRAME_SLICE_BYTES` at a time and decoded :data:`DECODE_SLICE_EVENTS` at a time
+        (yielding to the loop between slices) until a text chunk turns up; what follows it
+        in the read stays pending, as it came or as events. True when that rest may carry an
+        error or ``[DONE]``: the caller decodes it at once (see the module docstring).
+
+        Decoded here, not kept for the end: the first reads are decoded either way, and
+        once is cheaper than a look for the first text chunk and a decode later (a
+        one-read response, the whole of it at high rates, is decoded in one go).
+
+        Raises:
+            StreamError: as :meth:`decode_slices`, for the part of the read decoded here.
+        """
         if len(self.head) < _HEAD_BYTES:
             self.head += piece[: _HEAD_BYTES - len(self.head)]
         rest = piece
@@ -207,15 +207,18 @@ class StreamReads:
             cut = slice_end(rest)
             datas = self.datas(rest[:cut])
             rest = rest[cut:]
-            self.pending.append((now, datas))
-            if any(_is_text(data) for data in datas):
-                self.res.first_token_s = now
-                if rest:
-                    self.pending.append((now, rest))
-                break
-            if rest:
-                await make_way(yield_anyway=True)
-        return ERROR_MARK in piece
+            while datas:
+                some, datas = datas[:DECODE_SLICE_EVENTS], datas[DECODE_SLICE_EVENTS:]
+                self._decode_reads([(now, some)])
+                if self.res.chunk_s:  # a text chunk: the first token came in this read
+                    if datas:
+                        self.pending.append((now, datas))
+                    if rest:
+                        self.pending.append((now, rest))
+                    return any(ERROR_MARK in d for d in datas) or may_end_or_fail(rest)
+                if datas or rest:
+                    await make_way(yield_anyway=True)
+        return False
 
     def decode_pending(self) -> None:
         """Decode every pending read, in order, in one go (:meth:`decode_slices`' work
@@ -224,23 +227,28 @@ class StreamReads:
         Raises:
             StreamError: as :meth:`decode_slices`.
         """
+        if not self.pending:
+            return
         with self._decoding():
             while self.pending:
                 self._decode_reads(self._next_slice())
 
-    async def decode_slices(self) -> None:
+    async def decode_slices(self, *, yield_first: bool = False) -> None:
         """Decode every pending read, in order, :data:`DECODE_SLICE_EVENTS` events at a time,
-        yielding to the event loop between slices: one msgspec decode per slice; read by read
+        yielding to the event loop between slices (and before the first with ``yield_first``:
+        right after other work, the preview's): one msgspec decode per slice; read by read
         (exactly as the reads came) when an event in it is not JSON, so that the fault names
         its read's bytes. Cancelled in a yield, the reads not yet decoded stay pending.
-        ``first_token_s`` keeps the preview's value until the decode has ended (an early
-        stop may read it meanwhile).
+        ``first_token_s``, set by the preview's decode, stands meanwhile (an early stop may
+        read it).
 
         Raises:
             StreamError: ``protocol`` (an event not JSON), ``stream_error`` (an error
                 object in the stream).
         """
-        first = True
+        if not self.pending:
+            return
+        first = not yield_first
         with self._decoding():
             while self.pending:
                 await make_way(yield_anyway=not first)
@@ -257,8 +265,8 @@ class StreamReads:
             self.pending.clear()  # the stream failed there: what came after is not part of it
             raise
         finally:
-            # The preview's guess stands only if a text chunk was decoded (then it is that
-            # chunk's read time, set by stamp); with none, there is no first token.
+            # A first token stands only if a text chunk was decoded (its read's time, set by
+            # stamp); with none, there is no first token.
             if not self.res.chunk_s:
                 self.res.first_token_s = None
 
