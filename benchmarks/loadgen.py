@@ -28,8 +28,9 @@ Ours, in one process, also: its waits per request sent in the window (``waits/re
 event loop thread's voluntary context switches, each a sleep or a wait of the loop that
 blocked; a wait costs 15-22 µs of CPU on this VM, ``benchmarks/wait_cost.py``).
 
-``--compare`` instead runs, per ``CHUNKS:RATE`` of ``--points``, ours (``--timer timerfd``
-and ``--timer spin``, the previous design), bench serve and AIPerf at that fixed rate,
+``--compare`` instead runs, per ``CHUNKS:RATE`` of ``--points``, ours (as it ships; on
+asyncio's own loop; and ``--timer spin``, the previous design), bench serve and AIPerf at
+that fixed rate,
 interleaved for ``--rounds`` rounds, and prints one table (medians over rounds: CPU per
 chunk, held ratio, errors; ours' lowest K-S p and send-lag p99) with the verdicts "ours' CPU
 per chunk at most half of bench serve's" and "K-S p > 0.01"; then, unless ``--no-walk``,
@@ -37,15 +38,17 @@ per stream length, bench serve's walk over ``--chunk-rates`` and ours once at tw
 highest rate it held, for "send-lag p99 under 5 ms" (``benchmarks/loadgen_compare.py``).
 
 ``--compare-http`` first measures httpx against aiohttp in a closed loop (the choice of
-HTTP client); ``--uvloop`` runs ours on uvloop. ``--floor`` instead measures the client CPU
-per request of ours beside clients that only read each response (bare aiohttp, on asyncio
+HTTP client); ``--event-loop asyncio`` runs ours on asyncio's own loop (uvloop by
+default). ``--floor`` instead measures the client CPU per request of ours beside clients
+that only read each response (bare aiohttp, on asyncio
 and on uvloop, and a bare asyncio Protocol with httptools' parser), the same seeded Poisson
 schedule each, alternating, at ``--floor-rates``: how much of ours is the HTTP library's
 (``benchmarks/loadgen_floor.py``). About 5 minutes with the defaults, most of it the peers'
 start-up (about 20 s per trial for vLLM, 5 s for AIPerf).
 
 Usage: python benchmarks/loadgen.py [--chunks 32,256] [--chunk-rates 16000,...]
-    [--workers 1,2] [--seconds 3] [--timer timerfd|thread|spin|plain] [--uvloop]
+    [--workers 1,2] [--seconds 3] [--timer timerfd|thread|spin|plain]
+    [--event-loop uvloop|asyncio]
     [--skip-vllm] [--skip-aiperf] [--compare-http]
     [--floor [--floor-rates 300,1000] [--rounds 2]]
     [--compare [--points 32:800,256:600] [--rounds 2] [--no-walk]]
@@ -72,6 +75,7 @@ from sse_stub import CHUNKS, sse_body, start_nginx
 
 DEFAULT_CHUNK_RATES = [16_000, 32_000, 48_000, 64_000, 80_000, 96_000, 112_000]
 TIMERS = ("timerfd", "thread", "spin", "plain")
+LOOPS = ("uvloop", "asyncio")
 
 # ---------------------------------------------------------------------- SSE decoder ---
 
@@ -134,7 +138,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--seconds", type=float, default=3.0, help="measured window per trial (s)")
     ap.add_argument("--client-core", type=int, default=0)
     ap.add_argument("--server-core", type=int, default=1)
-    ap.add_argument("--uvloop", action="store_true", help="run our client on uvloop")
+    ap.add_argument("--event-loop", choices=LOOPS, default="uvloop", help="ours' event loop")
     ap.add_argument("--timer", choices=TIMERS, default="timerfd", help="ours' send wait")
     ap.add_argument("--compare-http", action="store_true")
     ap.add_argument("--skip-vllm", action="store_true")
@@ -156,13 +160,13 @@ def child(args: argparse.Namespace) -> None:
     if args.child:
         url, rate, seconds, chunks, workers = args.child
         figures = trial_ours(url, float(rate), float(seconds), int(chunks), int(workers),
-                             args.uvloop, args.timer)  # fmt: skip
+                             args.event_loop, args.timer)  # fmt: skip
         print(json.dumps(figures))
     elif args.floor_child:
         client, url, chunks, rate, seconds = args.floor_child
         if client.startswith("ours"):
-            figures = trial_ours(url, float(rate), float(seconds), int(chunks), 1, False,
-                                 args.timer)  # fmt: skip
+            figures = trial_ours(url, float(rate), float(seconds), int(chunks), 1,
+                                 args.event_loop, args.timer)  # fmt: skip
             print(float(figures["cpu_us_per_chunk"]) * int(chunks))
         else:
             print(floor_child(client, url, int(chunks), float(rate), float(seconds)))
@@ -212,11 +216,11 @@ def run_length(
             compare_http(url, core)
         start = 0
         for workers in (int(w) for w in args.workers.split(",")):
-            name = f"ours x{workers}" + (" uvloop" if args.uvloop else "")
+            name = f"ours x{workers}" + (" asyncio" if args.event_loop == "asyncio" else "")
             results[name] = best = walk(
                 name,
                 lambda r, w=workers: run_ours(
-                    url, r, seconds, chunks, w, core, args.uvloop, args.timer
+                    url, r, seconds, chunks, w, core, args.event_loop, args.timer
                 ),
                 rates[start:],
             )

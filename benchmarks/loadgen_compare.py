@@ -3,8 +3,9 @@ ours at twice the highest rate ``vllm bench serve`` holds.
 
 For each ``CHUNKS:RATE`` of ``--points`` one nginx stub serves ``CHUNKS``-chunk streams and
 every client runs at ``RATE`` req/s for ``--seconds``, interleaved for ``--rounds`` rounds
-(the order turned by one each round): ours with ``--timer timerfd`` (the default send wait),
-ours with ``--timer spin`` (the previous design: every request spins its last 1.5 ms), vLLM's
+(the order turned by one each round): ours as it ships (``--timer timerfd`` on uvloop), ours
+on asyncio's own loop (``ours asyncio``: what uvloop buys), ours with ``--timer spin`` on
+asyncio (the previous design: every request spins its last 1.5 ms), vLLM's
 ``bench serve`` and AIPerf (``benchmarks/peers.py``: which CPU each counts). One table then
 gives, per point and client, the median over rounds of client CPU per chunk, held ratio
 (request throughput over the rate) and errors, and for ours the lowest K-S p of the sent gaps
@@ -51,10 +52,14 @@ def trials(
     python, aiperf = peers
     core, seconds = args.client_core, args.seconds
 
-    def ours(timer: str) -> Trial:
-        return lambda r: run_ours(url, r, seconds, chunks, 1, core, args.uvloop, timer)
+    def ours(timer: str, loop: str = "uvloop") -> Trial:
+        return lambda r: run_ours(url, r, seconds, chunks, 1, core, loop, timer)
 
-    got = {"ours timerfd": ours("timerfd"), "ours spin": ours("spin")}
+    got = {
+        "ours timerfd": ours("timerfd"),
+        "ours asyncio": ours("timerfd", "asyncio"),
+        "ours spin": ours("spin", "asyncio"),
+    }
     if python is not None:
         got["vllm"] = lambda r: run_vllm(python, folder, url, r, seconds, chunks, core)
     if aiperf is not None:
@@ -180,8 +185,8 @@ def verdicts(got: dict[str, list[Figures]]) -> str:
         cpu = f"CPU ≤ ½ bench serve's: n/a ({none})"
     else:
         ratio = float(np.median(ratios))
-        spin = paired_ratios(got, "ours spin")
-        spin_note = f"; spin {np.median(spin):.2f}" if spin else ""
+        others = {name: paired_ratios(got, f"ours {name}") for name in ("asyncio", "spin")}
+        spin_note = "".join(f"; {n} {np.median(r):.2f}" for n, r in others.items() if r)
         ours = median(got["ours timerfd"], "cpu_us_per_chunk")
         serve = median(got["vllm"], "cpu_us_per_chunk")
         of_medians = f"; of the medians {ours / serve:.2f}" if ours and serve else ""
@@ -220,7 +225,7 @@ def twice_one(args: argparse.Namespace, folder: Path, python: str, url: str, chu
     if best is None:
         return f"{chunks} chunks: bench serve held none of the rates, so no trial at twice it"
     rate = 2 * best[0]
-    f = run_ours(url, rate, seconds, chunks, 1, core, args.uvloop, "timerfd")
+    f = run_ours(url, rate, seconds, chunks, 1, core, "uvloop", "timerfd")
     print(trial_line("ours timerfd", rate, f))
     lag = f["send_lag_p99_ms"]
     verdict = "PASS" if lag is not None and lag < 5 else "FAIL"

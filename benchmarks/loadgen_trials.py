@@ -5,7 +5,6 @@ rates that every client's trials take."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import subprocess
@@ -92,28 +91,24 @@ def trial_ours(
     seconds: float,
     chunks: int,
     workers: int,
-    use_uvloop: bool,
+    event_loop: str = "uvloop",
     timer: str = "timerfd",
 ) -> dict[str, Any]:
-    """One pinned trial of run_window (or a WorkerPool's); runs in a child process. ``timer``:
+    """One pinned trial of run_window (or a WorkerPool's); runs in a child process.
+    ``event_loop``: the loop it runs on (:mod:`tokenwatt.collect.load.event_loop`); ``timer``:
     how sends wait for their times (:mod:`tokenwatt.collect.load.sends`)."""
     sys.path.insert(0, str(ROOT))
     import numpy as np
     from scipy import stats
 
     import tokenwatt.analysis  # noqa: F401  (imported before the window, not inside it)
+    from tokenwatt.collect.load.event_loop import run_load
     from tokenwatt.collect.load.loadgen import LoadConfig, run_window
     from tokenwatt.collect.load.pool.workers import WorkerPool
     from tokenwatt.collect.load.window_plan import WindowPlan
     from tokenwatt.collect.workload.workload import RequestSpec
     from tokenwatt.records.spec.spec import SloSpec
 
-    if use_uvloop:
-        try:
-            import uvloop
-        except ImportError:
-            sys.exit("--uvloop needs the uvloop package (pip install uvloop)")
-        uvloop.install()
     cfg = LoadConfig(
         endpoint=url + "/v1",
         model="bench",
@@ -129,13 +124,14 @@ def trial_ours(
         seed=1,
         keep_load=False,
         send_timer=timer,  # type: ignore[arg-type]  # checked by argparse's choices
+        event_loop=event_loop,  # type: ignore[arg-type]  # checked by argparse's choices
     )
     if workers > 1:
         with WorkerPool(workers) as pool, CpuSampler(pool.pids()) as cpu:
             result = pool.run_window(cfg, plan, itertools.repeat(spec))
     else:
         with CpuSampler([]) as cpu:
-            result = asyncio.run(run_window(cfg, plan, itertools.repeat(spec)))
+            result = run_load(run_window(cfg, plan, itertools.repeat(spec)), plan.event_loop)
     start, end = result.window_start_s, result.window_end_s
     in_window = [r for r in result.requests if r.in_window]
     finished = [r.finished_s for r in in_window if r.finished_s is not None]
@@ -172,7 +168,7 @@ def run_ours(
     chunks: int,
     workers: int,
     core: int,
-    uvloop: bool,
+    event_loop: str = "uvloop",
     timer: str = "timerfd",
 ) -> dict[str, Any]:
     """One trial of ours in a child process pinned to ``core`` (:func:`trial_ours`' figures),
@@ -182,8 +178,8 @@ def run_ours(
         RuntimeError: the child failed (its stderr's tail).
     """
     cmd = ["taskset", "-c", str(core), sys.executable, str(LOADGEN), "--child", url, str(rate),
-           str(seconds), str(chunks), str(workers), "--timer", timer]  # fmt: skip
-    cmd += ["--uvloop"] if uvloop else []
+           str(seconds), str(chunks), str(workers), "--timer", timer,
+           "--event-loop", event_loop]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 from streaming_server import ScriptedServer, stream
 
@@ -18,6 +19,10 @@ from tokenwatt.collect.load.loadgen import LoadConfig, WindowResult, run_window
 from tokenwatt.collect.load.window_plan import WindowPlan
 from tokenwatt.collect.workload.workload import RequestSpec
 from tokenwatt.records.spec.spec import SloSpec
+
+BOTH_LOOPS = pytest.mark.asyncio(loop_factories=["asyncio", "uvloop"])
+"""Runs an async test on asyncio's own loop and on uvloop (the load's default), as
+``conftest.pytest_asyncio_loop_factories`` provides them."""
 
 SLO = SloSpec(ttft_p99_ms=2000, tpot_p99_ms=1000)
 

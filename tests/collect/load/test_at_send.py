@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import pytest
 import test_transport
+from loadgen_helpers import BOTH_LOOPS
 from streaming_server import tokens_stream
 from test_transport import Conn, RawServer, config, reset, sse_response, window
 
@@ -73,6 +74,7 @@ async def first_bytes(raw: Callable[[Conn], Awaitable[RawServer]]) -> FirstBytes
 
 
 @pytest.mark.parametrize("keep_alive", [True, False])
+@BOTH_LOOPS
 async def test_no_request_reaches_the_server_before_its_time_and_all_in_order(
     first_bytes: FirstBytes, keep_alive: bool
 ) -> None:
@@ -95,6 +97,7 @@ async def test_no_request_reaches_the_server_before_its_time_and_all_in_order(
         assert sum(before) > len(reqs) / 2, f"{sum(before)} of {len(reqs)}"
 
 
+@BOTH_LOOPS
 async def test_sends_due_microseconds_apart_keep_their_order_on_the_wire(
     first_bytes: FirstBytes,
 ) -> None:

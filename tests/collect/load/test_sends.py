@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 from aiohttp import web
+from loadgen_helpers import BOTH_LOOPS
 from streaming_server import ScriptedServer, stream, tokens_stream
 
 from tokenwatt.collect.load.arrivals import window_schedule
@@ -97,6 +98,7 @@ async def test_thread_timer_releases_what_is_due_and_records_how_late() -> None:
     assert timer.wakes == 3
 
 
+@BOTH_LOOPS
 async def test_thread_timer_wakes_its_loop_at_each_time_in_order() -> None:
     timer = ThreadTimer()
     t0 = time.perf_counter()
@@ -114,6 +116,7 @@ async def test_thread_timer_wakes_its_loop_at_each_time_in_order() -> None:
 
 
 @linux_only
+@BOTH_LOOPS
 async def test_timerfd_releases_in_order_never_early_and_batches_close_times() -> None:
     timer = loop_timer(SEND_FD_BATCH_S, lambda: ReleaseMargin(SEND_FD_EARLY_S, SEND_SPIN_S, 1.0))
     assert isinstance(timer, FdTimer) and loop_timer(0.5, lambda: ReleaseMargin(0, 0, 0)) is timer
@@ -135,6 +138,7 @@ async def test_timerfd_releases_in_order_never_early_and_batches_close_times() -
 
 
 @linux_only
+@BOTH_LOOPS
 async def test_timerfd_rearmed_for_the_next_time_wakes_its_loop_only_then() -> None:
     calls = 0
 
@@ -177,6 +181,7 @@ async def _window(kind: SendTimerKind, base: str, rate: float) -> tuple[list[flo
 
 
 @pytest.mark.parametrize("kind", ["timerfd", "thread", "spin", "plain"])
+@BOTH_LOOPS
 async def test_a_windows_sends_keep_their_count_and_the_timers_their_order(
     kind: SendTimerKind, server: ScriptedServer
 ) -> None:
@@ -240,6 +245,7 @@ def test_send_order_lets_a_send_go_only_after_every_earlier_one() -> None:
 
 
 @linux_only
+@BOTH_LOOPS
 async def test_timerfd_sends_keep_the_schedules_order_across_a_stall() -> None:
     sends = SendWait("timerfd")
     loop = asyncio.get_running_loop()

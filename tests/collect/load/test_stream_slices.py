@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
+from loadgen_helpers import BOTH_LOOPS
 
 from tokenwatt.collect.load.sends import SEND_FD_BATCH_S, SEND_FD_EARLY_S, SEND_SPIN_S
 from tokenwatt.collect.load.stream import read_stream
@@ -171,6 +172,7 @@ async def test_work_makes_way_for_a_send_due_soon_and_not_for_one_due_later() ->
 
 
 @linux_only
+@BOTH_LOOPS
 async def test_a_decode_waits_while_a_send_is_due_and_the_send_goes_first() -> None:
     timer = loop_timer(SEND_FD_BATCH_S, lambda: ReleaseMargin(SEND_FD_EARLY_S, SEND_SPIN_S, 1.0))
     res = RequestResult(scheduled_s=0.0)

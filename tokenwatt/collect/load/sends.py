@@ -122,13 +122,19 @@ async def sleep_until(target: float, *, spin_s: float = SEND_SPIN_S) -> None:
     granularity). Returns at once when ``target`` has passed, so after the loop was held up a
     late send can overtake an earlier one still sleeping (the timers keep the order). The
     yielding costs CPU: about ``spin_s`` of busy loop per call at most
-    (``benchmarks/wire_arrivals.py`` measures it).
+    (``benchmarks/wire_arrivals.py`` measures it). Never returns before ``target``, on
+    uvloop either, whose sleeps may end up to 1 ms early.
     """
     delay = target - time.perf_counter()
     if delay > spin_s:
         await asyncio.sleep(delay - spin_s)
     if spin_s > 0:
         await _yield_then_busy(target, SEND_BUSY_S)
+        return
+    # uvloop's sleeps run on its clock, which moves in whole milliseconds and may lag behind
+    # the iteration it is read in: a sleep can end up to 1 ms early (asyncio's never does).
+    while (rest := target - time.perf_counter()) > 0:  # noqa: ASYNC110  (a deadline)
+        await asyncio.sleep(rest)
 
 
 async def _thread_released(target: float) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tokenwatt.collect.load.event_loop import EventLoopKind
 from tokenwatt.collect.load.sends import SEND_SPIN_S, SendTimerKind
 from tokenwatt.records import RequestResult, SloSpec
 
@@ -54,6 +55,9 @@ class WindowPlan:
             millisecond-bunched ``asyncio.sleep`` (``plain``); the benchmarks compare them.
         freeze_gc: ``gc.freeze()`` for the window, so that a full garbage collection does
             not scan the objects alive before it (a 200 ms pause was seen without).
+        event_loop: the event loop the window's load runs on where this project starts it
+            (uvloop where installed, or asyncio's own:
+            :mod:`~tokenwatt.collect.load.event_loop`); a Ray actor runs on Ray's.
     """
 
     rate_rps: float
@@ -66,6 +70,7 @@ class WindowPlan:
     send_spin_s: float = SEND_SPIN_S
     send_timer: SendTimerKind = "timerfd"
     freeze_gc: bool = True
+    event_loop: EventLoopKind = "uvloop"
 
     def check_open_loop(self) -> None:
         """Refuse an open-loop plan that cannot run.

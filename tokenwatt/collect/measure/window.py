@@ -19,13 +19,13 @@ sent twice unless the workload repeats it.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from tokenwatt.collect.load.arrivals import window_request_count
 from tokenwatt.collect.load.closedloop import run_closed_window
+from tokenwatt.collect.load.event_loop import run_load
 from tokenwatt.collect.load.loadgen import LEAD_S, LoadConfig, WindowResult, run_window
 from tokenwatt.collect.load.pool.workers import WindowPool
 from tokenwatt.collect.load.window_plan import WindowHooks
@@ -135,7 +135,7 @@ class WindowRunner:
         with self.stop.window():
             # The closed loop runs in this process (collect refuses workers with it).
             pool = self.pool is not None and plan.concurrency is None
-            loaded = self._load_pool(plan) if pool else asyncio.run(self._load(plan))
+            loaded = self._load_pool(plan) if pool else run_load(self._load(plan), plan.event_loop)
         readings = self.instruments.collect(loaded.instruments)
         if self.stop.requested is not None and loaded.result.summary.requests == 0:
             self.stop.raise_if_requested()  # stopped in its warm-up: nothing to keep

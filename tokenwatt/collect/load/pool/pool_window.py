@@ -169,6 +169,7 @@ class PoolWindow:
                 window_end_offset=self.window_end_offset,
                 send_spin_s=self.plan.send_spin_s,
                 send_timer=self.plan.send_timer,
+                event_loop=self.plan.event_loop,
                 freeze_gc=self.plan.freeze_gc,
             )
             handle.send.send(("prepare", job))

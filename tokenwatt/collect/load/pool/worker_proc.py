@@ -35,6 +35,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from tokenwatt.analysis import send_lag_ms
+from tokenwatt.collect.load.event_loop import EventLoopKind, run_load
 from tokenwatt.collect.load.http import open_session
 from tokenwatt.collect.load.loadconfig import LoadConfig
 from tokenwatt.collect.load.sends import SendTimerKind, send_wait
@@ -51,8 +52,8 @@ class WorkerJob:
     """One window's settings for worker ``worker``: ``cfg`` with this worker's share of the
     concurrency cap (and no tokenizer: outputs are counted in the parent), the offset (s)
     where the measured window ends, the send-spin time (s) and how sends wait for their times
-    (:mod:`~tokenwatt.collect.load.sends`), and whether to freeze the garbage collector for
-    the window."""
+    (:mod:`~tokenwatt.collect.load.sends`), whether to freeze the garbage collector for
+    the window, and the event loop it runs on (:mod:`~tokenwatt.collect.load.event_loop`)."""
 
     worker: int
     cfg: LoadConfig
@@ -60,6 +61,7 @@ class WorkerJob:
     send_spin_s: float
     freeze_gc: bool = True
     send_timer: SendTimerKind = "timerfd"
+    event_loop: EventLoopKind = "uvloop"
 
 
 @dataclass
@@ -109,7 +111,7 @@ def worker_main(worker: int, inbox: Connection, outbox: Connection) -> None:
         state = WorkerWindow(msg[1], inbox, outbox)
         error = None
         try:
-            asyncio.run(state.run())
+            run_load(state.run(), state.job.event_loop)
         except Exception:
             error = traceback.format_exc(limit=8)[-2000:]
         try:

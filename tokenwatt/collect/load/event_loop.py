@@ -1,0 +1,68 @@
+"""The event loop a window's load runs on (:func:`run_load`): uvloop where it is installed
+(a dependency on Linux and macOS), else asyncio's own.
+
+Why uvloop: a load generator spends most of its CPU in the event loop and the HTTP
+library's transport (each request's callbacks, its socket reads and writes), and uvloop
+runs those in C on libuv. On this project's 2-core VM, at 800 req/s of 32-chunk streams
+from an instant server, the same client code needed about 1-2 us less CPU per chunk on
+uvloop (``benchmarks/loadgen.py --compare``, its ``ours asyncio`` row; ARCHITECTURE.md,
+"What the precision costs on this VM"). The send path is the same on both: the loop's
+own ``timerfd`` (:mod:`tokenwatt.collect.load.timers`), watched with ``add_reader``, which
+both loops provide; measurement times come from ``time.perf_counter``, never from the
+loop's clock (uvloop's ``loop.time()`` moves in whole milliseconds).
+
+Where a window's loop is not ours to choose (a Ray actor runs on Ray's loop), the load
+runs on whatever loop is running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any, Literal, TypeVar, get_args
+
+EventLoopKind = Literal["uvloop", "asyncio"]
+"""Which event loop a window asks for: ``uvloop`` (asyncio's where uvloop is not installed)
+or ``asyncio``'s own (the benchmarks' comparison)."""
+
+T = TypeVar("T")
+
+
+def loop_factory(kind: EventLoopKind) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """What makes the loop ``kind`` asks for: uvloop's ``new_event_loop``, or None for
+    asyncio's default (asked for, or uvloop not installed).
+
+    Raises:
+        ValueError: ``kind`` is none of :data:`EventLoopKind`.
+    """
+    if kind not in get_args(EventLoopKind):
+        raise ValueError(
+            f"event_loop must be one of {', '.join(get_args(EventLoopKind))}: {kind!r}"
+        )
+    if kind == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:  # not installed (Windows has none): asyncio's own
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
+def run_load(coro: Coroutine[Any, Any, T], kind: EventLoopKind = "uvloop") -> T:
+    """Run ``coro`` to its end on a new event loop of ``kind`` (:func:`loop_factory`), as
+    ``asyncio.run`` does (Ctrl-C cancels it; the loop is closed after).
+
+    Raises:
+        Whatever ``coro`` raises; ValueError for an unknown ``kind``.
+    """
+    try:
+        factory = loop_factory(kind)
+    except ValueError:
+        coro.close()  # never awaited: closed, so that it warns of nothing
+        raise
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(coro)
+
+
+__all__ = ["EventLoopKind", "loop_factory", "run_load"]
