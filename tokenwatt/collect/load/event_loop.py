@@ -3,13 +3,17 @@
 
 Why uvloop: a load generator spends most of its CPU in the event loop and the HTTP
 library's transport (each request's callbacks, its socket reads and writes), and uvloop
-runs those in C on libuv. On this project's 2-core VM, at 800 req/s of 32-chunk streams
-from an instant server, the same client code needed about 1-2 us less CPU per chunk on
-uvloop (``benchmarks/loadgen.py --compare``, its ``ours asyncio`` row; ARCHITECTURE.md,
-"What the precision costs on this VM"). The send path is the same on both: the loop's
-own ``timerfd`` (:mod:`tokenwatt.collect.load.timers`), watched with ``add_reader``, which
-both loops provide; measurement times come from ``time.perf_counter``, never from the
-loop's clock (uvloop's ``loop.time()`` moves in whole milliseconds).
+runs those in C on libuv. On this project's 2-core VM, against an instant server, the same
+client code needed less CPU per chunk on uvloop in two 5-round runs of
+``benchmarks/loadgen.py --compare`` (its ``ours asyncio`` row): 12.6 against 13.8 and 14.4
+against 18.2 us at 800 req/s of 32-chunk streams, 2.5 against 2.9 and 3.0 against 3.8 at
+600 req/s of 256, and its sends kept closer to the schedule (send-lag p99 about half;
+on asyncio's loop the sent gaps failed the K-S test in 3 of 5 rounds of the noisier run,
+on uvloop in none). The send path is the same on both: the loop's own ``timerfd``
+(:mod:`tokenwatt.collect.load.timers`), watched with ``add_reader``, which both loops
+provide; measurement times come from ``time.perf_counter``, never from the loop's clock
+(uvloop's ``loop.time()`` moves in whole milliseconds, so its sleeps may end up to 1 ms
+early: :func:`~tokenwatt.collect.load.sends.sleep_until` never sends early for it).
 
 Where a window's loop is not ours to choose (a Ray actor runs on Ray's loop), the load
 runs on whatever loop is running.
