@@ -87,7 +87,8 @@ async def _closed_loop(client: str, url: str, total: int = 3000, streams: int = 
 # ------------------------------------------------------ per-request floor (--floor) ---
 
 FLOOR_CLIENTS = ("ours", "aiohttp", "aiohttp+uvloop", "httptools")
-"""``--floor``: ours (precise sends, the whole hot path), then clients that do nothing but
+"""``--floor``: ours (precise sends, the whole hot path, on ``--event-loop``: uvloop by
+default, asyncio's own loop before this project ran on uvloop), then clients that do nothing but
 read each response: bare aiohttp (the library under ours), the same on uvloop, and a bare
 ``asyncio.Protocol`` with ``httptools``' parser (what a project-owned HTTP/1.1 client would
 cost; benchmark only)."""
@@ -209,7 +210,8 @@ def run_floor(args: argparse.Namespace, folder: Path) -> None:
                     for client in FLOOR_CLIENTS:
                         cmd = ["taskset", "-c", str(args.client_core), sys.executable, str(LOADGEN),
                                "--floor-child", client, url, str(chunks), str(rate),
-                               str(args.seconds), "--timer", args.timer]  # fmt: skip
+                               str(args.seconds), "--timer", args.timer,
+                               "--event-loop", args.event_loop]  # fmt: skip
                         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
                         if out.returncode == 0:
                             got[client].append(float(out.stdout.strip().splitlines()[-1]))

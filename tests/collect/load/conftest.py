@@ -8,8 +8,12 @@ import asyncio
 from collections.abc import Callable, Iterator, Mapping
 
 import pytest
-import uvloop
 from loadgen_helpers import INSTANT_SERVER, serve_script
+
+try:
+    import uvloop
+except ImportError:  # not on Windows: those tests run on asyncio's loop only
+    uvloop = None
 
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 
@@ -20,7 +24,7 @@ def pytest_asyncio_loop_factories(
     """asyncio's own loop for every test here; uvloop's too for one that asks for both with
     ``@pytest.mark.asyncio(loop_factories=[...])`` (``loadgen_helpers.BOTH_LOOPS``)."""
     marker = item.get_closest_marker("asyncio")
-    if marker is not None and "loop_factories" in marker.kwargs:
+    if uvloop is not None and marker is not None and "loop_factories" in marker.kwargs:
         return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
     return {"asyncio": asyncio.new_event_loop}
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import sys
-import warnings
 
 import pytest
-import uvloop
 
 from tokenwatt.collect.load.event_loop import run_load
+
+uvloop = pytest.importorskip("uvloop")  # a dependency but on Windows
 
 
 async def _loop_type() -> type[asyncio.AbstractEventLoop]:
@@ -44,8 +44,6 @@ def test_what_the_load_returns_or_raises_comes_back() -> None:
 
 def test_an_unknown_loop_is_refused_and_its_coroutine_never_left_unawaited() -> None:
     coro = _loop_type()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a coroutine never awaited would warn when collected
-        with pytest.raises(ValueError, match="uvloop, asyncio: 'trio'"):
-            run_load(coro, "trio")  # type: ignore[arg-type]
-    assert inspect.getcoroutinestate(coro) == "CORO_CLOSED"  # not left pending
+    with pytest.raises(ValueError, match="uvloop, asyncio: 'trio'"):
+        run_load(coro, "trio")  # type: ignore[arg-type]
+    assert inspect.getcoroutinestate(coro) == "CORO_CLOSED"  # no loop ran it, nor will

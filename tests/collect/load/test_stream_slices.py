@@ -196,3 +196,71 @@ async def test_a_decode_waits_while_a_send_is_due_and_the_send_goes_first() -> N
     assert decoded_at_send == [0]  # the send went out before the decode began
     assert first_at_send == [1.0]  # and an early stop looking then saw the first token
     assert len(res.chunk_s) == 2 * DECODE_SLICE_EVENTS
+
+
+def role() -> bytes:
+    return (
+        b"data: " + json.dumps({"choices": [{"delta": {"role": "assistant"}}]}).encode() + b"\n\n"
+    )
+
+
+class _Hanging(_Response):
+    """A response whose body stays open after its reads (as a stalled server's)."""
+
+    def __init__(self, reads: list[bytes]) -> None:
+        super().__init__(reads)
+        self.content.at_eof = lambda: False  # type: ignore[method-assign]
+        inner = self.content.iter_any
+
+        async def reads_then_hang() -> AsyncIterator[bytes]:
+            async for piece in inner():
+                yield piece
+            await asyncio.Event().wait()
+
+        self.content.iter_any = reads_then_hang  # type: ignore[method-assign]
+
+
+async def test_an_error_past_the_first_tokens_slice_fails_at_its_read() -> None:
+    # The first slice holds the first token; the error, events later in the same read, is
+    # found then, not at the request's timeout (the body never ends).
+    piece = text("a") + b"".join(role() for _ in range(DECODE_SLICE_EVENTS + 6)) + ERROR
+    res = RequestResult(scheduled_s=0.0)
+    with pytest.raises(StreamError) as caught:
+        await asyncio.wait_for(read_stream(_Hanging([piece]), res), 5.0)  # type: ignore[arg-type]
+    assert caught.value.kind == "stream_error"
+    assert len(res.chunk_s) == 1
+
+
+async def test_a_stream_cancelled_in_the_preview_keeps_the_rest_of_its_read() -> None:
+    # Role-only events fill the first slices, the text comes after them in the same read:
+    # cancelled at the preview's first yield, the events not decoded yet are kept and
+    # decoded as it stops.
+    piece = b"".join(role() for _ in range(2 * DECODE_SLICE_EVENTS)) + text("a") + text("b")
+    res = RequestResult(scheduled_s=0.0)
+    task = asyncio.create_task(read_stream(_Hanging([piece]), res))  # type: ignore[arg-type]
+    await asyncio.sleep(0)  # the task reads and decodes its first slice, then yields
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(res.chunk_s) == 2 and res.first_token_s is not None
+
+
+async def test_a_long_read_without_events_yields_between_its_slices() -> None:
+    # Comments only (no data lines): every slice of the read is split with the loop free
+    # in between, as for events.
+    res = RequestResult(scheduled_s=0.0)
+    turns = 0
+
+    async def count() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    counter = asyncio.create_task(count())
+    await asyncio.sleep(0)
+    piece = b": ping\n\n" * (10 * FRAME_SLICE_BYTES // 8) + text("a") + DONE
+    await read_stream(_Response([piece]), res)  # type: ignore[arg-type]
+    counter.cancel()
+    assert len(res.chunk_s) == 1
+    assert turns >= 9  # a turn of the loop for each of the ten slices, about

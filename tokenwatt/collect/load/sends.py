@@ -123,7 +123,7 @@ async def sleep_until(target: float, *, spin_s: float = SEND_SPIN_S) -> None:
     late send can overtake an earlier one still sleeping (the timers keep the order). The
     yielding costs CPU: about ``spin_s`` of busy loop per call at most
     (``benchmarks/wire_arrivals.py`` measures it). Never returns before ``target``, on
-    uvloop either, whose sleeps may end up to 1 ms early.
+    uvloop either, whose sleeps may end about 1.5 ms early.
     """
     delay = target - time.perf_counter()
     if delay > spin_s:
@@ -132,7 +132,7 @@ async def sleep_until(target: float, *, spin_s: float = SEND_SPIN_S) -> None:
         await _yield_then_busy(target, SEND_BUSY_S)
         return
     # uvloop's sleeps run on its clock, which moves in whole milliseconds and may lag behind
-    # the iteration it is read in: a sleep can end up to 1 ms early (asyncio's never does).
+    # the iteration it is read in: a sleep can end about 1.5 ms early (asyncio's never does).
     while (rest := target - time.perf_counter()) > 0:  # noqa: ASYNC110  (a deadline)
         await asyncio.sleep(rest)
 

@@ -18,8 +18,9 @@ request still without one past the TTFT limit as a miss), found by decoding each
 once, in slices, until a text chunk turns up (the rest of that read is kept for the end);
 and an error in the stream, whose read (one containing ``error``) is decoded at once, before
 the first token or after it, so that the request fails there, with the server's message,
-not at the request timeout. A response that comes in one read (an instant server's, at
-high rates) is thus decoded in one go as it arrives.
+not at the request timeout (so does a read before the first token with an event that is
+no JSON: ``protocol``). A response that comes in one read (an instant server's, at high
+rates) is thus decoded in one go as it arrives.
 ``benchmarks/loadgen.py`` measures the client's CPU per chunk.
 """
 

@@ -5,6 +5,7 @@ event stream was. :func:`tokenwatt.collect.load.stream.read_stream` feeds it the
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 from collections import deque
@@ -202,23 +203,33 @@ class StreamReads:
         """
         if len(self.head) < _HEAD_BYTES:
             self.head += piece[: _HEAD_BYTES - len(self.head)]
-        rest = piece
-        while rest:
-            cut = slice_end(rest)
-            datas = self.datas(rest[:cut])
-            rest = rest[cut:]
-            while datas:
-                some, datas = datas[:DECODE_SLICE_EVENTS], datas[DECODE_SLICE_EVENTS:]
-                self._decode_reads([(now, some)])
-                if self.res.chunk_s:  # a text chunk: the first token came in this read
+        rest, datas = piece, []
+        try:
+            while rest:
+                cut = slice_end(rest)
+                datas = self.datas(rest[:cut])
+                rest = rest[cut:]
+                while datas:
+                    some, datas = datas[:DECODE_SLICE_EVENTS], datas[DECODE_SLICE_EVENTS:]
+                    self._decode_reads([(now, some)])
+                    if self.res.chunk_s:  # a text chunk: the first token came in this read
+                        self._keep(now, datas, rest)
+                        return any(ERROR_MARK in d for d in datas) or may_end_or_fail(rest)
                     if datas:
-                        self.pending.append((now, datas))
-                    if rest:
-                        self.pending.append((now, rest))
-                    return any(ERROR_MARK in d for d in datas) or may_end_or_fail(rest)
-                if datas or rest:
+                        await make_way(yield_anyway=True)
+                if rest:  # a slice with no event at all yields too
                     await make_way(yield_anyway=True)
+        except asyncio.CancelledError:
+            self._keep(now, datas, rest)  # what was not decoded yet is decoded as it stops
+            raise
         return False
+
+    def _keep(self, now: float, datas: list[bytes], rest: bytes) -> None:
+        """Keep the part of a read not decoded yet: its events split already, then its bytes."""
+        if datas:
+            self.pending.append((now, datas))
+        if rest:
+            self.pending.append((now, rest))
 
     def decode_pending(self) -> None:
         """Decode every pending read, in order, in one go (:meth:`decode_slices`' work
@@ -257,18 +268,12 @@ class StreamReads:
 
     @contextlib.contextmanager
     def _decoding(self) -> Iterator[None]:
-        """Around a decode: a fault drops what came after it, and at the end, however it
-        ends, the first token is settled."""
+        """Around a decode: a fault drops what came after it."""
         try:
             yield
         except StreamError:
             self.pending.clear()  # the stream failed there: what came after is not part of it
             raise
-        finally:
-            # A first token stands only if a text chunk was decoded (its read's time, set by
-            # stamp); with none, there is no first token.
-            if not self.res.chunk_s:
-                self.res.first_token_s = None
 
     def _next_slice(self) -> list[tuple[float, list[bytes]]]:
         """Take up to :data:`DECODE_SLICE_EVENTS` events off the front of ``pending``, each

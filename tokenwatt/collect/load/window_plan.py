@@ -57,7 +57,8 @@ class WindowPlan:
             not scan the objects alive before it (a 200 ms pause was seen without).
         event_loop: the event loop the window's load runs on where this project starts it
             (uvloop where installed, or asyncio's own:
-            :mod:`~tokenwatt.collect.load.event_loop`); a Ray actor runs on Ray's.
+            :mod:`~tokenwatt.collect.load.event_loop`), in every worker process and Ray
+            actor too.
     """
 
     rate_rps: float
