@@ -30,21 +30,21 @@ blocked; a wait costs 15-22 µs of CPU on this VM, ``benchmarks/wait_cost.py``).
 
 ``--compare`` instead runs, per ``CHUNKS:RATE`` of ``--points``, ours (as it ships; on
 asyncio's own loop; and ``--timer spin``, the previous design), bench serve and AIPerf at
-that fixed rate,
-interleaved for ``--rounds`` rounds, and prints one table (medians over rounds: CPU per
-chunk, held ratio, errors; ours' lowest K-S p and send-lag p99) with the verdicts "ours' CPU
-per chunk at most half of bench serve's" and "K-S p > 0.01"; then, unless ``--no-walk``,
-per stream length, bench serve's walk over ``--chunk-rates`` and ours once at twice the
-highest rate it held, for "send-lag p99 under 5 ms" (``benchmarks/loadgen_compare.py``).
+that fixed rate, interleaved for ``--rounds`` rounds, and prints one table (medians over
+rounds: CPU per chunk, held ratio, errors; ours' lowest K-S p and send-lag p99) with the
+verdicts "ours' CPU per chunk at most half of bench serve's" and "K-S p > 0.01"; then,
+unless ``--no-walk``, per stream length, bench serve's walk over ``--chunk-rates`` and ours
+once at twice the highest rate it held, for "send-lag p99 under 5 ms"
+(``benchmarks/loadgen_compare.py``).
 
-``--compare-http`` first measures httpx against aiohttp in a closed loop (the choice of
-HTTP client); ``--event-loop asyncio`` runs ours on asyncio's own loop (uvloop by
-default). ``--floor`` instead measures the client CPU per request of ours beside clients
-that only read each response (bare aiohttp, on asyncio
-and on uvloop, and a bare asyncio Protocol with httptools' parser), the same seeded Poisson
-schedule each, alternating, at ``--floor-rates``: how much of ours is the HTTP library's
-(``benchmarks/loadgen_floor.py``). About 5 minutes with the defaults, most of it the peers'
-start-up (about 20 s per trial for vLLM, 5 s for AIPerf).
+``--compare-http`` first measures httpx against aiohttp in a closed loop (the choice of HTTP
+client); ``--event-loop asyncio`` runs ours on asyncio's own loop (uvloop by default).
+``--floor`` instead measures the client CPU per request of ours beside clients that only
+read each response (bare aiohttp, on asyncio and on uvloop, and a bare asyncio Protocol with
+httptools' parser), the same seeded Poisson schedule each, alternating, at
+``--floor-rates``: how much of ours is the HTTP library's (``benchmarks/loadgen_floor.py``).
+About 5 minutes with the defaults, most of it the peers' start-up (about 20 s per trial for
+vLLM, 5 s for AIPerf).
 
 Usage: python benchmarks/loadgen.py [--chunks 32,256] [--chunk-rates 16000,...]
     [--workers 1,2] [--seconds 3] [--timer timerfd|thread|spin|plain]

@@ -186,14 +186,14 @@ def verdicts(got: dict[str, list[Figures]]) -> str:
     else:
         ratio = float(np.median(ratios))
         others = {name: paired_ratios(got, f"ours {name}") for name in ("asyncio", "spin")}
-        spin_note = "".join(f"; {n} {np.median(r):.2f}" for n, r in others.items() if r)
+        notes = "".join(f"; {n} {np.median(r):.2f}" for n, r in others.items() if r)
         ours = median(got["ours timerfd"], "cpu_us_per_chunk")
         serve = median(got["vllm"], "cpu_us_per_chunk")
         of_medians = f"; of the medians {ours / serve:.2f}" if ours and serve else ""
         each = " ".join(f"{r:.2f}" for r in ratios)
         cpu = (f"CPU ≤ ½ bench serve's: {'PASS' if ratio <= 0.5 else 'FAIL'} "
                f"(ours/serve {ratio:.2f}, the median of the rounds' {each}{of_medians}"
-               f"{spin_note})")  # fmt: skip
+               f"{notes})")  # fmt: skip
     ks = [f["ks_p"] for f in got["ours timerfd"]]
     ks_verdict = "n/a" if not ks else ("PASS" if min(ks) > 0.01 else "FAIL")
     return f"{cpu};  K-S p > 0.01: {ks_verdict}" + (f" (min {min(ks):.3f})" if ks else "")

@@ -39,21 +39,24 @@ DONE = b"data: [DONE]\n\n"
 
 
 class _Content:
-    def __init__(self, reads: list[bytes]) -> None:
+    def __init__(self, reads: list[bytes], hang: bool) -> None:
         self.reads = reads
+        self.hang = hang
 
     def at_eof(self) -> bool:
-        return True
+        return not self.hang
 
     async def iter_any(self) -> AsyncIterator[bytes]:
         for piece in self.reads:
             yield piece
+        if self.hang:  # the body stays open after its reads (a stalled server's)
+            await asyncio.Event().wait()
 
 
 class _Response:
-    def __init__(self, reads: list[bytes]) -> None:
+    def __init__(self, reads: list[bytes], *, hang: bool = False) -> None:
         self.headers = {"Content-Type": "text/event-stream"}
-        self.content = _Content(reads)
+        self.content = _Content(reads, hang)
 
 
 async def _watch(res: RequestResult, seen: list[tuple[int, float | None]]) -> None:
@@ -204,29 +207,13 @@ def role() -> bytes:
     )
 
 
-class _Hanging(_Response):
-    """A response whose body stays open after its reads (as a stalled server's)."""
-
-    def __init__(self, reads: list[bytes]) -> None:
-        super().__init__(reads)
-        self.content.at_eof = lambda: False  # type: ignore[method-assign]
-        inner = self.content.iter_any
-
-        async def reads_then_hang() -> AsyncIterator[bytes]:
-            async for piece in inner():
-                yield piece
-            await asyncio.Event().wait()
-
-        self.content.iter_any = reads_then_hang  # type: ignore[method-assign]
-
-
 async def test_an_error_past_the_first_tokens_slice_fails_at_its_read() -> None:
     # The first slice holds the first token; the error, events later in the same read, is
     # found then, not at the request's timeout (the body never ends).
     piece = text("a") + b"".join(role() for _ in range(DECODE_SLICE_EVENTS + 6)) + ERROR
     res = RequestResult(scheduled_s=0.0)
     with pytest.raises(StreamError) as caught:
-        await asyncio.wait_for(read_stream(_Hanging([piece]), res), 5.0)  # type: ignore[arg-type]
+        await asyncio.wait_for(read_stream(_Response([piece], hang=True), res), 5.0)  # type: ignore[arg-type]
     assert caught.value.kind == "stream_error"
     assert len(res.chunk_s) == 1
 
@@ -237,7 +224,7 @@ async def test_a_stream_cancelled_in_the_preview_keeps_the_rest_of_its_read() ->
     # decoded as it stops.
     piece = b"".join(role() for _ in range(2 * DECODE_SLICE_EVENTS)) + text("a") + text("b")
     res = RequestResult(scheduled_s=0.0)
-    task = asyncio.create_task(read_stream(_Hanging([piece]), res))  # type: ignore[arg-type]
+    task = asyncio.create_task(read_stream(_Response([piece], hang=True), res))  # type: ignore[arg-type]
     await asyncio.sleep(0)  # the task reads and decodes its first slice, then yields
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
