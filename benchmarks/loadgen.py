@@ -34,8 +34,8 @@ that fixed rate, interleaved for ``--rounds`` rounds, and prints one table (medi
 rounds: CPU per chunk, held ratio, errors; ours' lowest K-S p and send-lag p99) with the
 verdicts "ours' CPU per chunk at most half of bench serve's" and "K-S p > 0.01"; then,
 unless ``--no-walk``, per stream length, bench serve's walk over ``--chunk-rates`` and ours
-once at twice the highest rate it held, for "send-lag p99 under 5 ms"
-(``benchmarks/loadgen_compare.py``).
+``--rounds`` times at twice the highest rate it held (each on a settled machine), for
+"send-lag p99 under 5 ms" (the median of those trials; ``benchmarks/loadgen_compare.py``).
 
 ``--compare-http`` first measures httpx against aiohttp in a closed loop (the choice of HTTP
 client); ``--event-loop asyncio`` runs ours on asyncio's own loop (uvloop by default).

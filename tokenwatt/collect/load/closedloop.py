@@ -31,12 +31,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import gc
 import time
 from collections.abc import Iterator
 
 import aiohttp
 
+from tokenwatt.collect.load.event_loop import held_collections
 from tokenwatt.collect.load.http import open_session
 from tokenwatt.collect.load.loadconfig import LoadConfig
 from tokenwatt.collect.load.loadgen import (
@@ -178,16 +178,13 @@ async def run_closed_window(
         window_end=window_end,
         keep_load=plan.keep_load,
     )
-    if plan.freeze_gc:
-        gc.freeze()
-    try:
-        stopped, end = await _drive(state, clients, plan, hooks, t0=t0)
-    finally:
-        await state.sender.close()
-        if own_session:
-            await http.close()
-        if plan.freeze_gc:
-            gc.unfreeze()
+    with held_collections(plan.freeze_gc):
+        try:
+            stopped, end = await _drive(state, clients, plan, hooks, t0=t0)
+        finally:
+            await state.sender.close()
+            if own_session:
+                await http.close()
     at_cap = judge_at_cap(state.window_results, clients.cap_s or 0.0) if not stopped else AtCap()
     measured_s = max(min(end, window_end) - window_start, 1e-3) if stopped else duration_s
     summary = window_summary(

@@ -30,7 +30,6 @@ module and every worker process share.
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ import numpy.typing as npt
 
 from tokenwatt.analysis import bunched_sends_warning, send_gaps_ks_p, summarise_window
 from tokenwatt.collect.load.arrivals import load_schedule
+from tokenwatt.collect.load.event_loop import held_collections
 from tokenwatt.collect.load.http import open_session
 from tokenwatt.collect.load.loadconfig import LoadConfig
 from tokenwatt.collect.load.sends import send_wait
@@ -254,19 +254,15 @@ class OpenWindow:
             self.hooks.on_start()
         self.t0 = time.perf_counter() + LEAD_S
         wall_start = time.time() + LEAD_S + self.plan.warmup_s
-        if self.plan.freeze_gc:
-            # A full collection scans every object alive; the imports alone make that tens
-            # of milliseconds here, long enough to delay sends. Frozen objects are not
-            # scanned.
-            gc.freeze()
-        try:
-            end = await self._send_and_drain()
-        finally:
-            await self.state.sender.close()
-            if self.own_session:
-                await self.http.close()
-            if self.plan.freeze_gc:
-                gc.unfreeze()
+        # A full collection would scan every object alive (the imports alone make that tens
+        # of milliseconds), and the window's results as they grow: event_loop's docstring.
+        with held_collections(self.plan.freeze_gc):
+            try:
+                end = await self._send_and_drain()
+            finally:
+                await self.state.sender.close()
+                if self.own_session:
+                    await self.http.close()
         at_cap = AtCap()
         if not self.stopped:
             at_cap = judge_at_cap(self.state.window_results, self.cap_s or 0.0)

@@ -53,8 +53,10 @@ class WindowPlan:
             (the default; a timer thread where there is none), one timer thread per process
             (``thread``), each request yielding and spinning (``spin``), or a plain
             millisecond-bunched ``asyncio.sleep`` (``plain``); the benchmarks compare them.
-        freeze_gc: ``gc.freeze()`` for the window, so that a full garbage collection does
-            not scan the objects alive before it (a 200 ms pause was seen without).
+        freeze_gc: keep the garbage collector from pausing the window
+            (:func:`~tokenwatt.collect.load.event_loop.held_collections`): the objects alive
+            before it frozen (a 200 ms pause was seen without) and no full collection during
+            it (one scanned the window's own results for 7-10 ms at 3,000 req/s).
         event_loop: the event loop the window's load runs on where this project starts it
             (uvloop where installed, or asyncio's own:
             :mod:`~tokenwatt.collect.load.event_loop`), in every worker process and Ray

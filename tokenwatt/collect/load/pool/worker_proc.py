@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import gc
 import signal
 import threading
 import traceback
@@ -35,7 +34,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from tokenwatt.analysis import send_lag_ms
-from tokenwatt.collect.load.event_loop import EventLoopKind, run_load
+from tokenwatt.collect.load.event_loop import EventLoopKind, held_collections, run_load
 from tokenwatt.collect.load.http import open_session
 from tokenwatt.collect.load.loadconfig import LoadConfig
 from tokenwatt.collect.load.sends import SendTimerKind, send_wait
@@ -158,25 +157,22 @@ class WorkerWindow:
         self.state = WindowState(cfg, http)
         self.state.on_dispatched = self.done_changed.set
         self.outbox.send(("ready", self.job.worker))
-        if self.job.freeze_gc:
-            gc.freeze()  # as loadgen.run_window does: no full collection scans old objects
         tasks: list[asyncio.Task[None]] = []
-        try:
-            await self.started.wait()
-            if not self.end.is_set():  # ended before it started: nothing to send
-                tasks = [loop.create_task(self._dispatch()), loop.create_task(self._report())]
-                await self.end.wait()
-        finally:
-            for task in tasks:
-                task.cancel()
-            leftover = list(self.state.tasks)
-            for task in leftover:
-                task.cancel()
-            await asyncio.gather(*tasks, *leftover, return_exceptions=True)
-            await self.state.sender.close()
-            await http.close()
-            if self.job.freeze_gc:
-                gc.unfreeze()
+        with held_collections(self.job.freeze_gc):  # as loadgen.run_window does
+            try:
+                await self.started.wait()
+                if not self.end.is_set():  # ended before it started: nothing to send
+                    tasks = [loop.create_task(self._dispatch()), loop.create_task(self._report())]
+                    await self.end.wait()
+            finally:
+                for task in tasks:
+                    task.cancel()
+                leftover = list(self.state.tasks)
+                for task in leftover:
+                    task.cancel()
+                await asyncio.gather(*tasks, *leftover, return_exceptions=True)
+                await self.state.sender.close()
+                await http.close()
 
     def _read(self, loop: asyncio.AbstractEventLoop) -> None:
         """The pipe from the parent, read in a thread so the loop never waits on it."""
