@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import subprocess
 import sys
 import time
@@ -29,7 +30,9 @@ class CpuSampler:
     (the event loop's: its waits that blocked, a sleep or a wait for its sockets or timer),
     which on this VM cost 15-22 µs of CPU each (``benchmarks/wait_cost.py``). Read from
     /proc for that thread alone, so the sampler's own thread, the GIL hand-offs its samples
-    cause and a send-timer thread are not in them."""
+    cause and a send-timer thread are not in them. And the steal time of the cores the
+    process is pinned to (/proc/stat: time the hypervisor ran something else while this VM's
+    core had work), which delays sends and is no fault of the client."""
 
     def __init__(self, pids: list[int]) -> None:
         import threading
@@ -40,6 +43,8 @@ class CpuSampler:
         self._status = Path(f"/proc/self/task/{threading.get_native_id()}/status")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._cores = {f"cpu{c}" for c in os.sched_getaffinity(0)}
+        self.steal: list[float] = []  # the pinned cores' steal seconds, at each sample
 
     def _cpu(self) -> float:
         return time.process_time() + sum(cpu_seconds(pid) for pid in self.pids)
@@ -50,8 +55,15 @@ class CpuSampler:
                 return float(line.split()[1])
         return float("nan")
 
+    def _steal(self) -> float:
+        tick = os.sysconf("SC_CLK_TCK")
+        lines = Path("/proc/stat").read_text().splitlines()
+        # cpuN user nice system idle iowait irq softirq steal ...: the eighth figure
+        return sum(int(f[8]) for f in map(str.split, lines) if f[0] in self._cores) / tick
+
     def _sample(self) -> None:
         self.switches.append(self._switches())
+        self.steal.append(self._steal())
         self.samples.append((time.perf_counter(), self._cpu()))
 
     def _run(self) -> None:
@@ -83,6 +95,15 @@ class CpuSampler:
         at = np.array([t for t, _ in self.samples])
         switches = np.array(self.switches)
         return float(np.interp(end, at, switches) - np.interp(start, at, switches))
+
+    def steal_between(self, start: float, end: float) -> float:
+        """The pinned cores' steal time (s) from ``start`` to ``end`` (perf_counter),
+        interpolated (/proc/stat counts it in 10 ms ticks)."""
+        import numpy as np
+
+        at = np.array([t for t, _ in self.samples])
+        steal = np.array(self.steal)
+        return float(np.interp(end, at, steal) - np.interp(start, at, steal))
 
 
 def trial_ours(
@@ -158,6 +179,7 @@ def trial_ours(
             cpu.waits_between(start, end) / max(len(in_window), 1) if workers == 1 else None
         ),
         "chunks_per_s": arrived / (end - start),
+        "steal_ms": cpu.steal_between(start, end) * 1e3,
     }
 
 
@@ -199,6 +221,7 @@ def trial_line(name: str, rate: float, f: dict[str, Any]) -> str:
     lag = f["send_lag_p99_ms"]
     close = f.get("close_gap_us")
     waits = f.get("waits_per_request")
+    steal = f.get("steal_ms")
     return (
         f"  {name:12s} {rate:7.1f} req/s  held={'yes' if f['held'] else 'no ':3s} "
         f"{f['held_ratio'] * 100:5.1f}%  errors {f['errors']:4d}  K-S p {ks}  lag p99 "
@@ -206,6 +229,7 @@ def trial_line(name: str, rate: float, f: dict[str, Any]) -> str:
         f"close {'  n/a' if close is None else f'{close:5.1f}'} µs  "
         f"{f['chunks_per_s']:8.0f} chunks/s  CPU {f['cpu_us_per_chunk']:6.2f} µs/chunk"
         f"  waits/req {' n/a' if waits is None else f'{waits:4.2f}'}"
+        f"  steal {'n/a' if steal is None else f'{steal:3.0f}'} ms"
     )
 
 

@@ -31,7 +31,9 @@ where it fell after the end). Each full collection comes once the objects it tra
 by a quarter, so a longer window's would scan more results, and pause longer. Young
 collections (generations 0 and 1, under 1 ms each there) go on as usual and free what dies
 young; what becomes cyclic garbage after surviving into the old generation waits for the
-window's end.
+window's end: little, measured there (a full collection after a 3 s window of 3,000 requests
+found 23 such objects when every request succeeded, and 2,778 when every connection was
+refused, 3,421 without the hold).
 """
 
 from __future__ import annotations
