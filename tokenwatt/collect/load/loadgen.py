@@ -329,6 +329,7 @@ class OpenWindow:
             for task in leftover:
                 task.cancel()
             await asyncio.gather(*leftover, watcher, dispatcher, dispatched, return_exceptions=True)
+            state.close_unstarted()
 
     async def _drain(self, watcher: asyncio.Task[None], deadline: float) -> None:
         """Wait until every in-window request has ended, the watcher stops the window, or

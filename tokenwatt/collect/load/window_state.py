@@ -244,6 +244,15 @@ class WindowState:
             if self.window_pending == 0 and self.window_dispatched:
                 self.window_done.set()
 
+    def close_unstarted(self) -> None:
+        """After the window's tasks were cancelled and awaited: mark every request whose task
+        was cancelled before its first step (so its own handler never ran, and it would
+        stay unfinished with no error) as cancelled by the client, and count it ended."""
+        for res in self.results:
+            if res.finished_s is None:
+                cancelled_by_client(res)
+                self.finish(res)
+
     @property
     def _no_slot(self) -> str:
         return (

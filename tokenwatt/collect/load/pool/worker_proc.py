@@ -171,6 +171,7 @@ class WorkerWindow:
                 for task in leftover:
                     task.cancel()
                 await asyncio.gather(*tasks, *leftover, return_exceptions=True)
+                self.state.close_unstarted()
                 await self.state.sender.close()
                 await http.close()
 
