@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import subprocess
 import sys
@@ -200,14 +201,17 @@ def floor_child(client: str, url: str, chunks: int, rate: float, seconds: float)
 def run_floor(args: argparse.Namespace, folder: Path) -> None:
     """Every ``--floor`` client at every rate, alternating, ``--rounds`` times."""
     rates = [float(r) for r in args.floor_rates.split(",")]
+    clients = [c for c in FLOOR_CLIENTS if c != "httptools" or importlib.util.find_spec(c)]
+    if len(clients) < len(FLOOR_CLIENTS):  # no project dependency needs it
+        print("httptools client: skipped (not installed: pip install httptools)")
     for chunks in (int(c) for c in args.chunks.split(",")):
         nginx, url = start_nginx(folder, args.server_core, chunks)
         try:
             print(f"\n{chunks}-chunk streams: client CPU per request (µs), per chunk in ()")
             for rate in rates:
-                got: dict[str, list[float]] = {c: [] for c in FLOOR_CLIENTS}
+                got: dict[str, list[float]] = {c: [] for c in clients}
                 for _ in range(args.rounds):
-                    for client in FLOOR_CLIENTS:
+                    for client in clients:
                         cmd = ["taskset", "-c", str(args.client_core), sys.executable, str(LOADGEN),
                                "--floor-child", client, url, str(chunks), str(rate),
                                str(args.seconds), "--timer", args.timer,
@@ -215,6 +219,9 @@ def run_floor(args: argparse.Namespace, folder: Path) -> None:
                         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
                         if out.returncode == 0:
                             got[client].append(float(out.stdout.strip().splitlines()[-1]))
+                        else:  # the cell says n/a; this says why
+                            why = (out.stderr.strip().splitlines() or ["no output"])[-1]
+                            print(f"  {client} at {rate:g} req/s failed: {why}")
                 cells = [
                     f"{c} {np.median(v):5.0f} ({np.median(v) / chunks:4.1f})" if v else f"{c} n/a"
                     for c, v in got.items()

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from tests.runs_factory import make_run
 from tests.sim.sim_process import SimRun
+from tokenwatt.analysis import sustained_note
 from tokenwatt.analysis.report.run_table import request_percentiles, run_rows
 from tokenwatt.cli import cli
 from tokenwatt.collect.measure.request_log import SUFFIX
@@ -164,6 +165,23 @@ def test_show_table_rows_of_a_known_record(tmp_path: Path) -> None:
     ]
     assert "\x1b" not in result.output and "\x07" not in result.output
     assert "\\x1b]0;owned\\x07 [bold]x[/bold]" in result.output
+
+
+def test_show_keeps_the_results_warnings_and_the_keep_up_note(tmp_path: Path) -> None:
+    # What collect printed below its result line must not be lost on a reread record.
+    run = known_record()
+    assert run.result is not None
+    run.result.warnings = ["the found rate rests on 3 of 5 repeats"]
+    note = sustained_note(run)
+    assert note is not None and "not judged in" in note  # the factory's windows are short
+    path = tmp_path / "known.json"
+    path.write_text(run.model_dump_json(), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["show", str(path)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    result_at = next(i for i, line in enumerate(lines) if line.startswith("result: "))
+    assert lines[result_at + 1] == "warning: the found rate rests on 3 of 5 repeats"
+    assert lines[result_at + 2] == f"note: {note}"
 
 
 @pytest.mark.parametrize(

@@ -226,11 +226,18 @@ def print_run(record: RunRecord, console: Console, *, wide: bool = False) -> Non
     client-bound advice and the line saying every request failed
     (:func:`~tokenwatt.analysis.report.run_warnings.run_notes`), and what the run does not cover
     (the record's ``not_covered``, one a line), with a warning for each thing missing in
-    its power (:func:`power_warnings`); ``wide``: every column of :func:`run_table`."""
-    from tokenwatt.analysis import explain_run, power_warnings, run_notes
+    its power (:func:`power_warnings`); ``wide``: every column of :func:`run_table`. The
+    result's own warnings and the keep-up note follow the result line, as ``collect``
+    prints them, so a reread record keeps its caveats."""
+    from tokenwatt.analysis import explain_run, power_warnings, run_notes, sustained_note
 
     console.print(run_table(record, wide=wide))
     console.print(plain(result_line(record)))
+    for warning in record.result.warnings if record.result is not None else []:
+        console.print(plain(f"warning: {warning}"), soft_wrap=True)
+    keep_up = sustained_note(record)
+    if keep_up is not None:
+        console.print(plain(f"note: {keep_up}"), soft_wrap=True)
     console.print(plain(explain_run(record)))
     for line in run_notes(record):
         console.print(plain(line), soft_wrap=True)
