@@ -14,8 +14,8 @@ stays so that a reader still sees *what* was there):
   parameters carry signatures and keys often enough that none is kept);
 * well-known token shapes even without a name: OpenAI-style ``sk-…``, Hugging Face
   ``hf_…``, GitHub ``ghp_…``/``github_pat_…``, Slack ``xox?-…``, AWS access key ids;
-* any exact value passed in ``secrets`` (the API key the run itself holds), also in the
-  forms text carries it in when it went through a URL, JSON or base64: percent-encoded
+* any value passed in ``secrets`` (the API key the run itself holds), in any letter case,
+  also in the forms text carries it in when it went through a URL, JSON or base64: percent-encoded
   (any character or none, hex in either case, UTF-8 or Latin-1), JSON-escaped (any
   character as ``\\uXXXX``, ``/`` as ``\\/``), hex (any case, bytes together or apart: a
   server that logs the header's bytes), and base64 (standard and URL-safe, with and without
@@ -106,11 +106,11 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
 
 def remove_secrets(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every exact value of ``secrets`` (4 characters or more) replaced by
-    :data:`REDACTED`, in each form text carries it in (:func:`scrub`'s list: any character
-    percent-encoded or not, in either case, UTF-8 or Latin-1; JSON escapes; hex in any case,
-    bytes apart or together; base64 standard or URL-safe, at any offset, as inside a Basic
-    credential ``user:key``); the pattern rules of :func:`scrub` are not applied, so text
-    without a secret comes back unchanged."""
+    :data:`REDACTED`, in any letter case and in each form text carries it in
+    (:func:`scrub`'s list: any character percent-encoded or not, hex in either case, UTF-8
+    or Latin-1; JSON escapes; hex in any case, bytes apart or together; base64 standard or
+    URL-safe, at any offset, as inside a Basic credential ``user:key``); the pattern rules
+    of :func:`scrub` are not applied, so text without a secret comes back unchanged."""
     for secret in secrets:
         if secret and len(secret) >= 4:
             for form in _secret_forms(secret):
@@ -184,7 +184,9 @@ def _secret_patterns(secret: str) -> tuple[re.Pattern[str], ...]:
     raw = secret.encode()
     hex_bytes = [r"(?:\\[xX]|0[xX])?" + "".join(_hex_class(d) for d in f"{b:02x}") for b in raw]
     patterns = [
-        re.compile(_INVISIBLE.join(chars)),
+        # In any case: a server may echo a key lowercased or uppercased (a header value
+        # folded, a log that lowercases its lines).
+        re.compile(_INVISIBLE.join(chars), re.IGNORECASE),
         re.compile(r"[\s:.,-]{0,2}".join(hex_bytes)),
         _json_escaped(secret),
     ]

@@ -105,8 +105,23 @@ def test_a_secret_in_hex_goes_in_either_case_and_a_record_is_swept_whole() -> No
         lambda k: base64.urlsafe_b64encode(b"x" + k.encode()).decode(),
         lambda k: " ".join(f"{b:02X}" for b in k.encode()),  # hex bytes apart
         lambda k: "".join(f"{b:02x}" if i % 2 else f"{b:02X}" for i, b in enumerate(k.encode())),
+        lambda k: k.upper(),  # a server that folds the header's case
+        lambda k: k.swapcase(),
+        lambda k: quote(k, safe="").upper(),
     ],
-    ids=["quote", "lower", "latin-1", "partial", "basic", "b64-offset", "hex-apart", "hex-mixed"],
+    ids=[
+        "quote",
+        "lower",
+        "latin-1",
+        "partial",
+        "basic",
+        "b64-offset",
+        "hex-apart",
+        "hex-mixed",
+        "upper-case",
+        "swapped-case",
+        "quote-upper",
+    ],
 )
 def test_a_secret_in_any_reversible_encoding_goes(encode: Callable[[str], str]) -> None:
     key = "sk/abc+def=ghi~é"

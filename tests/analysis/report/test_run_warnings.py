@@ -147,6 +147,15 @@ HEAD = "1 of 7 windows were client-bound (send-lag p99 up to 13.8 ms, "
             "--workers 1 or fewer, measure fewer or lower rates, or send from another host "
             "(--ray-address)",
         ),
+        # one worker and the engine on one core (taskset -c 0): no fewer workers to suggest
+        (
+            1,
+            1,
+            True,
+            "1 load-generator process): this machine is oversubscribed: 1 worker, the "
+            "collector and the engine share 1 core, so more workers cannot help; measure "
+            "fewer or lower rates, or send from another host (--ray-address)",
+        ),
         # show on another machine: the cores are not known
         (
             1,

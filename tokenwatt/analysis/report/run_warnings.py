@@ -231,11 +231,14 @@ def client_bound_advice(record: RunRecord, cores: int | None = None) -> str | No
     beside = " beside the engine" if local else ""
     fit = cores - 1 - engine  # the parent takes a core once there are workers
     if used > cores:
+        # Fewer workers is advice only while there are more than the machine can hold.
+        fewer = f"use --workers {max(fit, 1)} or fewer, " if workers > max(fit, 1) else ""
         return (
-            f"{head}: this machine is oversubscribed: {workers} workers, the collector"
-            f"{' and the engine' if local else ''} share {cores} cores, so more workers "
-            f"cannot help; use --workers {max(fit, 1)} or fewer, {lower}, or send from "
-            "another host (--ray-address)"
+            f"{head}: this machine is oversubscribed: {workers} "
+            f"worker{'s' if workers > 1 else ''}, the collector"
+            f"{' and the engine' if local else ''} share {cores} "
+            f"core{'s' if cores > 1 else ''}, so more workers cannot help; {fewer}{lower}, "
+            "or send from another host (--ray-address)"
         )
     if fit > workers and fit >= 2:
         more = f"--workers {fit}: the cores free{beside}"
