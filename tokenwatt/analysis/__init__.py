@@ -135,7 +135,13 @@ from tokenwatt.analysis.stats.number_text import (
 )
 from tokenwatt.analysis.stats.repeat_stats import config_tokens_per_joule, repeat_tokens_per_joule
 from tokenwatt.analysis.stats.variance import variance_band_pct
-from tokenwatt.analysis.window.arrival_fit import KS_ALPHA, bunched_sends_warning, send_gaps_ks_p
+from tokenwatt.analysis.window.arrival_fit import (
+    KS_ALPHA,
+    LATE_SCHEDULE_TAG,
+    bunched_sends_warning,
+    late_schedule_reason,
+    send_gaps_ks_p,
+)
 from tokenwatt.analysis.window.doubt import (
     ci_side,
     ci_text,
@@ -180,6 +186,7 @@ __all__ = [
     "FIGURE_NAMES",
     "KS_ALPHA",
     "LATENCIES",
+    "LATE_SCHEDULE_TAG",
     "METER_NOT_OPENED",
     "MINUS",
     "SETTING_LABELS",
@@ -253,6 +260,7 @@ __all__ = [
     "kv_capacity_tokens",
     "kwh_per_million_tokens",
     "labelled_request_windows",
+    "late_schedule_reason",
     "mbu_breakdown",
     "mbu_from_measurements",
     "mbu_pct",

@@ -234,10 +234,10 @@ def print_run(record: RunRecord, console: Console, *, wide: bool = False) -> Non
     console.print(run_table(record, wide=wide))
     console.print(plain(result_line(record)))
     for warning in record.result.warnings if record.result is not None else []:
-        console.print(plain(f"warning: {warning}"), soft_wrap=True)
+        console.print(plain(f"warning: {warning}"))
     keep_up = sustained_note(record)
     if keep_up is not None:
-        console.print(plain(f"note: {keep_up}"), soft_wrap=True)
+        console.print(plain(f"note: {keep_up}"))
     console.print(plain(explain_run(record)))
     for line in run_notes(record):
         console.print(plain(line), soft_wrap=True)

@@ -199,3 +199,10 @@ def test_a_search_whose_probes_sent_nothing_is_inconclusive() -> None:
     r = record.result
     assert r is not None and r.status == "inconclusive"
     assert r.status_reason == "no probe completed a request: no load was measured"
+    # Its warning does not claim that no load meets the SLO.
+    (missed,) = r.warnings
+    assert missed.startswith("every probe missed the SLO, down to ")
+    assert missed.endswith(
+        ": no probe sent a request, so this is no finding on the load; "
+        "make each window long enough for arrivals at its rate"
+    )

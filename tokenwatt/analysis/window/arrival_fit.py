@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
-from tokenwatt.records import RequestResult
+from tokenwatt.records import RequestResult, WindowSummary
 
 KS_ALPHA = 0.01
 """Significance below which the sends' gaps are called not exponential (issue target: p > 0.01)."""
@@ -68,4 +68,32 @@ def bunched_sends_warning(p: float | None, rate_rps: float, send_lag_p99_ms: flo
         f"K-S test against Poisson arrivals at {rate_rps:g} req/s (p = {p:.2g} < {KS_ALPHA}; "
         f"send-lag p99 {send_lag_p99_ms:g} ms); more worker processes (--workers) spread "
         f"the sends"
+    )
+
+
+LATE_SCHEDULE_TAG = "late_schedule"
+"""``failure_reason`` of a window that met the SLO on arrivals the client did not send as
+asked (:func:`late_schedule_reason`): invalid, no verdict."""
+
+
+def late_schedule_reason(w: WindowSummary) -> str | None:
+    """Why a window that met the SLO cannot be trusted because the client did not keep
+    its schedule, or None when it can.
+
+    Both marks must be crossed: the window is client-bound (send-lag p99 above the 10 ms
+    mark of methods/goodput.md) *and* its actual send gaps fail the K-S test against the
+    target's exponential (p below :data:`KS_ALPHA`). Then the server was sent another
+    arrival process than the one asked for, so a pass says nothing about the asked load.
+    A lag alone (a single stall, a constant-rate window with no K-S) or a failed K-S alone
+    (sends closer than one write can go, at a high rate) stays a warning. A window that
+    missed is left to the collector's own retry (a late client may explain the miss).
+    """
+    p, lag = w.send_gaps_ks_p, w.send_lag_p99_ms
+    if not (w.slo_pass and w.client_bound) or p is None or p >= KS_ALPHA or lag is None:
+        return None
+    return (
+        f"the client did not keep its schedule: send-lag p99 {lag:.1f} ms and its sends' "
+        f"gaps fail the K-S test against Poisson arrivals at {w.rate_rps:g} req/s "
+        f"(p = {p:.2g}), so the pass was on another arrival process than asked; more "
+        "load-generator workers (--workers) or cores keep it"
     )

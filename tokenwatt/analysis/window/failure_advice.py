@@ -46,6 +46,15 @@ RATE_ADVICE = re.compile(r"; relax the SLO or measure another configuration$")
 (``measure/search.py``, ``measure/load_search.py``), replaced by :func:`fit_search_warning`
 when the cause is not the load."""
 
+NO_LOAD_CLAIM = re.compile(r": no load meets it; relax the SLO or measure another configuration$")
+"""The claim and advice at the end of the search's "every probe missed" warning."""
+
+NOTHING_SENT = (
+    ": no probe sent a request, so this is no finding on the load; make each window long "
+    "enough for arrivals at its rate"
+)
+"""What :func:`fit_search_warning` puts in its place when no probe sent a request."""
+
 _HTTP = re.compile(r"^http_(\d{3})$")
 
 
@@ -161,22 +170,37 @@ def cause_notes(windows: Sequence[WindowSummary], endpoint: str) -> list[str]:
 def fit_search_warning(warning: str, windows: Sequence[WindowSummary], endpoint: str) -> str:
     """The search's warning with its closing "relax the SLO or measure another configuration"
     (:data:`RATE_ADVICE`) replaced by the fix of the run's most common cause when that is
-    not the load's; unchanged otherwise."""
+    not the load's, and its "no load meets it" by :data:`NOTHING_SENT` when no probe sent a
+    request (the result is then inconclusive); unchanged otherwise."""
     found = run_cause(windows)
+    if windows and not any(w.requests for w in windows):
+        # No request sent (a window too short for its rate): the result is inconclusive,
+        # so the warning must not claim that no load meets the SLO.
+        return NO_LOAD_CLAIM.sub(NOTHING_SENT, warning)
     if found is None or found[0] in LOAD_CAUSES or not RATE_ADVICE.search(warning):
         return warning
     fix = "; " + advice(found[0], found[1], endpoint)
     return RATE_ADVICE.sub(lambda _m: fix, warning)
 
 
-def not_load_reason(windows: Sequence[WindowSummary], endpoint: str) -> str | None:
+def not_load_reason(
+    windows: Sequence[WindowSummary], endpoint: str, *, listed: bool = False
+) -> str | None:
     """Why a search whose every probe (``windows``) missed did not measure the engine's
     capacity, for an ``inconclusive`` result: every probe failed on something a lower rate
     cannot help (HTTP 4xx or 5xx, no connection, a broken stream: not the load's causes,
     :data:`LOAD_CAUSES`), or no probe sent a request. None when any probe missed for the
     load, a probe stopped early as hopeless included (then "no load met the SLO" is the
-    verdict).
+    verdict). ``listed``: the windows are a fixed-load run's listed loads (the words say so).
     """
+    where, none = (
+        ("at every listed load", "no listed load")
+        if listed
+        else (
+            "at every rate probed",
+            "no probe",
+        )
+    )
     # A window that sent nothing (a floor of 0.1 req/s over a short window) tells nothing.
     sent = [w for w in windows if w.requests]
     causes = [(c, top_kind(w) or "") for w in sent if (c := window_cause(w)) is not None]
@@ -188,11 +212,11 @@ def not_load_reason(windows: Sequence[WindowSummary], endpoint: str) -> str | No
         # (HTTP 400)"); its fix goes in the search's warning, not in the reason.
         what = advice(cause, kind, endpoint).split(": ", 1)[0]
         return (
-            f"{what} at every rate probed: the misses came from that, not from the load, "
+            f"{what} {where}: the misses came from that, not from the load, "
             "so no capacity was measured"
         )
     if windows and not any(w.completed for w in windows):
-        return "no probe completed a request: no load was measured"  # none sent any
+        return f"{none} completed a request: no load was measured"  # none sent any
     return None
 
 

@@ -14,7 +14,8 @@ rate (measured, in the closed loop), goodput and client count (fewer clients may
 more: then the result is the fewer). A goodput that falls as the load rises, among loads
 that met the SLO, or a pass above a miss, is warned of as non-monotonic. When no window met
 the SLO the result is ``none_met``, unless a window could not be trusted (not proven idle,
-cut short, …; :func:`~tokenwatt.records.untrusted_reason`): then it is ``inconclusive``.
+cut short, …; :func:`~tokenwatt.records.untrusted_reason`) or no window missed for the load
+(every request refused or broken, or none completed): then it is ``inconclusive``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from tokenwatt.analysis import not_load_reason
 from tokenwatt.collect.measure.load_search import fixed_loads
 from tokenwatt.collect.measure.progress import Progress
 from tokenwatt.collect.measure.search import ProbeOutcome, monotonicity_warnings
@@ -90,7 +92,7 @@ def measure_fixed(measurement: Windows) -> None:
     best = max(passing, key=lambda w: w.goodput_tok_s, default=None)
     points = [(load_of(w), w.slo_pass) for w in windows]
     warnings = monotonicity_warnings(points, unit=unit) + goodput_falls(passing, unit)
-    status, reason = fixed_status(windows, unit)
+    status, reason = fixed_status(windows, unit, spec.engine.endpoint)
     unclean = [w for w in windows if untrusted_reason(w) is not None]
     if best is not None and unclean:
         warnings.append(
@@ -119,9 +121,13 @@ def load_of(w: WindowSummary) -> float:
     return float(w.concurrency) if w.concurrency is not None else w.rate_rps
 
 
-def fixed_status(windows: list[WindowSummary], unit: str) -> tuple[ResultStatus, str | None]:
+def fixed_status(
+    windows: list[WindowSummary], unit: str, endpoint: str
+) -> tuple[ResultStatus, str | None]:
     """measured when a window met the SLO; else inconclusive when one could not be trusted,
-    else none_met."""
+    or when no window's misses came from the load (every request failed on something a
+    lower load cannot help, or none completed: :func:`~tokenwatt.analysis.not_load_reason`,
+    as the search judges its probes); else none_met."""
     if any(w.slo_pass for w in windows):
         return "measured", None
     unclean = [(w, why) for w in windows if (why := untrusted_reason(w)) is not None]
@@ -133,6 +139,8 @@ def fixed_status(windows: list[WindowSummary], unit: str) -> tuple[ResultStatus,
         )
     if not windows:
         return "inconclusive", "no load was measured"
+    if (not_load := not_load_reason(windows, endpoint, listed=True)) is not None:
+        return "inconclusive", not_load
     lowest = min(load_of(w) for w in windows)
     return "none_met", f"no listed load met the SLO, the lowest ({lowest:g} {unit}) included"
 

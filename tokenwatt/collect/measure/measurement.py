@@ -3,7 +3,8 @@
 :class:`Measurement` drives the search of methods/goodput.md (or the closed loop's search
 over clients, or the fixed loads) through a :class:`~tokenwatt.collect.measure.window.WindowRunner`,
 stores each window in the run record as soon as it is measured, measures a miss once more
-when the client's own lag may explain it, warns of every other client-bound window, and
+when the client's own lag may explain it, takes no verdict from a pass on a schedule the
+client did not keep (measured once more), warns of every other client-bound window, and
 fills ``record.result``.
 :func:`tokenwatt.collect.run.collect` sets it up and writes the record.
 """
@@ -14,7 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tokenwatt.analysis import client_bound_warning, fit_search_warning, not_load_reason
+from tokenwatt.analysis import (
+    LATE_SCHEDULE_TAG,
+    client_bound_warning,
+    fit_search_warning,
+    late_schedule_reason,
+    not_load_reason,
+)
 from tokenwatt.collect.measure.fixed_loads import measure_fixed
 from tokenwatt.collect.measure.idle import IDLE_RETRIES, NOT_IDLE_TAG
 from tokenwatt.collect.measure.load_search import backed_off_concurrency, concurrency_search
@@ -144,9 +151,11 @@ class Measurement:
         self, step: str, plan: WindowPlan, store: Callable[[WindowOutcome], None]
     ) -> ProbeOutcome:
         """One window; a miss that the client's own lag or a dead worker process may explain,
-        or a window that cannot be trusted for another reason, is measured again once
-        (:meth:`_mark_retry`), and a window that started with the engine not proven idle up to
-        :data:`IDLE_RETRIES` times (:meth:`_mark_not_idle`).
+        or a window that cannot be trusted for another reason — a pass on a schedule the
+        client did not keep included (:func:`~tokenwatt.analysis.late_schedule_reason`:
+        marked invalid first) — is measured again once (:meth:`_mark_retry`), and a window
+        that started with the engine not proven idle up to :data:`IDLE_RETRIES` times
+        (:meth:`_mark_not_idle`).
 
         Every window is stored (the retried ones marked :data:`RETRIED_PREFIX`,
         :data:`WORKER_DIED_PREFIX`, :data:`NOT_IDLE_PREFIX` or :data:`UNCLEAN_PREFIX`); the
@@ -160,6 +169,10 @@ class Measurement:
             self.progress.begin(step)
             outcome = self.runner.run(plan)
             summary = outcome.summary
+            if (late := late_schedule_reason(summary)) is not None:
+                # A pass on arrivals the client did not send as asked: no verdict. Measured
+                # once more below; a second such window leaves the result inconclusive.
+                mark_cut(summary, late, tag=LATE_SCHEDULE_TAG)
             cost = window_cost(plan, summary)
             spent = cost if spent is None else _plus(spent, cost)
             self._note(step, plan, outcome)
@@ -204,7 +217,7 @@ class Measurement:
     def _note(self, step: str, plan: WindowPlan, outcome: WindowOutcome) -> None:
         s = outcome.summary
         verdict = "meets the SLO" if s.slo_pass else f"misses: {s.failure_reason}"
-        if s.failure_reason == NOT_IDLE_TAG:
+        if s.failure_reason in (NOT_IDLE_TAG, LATE_SCHEDULE_TAG):
             verdict = f"no verdict ({s.invalid_reason})"
         load = f"{plan.rate_rps:.4g} req/s"
         if plan.concurrency is not None:
