@@ -131,6 +131,24 @@ def test_short_outputs_are_only_judged_under_ignore_eos_and_with_usage() -> None
     assert (s.short_outputs, s.long_outputs, s.valid) == (0, 0, True)
 
 
+def test_client_counted_outputs_far_short_of_an_exact_max_tokens_are_warned_not_judged() -> None:
+    # A server that streams 2 chunks for max_tokens 16 under ignore_eos, with no usage.
+    def asked_16(at: float, got: int, **kw: object) -> RequestResult:
+        return done(at, tokens=got, max_tokens=16, usage_missing=True, **kw)
+
+    requests = [
+        asked_16(0.0, 2),
+        asked_16(0.01, 7),
+        asked_16(0.02, 8),
+        asked_16(0.03, 2, ignore_eos=False),
+    ]
+    s = summarise_window(requests, rate_rps=4, duration_s=1, slo=LENIENT)
+    assert (s.short_outputs, s.valid, s.slo_pass) == (0, True, True)  # not judged
+    (said,) = [w for w in s.warnings if "may stop early" in w]
+    # 2 and 7 are under half of 16; 8 is not; the one without ignore_eos may stop.
+    assert said.startswith("2 of 4 requests without usage got, by the client's count, under 50%")
+
+
 def test_sustained_rule_on_a_growing_queue_and_a_steady_one() -> None:
     rng = np.random.default_rng(1)
     arrivals = np.sort(rng.uniform(0, 10, 200))  # 20 req/s for 10 s

@@ -5,7 +5,10 @@ asked for exactly ``max_tokens`` (``ignore_eos``) and got fewer output tokens, *
 got more than ``max_tokens``, *prompt mismatch* when its prompt went as token ids and usage
 reports another prompt length (a truncated prompt, say). Client-counted tokens (no usage)
 are not judged: a tokenizer's recount of streamed text can differ by a token from what the
-engine generated. The window is invalid when these requests are more than a p99 can absorb
+engine generated. They are only warned of when, asking for exactly ``max_tokens``, the
+client counted fewer than half of it (:data:`UNSURE_SHORT_SHARE`): too far off for a
+recount's token, though a stream whose chunks hold several tokens each could still explain
+it. The window is invalid when these requests are more than a p99 can absorb
 — more than ``floor((n − 1) / 100)`` of the n judged, just under 1% — the same allowance as
 for errors: past it, the p99 may be a request that was not the one asked for.
 
@@ -79,6 +82,11 @@ class Served:
     short: int
     long: int
     prompt_mismatch: int
+    short_unsure: int = 0
+    """Requests without usage, asking for exactly ``max_tokens``, whose client count was
+    under :data:`UNSURE_SHORT_SHARE` of it: warned of, not judged."""
+    unsure_of: int = 0
+    """Completed requests without usage (what ``short_unsure`` is out of)."""
 
     @property
     def flagged(self) -> int:
@@ -91,11 +99,23 @@ class Served:
         return self.flagged > max(self.judged - 1, 0) // 100
 
 
+UNSURE_SHORT_SHARE = 0.5
+"""Below this share of ``max_tokens`` a client-counted output (no usage) asking for exactly
+``max_tokens`` is warned of as possibly short (module docstring)."""
+
+
 def served_vs_asked(requests: Sequence[RequestResult]) -> Served:
-    """Count short, long and prompt-mismatched requests among completed ones with usage."""
-    judged = short = long = mismatch = 0
+    """Count short, long and prompt-mismatched requests among completed ones with usage,
+    and the client-counted ones far short of an exact ``max_tokens``."""
+    judged = short = long = mismatch = unsure = unsure_of = 0
     for r in requests:
-        if not r.ok or r.usage_missing:
+        if not r.ok:
+            continue
+        if r.usage_missing:
+            unsure_of += 1
+            exact = r.max_tokens is not None and r.ignore_eos
+            if exact and r.output_tokens < UNSURE_SHORT_SHARE * (r.max_tokens or 0):
+                unsure += 1
             continue
         judged += 1
         if r.max_tokens is not None:
@@ -105,7 +125,14 @@ def served_vs_asked(requests: Sequence[RequestResult]) -> Served:
                 long += 1
         if r.prompt_ids_sent is not None and r.prompt_tokens != r.prompt_ids_sent:
             mismatch += 1
-    return Served(judged=judged, short=short, long=long, prompt_mismatch=mismatch)
+    return Served(
+        judged=judged,
+        short=short,
+        long=long,
+        prompt_mismatch=mismatch,
+        short_unsure=unsure,
+        unsure_of=unsure_of,
+    )
 
 
 def served_warnings(served: Served) -> list[str]:
@@ -126,6 +153,13 @@ def served_warnings(served: Served) -> list[str]:
         out.append(
             f"{served.prompt_mismatch} of {n} requests report another prompt length than "
             "the token ids sent (the server truncated or changed the prompt)"
+        )
+    if served.short_unsure:
+        out.append(
+            f"{served.short_unsure} of {served.unsure_of} requests without usage got, by the "
+            f"client's count, under {UNSURE_SHORT_SHARE:.0%} of the max_tokens they asked for "
+            "with ignore_eos: the server may stop early (not judged without usage; a chunk "
+            "holding several tokens would also explain it)"
         )
     return out
 
