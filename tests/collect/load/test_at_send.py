@@ -22,6 +22,7 @@ from test_transport import Conn, RawServer, config, reset, sse_response, window
 
 from tokenwatt.collect.load.http import MAX_TRANSPORT_RETRIES, Sender, open_session
 from tokenwatt.collect.load.sends import SendWait
+from tokenwatt.collect.load.timers import SendOrder
 from tokenwatt.collect.load.window_state import WindowState
 from tokenwatt.records import RequestResult
 
@@ -73,10 +74,32 @@ async def first_bytes(raw: Callable[[Conn], Awaitable[RawServer]]) -> FirstBytes
     return seen
 
 
+@pytest.fixture
+def order_log(monkeypatch: pytest.MonkeyPatch) -> dict[float, list[float]]:
+    """When each send joined its loop's :class:`SendOrder` and left it (s), by its target."""
+    log: dict[float, list[float]] = {}
+    targets: dict[tuple[int, int], float] = {}
+    enter, leave = SendOrder.enter, SendOrder.leave
+
+    def entered(self: SendOrder, target: float) -> int:
+        token = enter(self, target)
+        targets[id(self), token] = target
+        log[target] = [time.perf_counter()]
+        return token
+
+    def left(self: SendOrder, token: int) -> None:
+        leave(self, token)
+        log[targets[id(self), token]].append(time.perf_counter())
+
+    monkeypatch.setattr(SendOrder, "enter", entered)
+    monkeypatch.setattr(SendOrder, "leave", left)
+    return log
+
+
 @pytest.mark.parametrize("keep_alive", [True, False])
 @BOTH_LOOPS
 async def test_no_request_reaches_the_server_before_its_time_and_all_in_order(
-    first_bytes: FirstBytes, keep_alive: bool
+    first_bytes: FirstBytes, keep_alive: bool, order_log: dict[float, list[float]]
 ) -> None:
     base = f"http://127.0.0.1:{first_bytes.port}/v1"
     result = await window(config(base, keep_alive=keep_alive), rate=300, duration=0.5)
@@ -89,7 +112,19 @@ async def test_no_request_reaches_the_server_before_its_time_and_all_in_order(
     assert all(r.dispatched_s == r.sent_s for r in reqs)  # a slot was free before the time
     arrivals = sorted(first_bytes.first_byte_s)
     assert all(a >= r.scheduled_s for a, r in zip(arrivals, reqs, strict=True))
-    assert all(a >= r.sent_s for a, r in zip(arrivals, reqs, strict=True))
+    # No bytes before their send: with both sorted, the k-th arrival comes after the k-th
+    # send exactly when no request's bytes came before its own send.
+    sent = sorted(r.sent_s for r in reqs)
+    assert all(a >= t for a, t in zip(arrivals, sent, strict=True))
+    # The schedule's order among the sends waiting for their time: a later send went out
+    # first only when the earlier one joined the order after it had gone (it started
+    # waiting late: a loaded machine held its task or its connection past its lead).
+    assert {r.scheduled_s for r in reqs} <= order_log.keys()
+    for i, early in enumerate(reqs):
+        for later in reqs[i + 1 :]:
+            if later.sent_s < early.sent_s:
+                joined, (_, gone) = order_log[early.scheduled_s][0], order_log[later.scheduled_s]
+                assert joined > gone, (early.scheduled_s, later.scheduled_s)
     if not keep_alive:
         # A fresh connection per request, opened in its lead: most were open before the
         # request's time (a median, as a busy machine may make one connect slow).
