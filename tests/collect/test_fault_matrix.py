@@ -170,6 +170,9 @@ def test_ctrl_c_once_or_repeatedly_leaves_a_valid_incomplete_record(
     record = RunRecord.model_validate_json(out.read_text())
     assert record.complete is False and record.interrupted == "ctrl-c"
     assert record.finished is not None and len(record.probes) >= 1
+    # Ctrl-C drops the window in flight: the record must not say everything was kept.
+    assert record.incomplete_reason is not None
+    assert "the window in flight, if any, is not" in record.incomplete_reason
     assert not list(tmp_path.glob(".run.json*"))
 
 

@@ -136,6 +136,7 @@ from tokenwatt.analysis.stats.number_text import (
 from tokenwatt.analysis.stats.repeat_stats import config_tokens_per_joule, repeat_tokens_per_joule
 from tokenwatt.analysis.stats.variance import variance_band_pct
 from tokenwatt.analysis.window.arrival_fit import (
+    BUNCHED_PREFIX,
     KS_ALPHA,
     LATE_SCHEDULE_TAG,
     bunched_sends_warning,
@@ -182,6 +183,7 @@ from tokenwatt.analysis.window.window_labels import (
 )
 
 __all__ = [
+    "BUNCHED_PREFIX",
     "COLUMNS",
     "FIGURE_NAMES",
     "KS_ALPHA",

@@ -458,7 +458,12 @@ def _measure(
     except KeyboardInterrupt:
         runner.stop.settle()
         rec.interrupted = "ctrl-c"
-        rec.incomplete_reason = "interrupted (Ctrl-C); everything measured so far is kept"
+        # Ctrl-C stops at once (collect/measure/stopping.py): the window in flight is not
+        # kept, and the record must not say that everything was.
+        rec.incomplete_reason = (
+            "interrupted (Ctrl-C); the windows measured before it are kept, the window in "
+            "flight, if any, is not (SIGTERM keeps it, marked partial)"
+        )
     except EngineDiedError as exc:
         rec.interrupted = "engine-died"
         rec.incomplete_reason = str(exc)

@@ -53,6 +53,10 @@ def send_gaps_ks_p(results: Sequence[RequestResult], rate_rps: float) -> float |
     return float(f"{p:.4g}")
 
 
+BUNCHED_PREFIX = "sends not Poisson on the wire"
+"""Start of :func:`bunched_sends_warning`'s warning."""
+
+
 def bunched_sends_warning(p: float | None, rate_rps: float, send_lag_p99_ms: float) -> str | None:
     """The window warning for sends whose gaps fail the K-S test, or None when they pass.
 
@@ -64,7 +68,7 @@ def bunched_sends_warning(p: float | None, rate_rps: float, send_lag_p99_ms: flo
     if p is None or p >= KS_ALPHA:
         return None
     return (
-        f"sends not Poisson on the wire: the gaps between the client's actual sends fail a "
+        f"{BUNCHED_PREFIX}: the gaps between the client's actual sends fail a "
         f"K-S test against Poisson arrivals at {rate_rps:g} req/s (p = {p:.2g} < {KS_ALPHA}; "
         f"send-lag p99 {send_lag_p99_ms:g} ms); more worker processes (--workers) spread "
         f"the sends"

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from loadgen_helpers import INSTANT_SERVER, serve_script
 
+from tokenwatt.analysis.window.arrival_fit import BUNCHED_PREFIX, KS_ALPHA
 from tokenwatt.analysis.window.latency import e2e_ms, tpot_ms, ttft_ms
 from tokenwatt.collect.load.arrivals import window_schedule
 from tokenwatt.collect.load.loadgen import LoadConfig, WindowResult, run_window
@@ -180,6 +181,10 @@ def killed_mid_window(
     assert s.failure_reason is not None and WORKER_DIED in s.failure_reason.split(",")
     assert s.invalid_reason is not None and "worker 1 died mid-window" in s.invalid_reason
     assert [w.died for w in s.worker_lag] == [False, True]
+    # Half the sends are missing from the gaps after the death: their K-S test fails, and
+    # its "more workers" advice, which says nothing here, is left out.
+    assert s.send_gaps_ks_p is not None and s.send_gaps_ks_p < KS_ALPHA
+    assert not any(w.startswith(BUNCHED_PREFIX) for w in s.warnings), s.warnings
     # Worker 0's requests all finished; worker 1's unreported ones are lost, not errors.
     assert s.errors == 0 and s.cancelled_by_client > 0
     lost = [r for r in result.requests if r.error_class == "WorkerDied"]
