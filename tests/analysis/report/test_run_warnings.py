@@ -9,6 +9,7 @@ from tests.runs_factory import make_run, seed_spec
 from tokenwatt.analysis import (
     client_bound_advice,
     client_bound_warning,
+    error_notes,
     server_said,
     window_warnings,
 )
@@ -172,3 +173,20 @@ def test_the_advice_counts_the_cores_beside_a_local_engine(
     run = _run(lag=13.83, bound=True, workers=workers, engine_local=local)
     assert client_bound_advice(run, cores) == HEAD + tail
     assert client_bound_advice(_run(lag=3.0, bound=False), cores) is None
+
+
+def test_error_notes_say_whose_words_they_quote() -> None:
+    # A body came: the server's words. None came (a stall): the client's own.
+    run = make_run()
+    refused, stalled = run.repeats[0].window, run.repeats[1].window
+    refused.errors, refused.error_kinds = 2, {"http_400": 2}
+    refused.error_samples = {
+        "http_400": [ErrorSample(kind="http_400", status=400, body='{"message": "bad ids"}')]
+    }
+    stalled.errors, stalled.error_kinds = 3, {"timeout": 3}
+    words = "no end of stream within the 3 s request timeout"
+    stalled.error_samples = {"timeout": [ErrorSample(kind="timeout", message=words)]}
+    notes = error_notes(run)
+    assert len(notes) == 2
+    assert notes[0].endswith("http_400 in 2 of 1080 requests; the server said: bad ids")
+    assert notes[1].endswith(f"timeout in 3 of 1080 requests; the client saw: {words}")

@@ -111,22 +111,31 @@ def top_error(w: WindowSummary) -> tuple[str, int, str | None] | None:
 def error_notes(record: RunRecord) -> list[str]:
     """One line per distinct (kind, message) among the windows' most common errors:
     ``errors in #1, #2: http_400 in 48 of 48 requests; the server said: Prompt contains
-    invalid tokens``. Empty when no window had an error."""
-    groups: dict[tuple[str, str | None], tuple[list[str], int, int]] = {}
+    invalid tokens`` ("the client saw" when no body came: a timeout's or a connection's
+    words are the client's). Empty when no window had an error."""
+    groups: dict[tuple[str, str | None, bool], tuple[list[str], int, int]] = {}
     for label, w in zip(run_labels(record), _windows(record), strict=True):
         top = top_error(w)
         if top is None:
             continue
         kind, count, said = top
-        refs, errors, requests = groups.get((kind, said), ([], 0, 0))
-        groups[(kind, said)] = ([*refs, label.ref], errors + count, requests + w.requests)
+        key = (kind, said, _from_server(w.error_samples.get(kind) or []))
+        refs, errors, requests = groups.get(key, ([], 0, 0))
+        groups[key] = ([*refs, label.ref], errors + count, requests + w.requests)
     lines = []
-    for (kind, said), (refs, errors, requests) in groups.items():
+    for (kind, said, server), (refs, errors, requests) in groups.items():
         where = ", ".join(refs)
         what = f"{kind} in {errors} of {requests} requests"
-        tail = f"; the server said: {said}" if said else "; no sample kept"
+        who = "the server said" if server else "the client saw"
+        tail = f"; {who}: {said}" if said else "; no sample kept"
         lines.append(f"errors in {where}: {what}{tail}")
     return lines
+
+
+def _from_server(samples: list[ErrorSample]) -> bool:
+    """Whether the first sample's words are the server's (a body came), not the client's
+    own (a timeout, a refused connection: :func:`server_said` falls back to them)."""
+    return bool(samples and (samples[0].body or "").strip())
 
 
 def every_request_failed(record: RunRecord) -> str | None:
