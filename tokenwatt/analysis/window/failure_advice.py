@@ -172,11 +172,11 @@ def fit_search_warning(warning: str, windows: Sequence[WindowSummary], endpoint:
     (:data:`RATE_ADVICE`) replaced by the fix of the run's most common cause when that is
     not the load's, and its "no load meets it" by :data:`NOTHING_SENT` when no probe sent a
     request (the result is then inconclusive); unchanged otherwise."""
-    found = run_cause(windows)
     if windows and not any(w.requests for w in windows):
         # No request sent (a window too short for its rate): the result is inconclusive,
         # so the warning must not claim that no load meets the SLO.
         return NO_LOAD_CLAIM.sub(NOTHING_SENT, warning)
+    found = run_cause(windows)
     if found is None or found[0] in LOAD_CAUSES or not RATE_ADVICE.search(warning):
         return warning
     fix = "; " + advice(found[0], found[1], endpoint)
@@ -193,14 +193,9 @@ def not_load_reason(
     load, a probe stopped early as hopeless included (then "no load met the SLO" is the
     verdict). ``listed``: the windows are a fixed-load run's listed loads (the words say so).
     """
-    where, none = (
-        ("at every listed load", "no listed load")
-        if listed
-        else (
-            "at every rate probed",
-            "no probe",
-        )
-    )
+    where, none = "at every rate probed", "no probe"
+    if listed:
+        where, none = "at every listed load", "no listed load"
     # A window that sent nothing (a floor of 0.1 req/s over a short window) tells nothing.
     sent = [w for w in windows if w.requests]
     causes = [(c, top_kind(w) or "") for w in sent if (c := window_cause(w)) is not None]
