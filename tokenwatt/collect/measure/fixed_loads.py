@@ -15,7 +15,8 @@ more: then the result is the fewer). A goodput that falls as the load rises, amo
 that met the SLO, or a pass above a miss, is warned of as non-monotonic. When no window met
 the SLO the result is ``none_met``, unless a window could not be trusted (not proven idle,
 cut short, …; :func:`~tokenwatt.records.untrusted_reason`) or no window missed for the load
-(every request refused or broken, or none completed): then it is ``inconclusive``.
+(every request refused or broken, or no window sent one; timeouts count as the load's):
+then it is ``inconclusive``.
 """
 
 from __future__ import annotations
@@ -126,8 +127,9 @@ def fixed_status(
 ) -> tuple[ResultStatus, str | None]:
     """measured when a window met the SLO; else inconclusive when one could not be trusted,
     or when no window's misses came from the load (every request failed on something a
-    lower load cannot help, or none completed: :func:`~tokenwatt.analysis.not_load_reason`,
-    as the search judges its probes); else none_met."""
+    lower load cannot help, or no window sent one; a timeout is the load's:
+    :func:`~tokenwatt.analysis.not_load_reason`, as the search judges its probes); else
+    none_met."""
     if any(w.slo_pass for w in windows):
         return "measured", None
     unclean = [(w, why) for w in windows if (why := untrusted_reason(w)) is not None]
