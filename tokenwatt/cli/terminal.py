@@ -228,7 +228,8 @@ def print_run(record: RunRecord, console: Console, *, wide: bool = False) -> Non
     (the record's ``not_covered``, one a line), with a warning for each thing missing in
     its power (:func:`power_warnings`); ``wide``: every column of :func:`run_table`. The
     result's own warnings and the keep-up note follow the result line, as ``collect``
-    prints them, so a reread record keeps its caveats."""
+    prints them (``collect``'s "not beyond doubt" sentence and accuracy line are not
+    printed here)."""
     from tokenwatt.analysis import explain_run, power_warnings, run_notes, sustained_note
 
     console.print(run_table(record, wide=wide))
